@@ -1,0 +1,36 @@
+//! Cairn benchmarks. Each benchmark runs Cairn next to a baseline doing the same work in the
+//! same process run, and prints both plus the ratio — on a shared, noisy machine the ratio is
+//! the number to read, not the absolute times.
+//!
+//! `cargo run -p cairn-bench --release -- ping [--seconds S] [--clients N]`:
+//! OP_MSG `ping` round trips against a freshly spawned release `cairn`, next to the same
+//! bytes bounced off a raw TCP echo server (the network floor), and through the official Rust
+//! driver.
+
+mod harness;
+mod ping;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(bench) = args.first() else {
+        eprintln!("usage: cairn-bench <ping> [--seconds S] [--clients N]");
+        std::process::exit(2);
+    };
+    let opts = if bench == "echo-server" {
+        harness::Opts::parse(&[])
+    } else {
+        harness::Opts::parse(&args[1..])
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    match bench.as_str() {
+        "ping" => rt.block_on(ping::run(&opts)),
+        "echo-server" => rt.block_on(ping::echo_server_main()),
+        other => {
+            eprintln!("unknown benchmark {other}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! Per-connection state that commands may read or change.
+//!
+//! Invariants: a `Client` belongs to exactly one connection task and is never shared, so it
+//! needs no locking; the client metadata document is set at most once (by the first `hello`
+//! that carries it), as MongoDB requires.
+
+use std::net::SocketAddr;
+
+use bson::RawDocumentBuf;
+use cairn_wire::Compressor;
+
+/// The state of one client connection.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// The connection id reported by `hello.connectionId` (starts at 1).
+    pub id: u64,
+    /// The peer address.
+    pub peer: SocketAddr,
+    /// The local address the client connected to.
+    pub local: SocketAddr,
+    /// Compressors negotiated by the last `hello` that carried `compression`.
+    pub compressors: Vec<Compressor>,
+    /// The `client` metadata sent with the first `hello`.
+    pub metadata: Option<RawDocumentBuf>,
+}
+
+impl Client {
+    /// A fresh connection's state.
+    pub fn new(id: u64, peer: SocketAddr, local: SocketAddr) -> Client {
+        Client {
+            id,
+            peer,
+            local,
+            compressors: Vec::new(),
+            metadata: None,
+        }
+    }
+}

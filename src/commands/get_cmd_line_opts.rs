@@ -1,0 +1,84 @@
+//! `getCmdLineOpts`: the process arguments and the options the operator set (admin only).
+//!
+//! `argv` is the real argument vector. `parsed` holds only the options that were set
+//! explicitly (flag or `CAIRN_*` variable), laid out like MongoDB's option tree where a
+//! MongoDB equivalent exists (`net.port`, `net.bindIp`, `storage.dbPath`, …) and under
+//! `cairn.<flag>` otherwise.
+
+use bson::{RawArrayBuf, RawBson, RawDocumentBuf, rawdoc};
+
+use super::{CmdFuture, Command, Counter, Fields, Invocation, ready};
+use crate::error::{CommandError, append_all, key};
+
+/// `getCmdLineOpts`.
+pub static COMMAND: Command = Command {
+    name: "getCmdLineOpts",
+    aliases: &[],
+    help: "get argv",
+    requires_auth: true,
+    admin_only: true,
+    secondary_ok: true,
+    api_v1: false,
+    fields: Fields::Strict(&[]),
+    counter: Counter::Command,
+    kill_on_disconnect: false,
+    run,
+};
+
+/// Where an option lives in MongoDB's option tree, and whether its value is an integer.
+fn mongo_path(flag: &str) -> (&'static str, Option<&'static str>, bool) {
+    match flag {
+        "port" => ("net", Some("port"), true),
+        "bind" => ("net", Some("bindIp"), false),
+        "max_connections" => ("net", Some("maxIncomingConnections"), true),
+        "compressors" => ("net", Some("compression.compressors"), false),
+        "data_dir" => ("storage", Some("dbPath"), false),
+        "slow_ms" => ("operationProfiling", Some("slowOpThresholdMs"), true),
+        _ => ("cairn", None, false),
+    }
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    ready((|| -> Result<_, CommandError> {
+        let mut argv = RawArrayBuf::new();
+        for a in &inv.server.argv {
+            argv.push(a.as_str());
+        }
+        // Group explicit options by their top-level section, preserving first-seen order.
+        let mut sections: Vec<(&'static str, RawDocumentBuf)> = Vec::new();
+        for (flag, value) in &inv.server.config.explicit {
+            let (section, sub, int) = mongo_path(flag);
+            let leaf = sub.unwrap_or(flag.as_str());
+            let v = match value.parse::<i32>() {
+                Ok(n) if int => RawBson::Int32(n),
+                _ => RawBson::String(value.clone()),
+            };
+            let doc = match sections.iter_mut().find(|(s, _)| *s == section) {
+                Some((_, d)) => d,
+                None => {
+                    sections.push((section, RawDocumentBuf::new()));
+                    match sections.last_mut() {
+                        Some((_, d)) => d,
+                        None => continue,
+                    }
+                }
+            };
+            // One level of nesting for dotted MongoDB paths (net.compression.compressors).
+            match leaf.split_once('.') {
+                Some((outer, inner)) => {
+                    let mut nested = RawDocumentBuf::new();
+                    nested.append(key(inner)?, v);
+                    doc.append(key(outer)?, nested);
+                }
+                None => doc.append(key(leaf)?, v),
+            }
+        }
+        let mut parsed = RawDocumentBuf::new();
+        for (section, doc) in sections {
+            parsed.append(key(section)?, doc);
+        }
+        let mut out = rawdoc! {"argv": argv};
+        append_all(&mut out, &rawdoc! {"parsed": parsed});
+        Ok(out.into())
+    })())
+}

@@ -1,0 +1,480 @@
+//! The command registry and dispatcher: one file per command, one sorted table.
+//!
+//! [`REGISTRY`] lists every command in byte-wise name order with its aliases, help text and
+//! flags; the same table answers lookups, drives `listCommands` and produces
+//! `CommandNotFound` (59). Nothing answers a command that is not in it.
+//!
+//! [`dispatch`] applies, in MongoDB's order, the checks every command shares before running
+//! it:
+//! 1. the body is non-empty and carries a string `$db` (40571 / 13111);
+//! 2. the first field names a registered command, exactly as MongoDB matches (case-sensitive,
+//!    aliases as extra names) — otherwise 59;
+//! 3. admin-only commands run only against `admin` (13);
+//! 4. the stable-API parameters `apiVersion`, `apiStrict`, `apiDeprecationErrors` are valid
+//!    (4886600, 14, 322, 323);
+//! 5. for strict commands, every field is either the command's own or a generic argument
+//!    (40415), as MongoDB's IDL parsers enforce.
+//!
+//! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
+//! a [`CommandError`] through [`CommandError::to_reply`].
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+
+use crate::client::Client;
+use crate::error::{CommandError, ErrorCode, ok_reply};
+use crate::state::ServerState;
+
+pub mod build_info;
+pub mod connection_status;
+pub mod end_sessions;
+pub mod get_cmd_line_opts;
+pub mod get_log;
+pub mod get_parameter;
+pub mod hello;
+pub mod host_info;
+pub mod list_commands;
+pub mod ping;
+pub mod server_status;
+pub mod whatsmyuri;
+
+/// A parsed request as a command sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The command name as the client sent it (the first field).
+    pub name: &'a str,
+    /// `$db`.
+    pub db: &'a str,
+    /// The whole command document.
+    pub body: &'a RawDocument,
+    /// True when the OP_MSG had `exhaustAllowed`.
+    pub exhaust_allowed: bool,
+}
+
+/// What a command needs to run.
+pub struct Invocation<'a> {
+    /// Shared server state.
+    pub server: &'a Arc<ServerState>,
+    /// The connection's state.
+    pub client: &'a mut Client,
+    /// The request.
+    pub req: Request<'a>,
+}
+
+/// A successful command result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The reply body without `ok`.
+    pub body: RawDocumentBuf,
+    /// For exhaust streams: the command body to run next, sent with `moreToCome`.
+    pub more_to_come: Option<RawDocumentBuf>,
+}
+
+impl From<RawDocumentBuf> for Reply {
+    fn from(body: RawDocumentBuf) -> Reply {
+        Reply {
+            body,
+            more_to_come: None,
+        }
+    }
+}
+
+/// The result of a command.
+pub type CmdResult = Result<Reply, CommandError>;
+
+/// A boxed command future.
+pub type CmdFuture<'a> = Pin<Box<dyn Future<Output = CmdResult> + Send + 'a>>;
+
+/// A command's entry point.
+pub type Handler = for<'a> fn(Invocation<'a>) -> CmdFuture<'a>;
+
+/// Which of a command's fields are accepted.
+#[derive(Debug, Clone, Copy)]
+pub enum Fields {
+    /// Only these fields (besides the command name and generic arguments).
+    Strict(&'static [&'static str]),
+    /// Anything (the command interprets or ignores extra fields itself).
+    Any,
+}
+
+/// Which `serverStatus.opcounters` entry a command increments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    /// `command`.
+    Command,
+    /// Counted by the command itself (insert/update/delete count statements).
+    SelfCounted,
+    /// `query`.
+    Query,
+    /// `getmore`.
+    GetMore,
+}
+
+/// One registered command.
+pub struct Command {
+    /// The primary name.
+    pub name: &'static str,
+    /// Other accepted names (e.g. `ismaster` for `isMaster`).
+    pub aliases: &'static [&'static str],
+    /// `listCommands` help text.
+    pub help: &'static str,
+    /// Whether the command requires an authenticated user when auth is on.
+    pub requires_auth: bool,
+    /// Whether the command may only run against `admin`.
+    pub admin_only: bool,
+    /// Whether the command may run on a secondary (`listCommands.secondaryOk`).
+    pub secondary_ok: bool,
+    /// Whether the command is part of Stable API version 1.
+    pub api_v1: bool,
+    /// Accepted fields.
+    pub fields: Fields,
+    /// Which opcounter it bumps.
+    pub counter: Counter,
+    /// Whether the command may be abandoned when its client disconnects mid-way (it changes
+    /// nothing, like an awaitable `hello`).
+    pub kill_on_disconnect: bool,
+    /// The entry point.
+    pub run: Handler,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Command").field("name", &self.name).finish()
+    }
+}
+
+/// Every command, sorted byte-wise by name (a unit test enforces the order).
+pub static REGISTRY: &[&Command] = &[
+    &build_info::COMMAND,
+    &connection_status::COMMAND,
+    &end_sessions::COMMAND,
+    &get_cmd_line_opts::COMMAND,
+    &get_log::COMMAND,
+    &get_parameter::COMMAND,
+    &hello::HELLO,
+    &host_info::COMMAND,
+    &hello::IS_MASTER,
+    &list_commands::COMMAND,
+    &ping::COMMAND,
+    &server_status::COMMAND,
+    &whatsmyuri::COMMAND,
+];
+
+/// Generic arguments every command accepts (MongoDB's `generic_argument.idl`).
+pub const GENERIC_ARGUMENTS: &[&str] = &[
+    "$audit",
+    "$client",
+    "$clusterTime",
+    "$configServerState",
+    "$configTime",
+    "$db",
+    "$oplogQueryData",
+    "$queryOptions",
+    "$readPreference",
+    "$replData",
+    "$tenant",
+    "$topologyTime",
+    "allowImplicitCollectionCreation",
+    "apiDeprecationErrors",
+    "apiStrict",
+    "apiVersion",
+    "autocommit",
+    "clientOperationKey",
+    "comment",
+    "coordinator",
+    "databaseVersion",
+    "lsid",
+    "maxTimeMS",
+    "maxTimeMSOpOnly",
+    "mayBypassWriteBlocking",
+    "readConcern",
+    "shardVersion",
+    "startTransaction",
+    "stmtId",
+    "tracking_info",
+    "txnNumber",
+    "txnRetryCounter",
+    "writeConcern",
+];
+
+fn index() -> &'static HashMap<&'static str, &'static Command> {
+    static INDEX: OnceLock<HashMap<&'static str, &'static Command>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut m = HashMap::new();
+        for c in REGISTRY {
+            m.insert(c.name, *c);
+            for a in c.aliases {
+                m.insert(*a, *c);
+            }
+        }
+        m
+    })
+}
+
+/// Finds a command by the name a client used (case-sensitive, aliases included).
+pub fn lookup(name: &str) -> Option<&'static Command> {
+    index().get(name).copied()
+}
+
+/// The BSON type name MongoDB uses in error messages.
+pub fn type_name(v: &RawBsonRef<'_>) -> &'static str {
+    match v {
+        RawBsonRef::Double(_) => "double",
+        RawBsonRef::String(_) => "string",
+        RawBsonRef::Document(_) => "object",
+        RawBsonRef::Array(_) => "array",
+        RawBsonRef::Binary(_) => "binData",
+        RawBsonRef::Undefined => "undefined",
+        RawBsonRef::ObjectId(_) => "objectId",
+        RawBsonRef::Boolean(_) => "bool",
+        RawBsonRef::DateTime(_) => "date",
+        RawBsonRef::Null => "null",
+        RawBsonRef::RegularExpression(_) => "regex",
+        RawBsonRef::DbPointer(_) => "dbPointer",
+        RawBsonRef::JavaScriptCode(_) => "javascript",
+        RawBsonRef::Symbol(_) => "symbol",
+        RawBsonRef::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        RawBsonRef::Int32(_) => "int",
+        RawBsonRef::Timestamp(_) => "timestamp",
+        RawBsonRef::Int64(_) => "long",
+        RawBsonRef::Decimal128(_) => "decimal",
+        RawBsonRef::MaxKey => "maxKey",
+        RawBsonRef::MinKey => "minKey",
+    }
+}
+
+/// MongoDB's truthiness for flag fields: numbers are true unless zero, booleans as is,
+/// null/undefined false, anything else true.
+pub fn truthy(v: &RawBsonRef<'_>) -> bool {
+    match v {
+        RawBsonRef::Boolean(b) => *b,
+        RawBsonRef::Int32(i) => *i != 0,
+        RawBsonRef::Int64(i) => *i != 0,
+        RawBsonRef::Double(d) => *d != 0.0,
+        RawBsonRef::Null | RawBsonRef::Undefined => false,
+        _ => true,
+    }
+}
+
+/// Reads an optional boolean-ish IDL field (`safeBool`: bool or number).
+pub fn opt_bool(body: &RawDocument, cmd: &str, field: &str) -> Result<Option<bool>, CommandError> {
+    match body.get(field) {
+        Ok(None) => Ok(None),
+        Ok(Some(
+            v @ (RawBsonRef::Boolean(_)
+            | RawBsonRef::Int32(_)
+            | RawBsonRef::Int64(_)
+            | RawBsonRef::Double(_)
+            | RawBsonRef::Decimal128(_)),
+        )) => Ok(Some(truthy(&v))),
+        Ok(Some(v)) => Err(CommandError::wrong_type(
+            &format!("{cmd}.{field}"),
+            type_name(&v),
+            "bool",
+        )),
+        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    }
+}
+
+fn check_api_parameters(cmd: &Command, body: &RawDocument) -> Result<(), CommandError> {
+    let get = |f: &str| body.get(f).ok().flatten();
+    let version = get("apiVersion");
+    let strict = get("apiStrict");
+    let deprecation = get("apiDeprecationErrors");
+    if version.is_none() && (strict.is_some() || deprecation.is_some()) {
+        return Err(CommandError::new(
+            ErrorCode::Location(4886600),
+            "Provided apiStrict and/or apiDeprecationErrors without passing apiVersion",
+        ));
+    }
+    let Some(version) = version else {
+        return Ok(());
+    };
+    let RawBsonRef::String(v) = version else {
+        return Err(CommandError::wrong_type(
+            &format!("{}.apiVersion", cmd.name),
+            type_name(&version),
+            "string",
+        ));
+    };
+    for (name, val) in [("apiStrict", strict), ("apiDeprecationErrors", deprecation)] {
+        if let Some(val) = val
+            && !matches!(val, RawBsonRef::Boolean(_))
+        {
+            return Err(CommandError::wrong_type(
+                &format!("{}.{name}", cmd.name),
+                type_name(&val),
+                "bool",
+            ));
+        }
+    }
+    if v != "1" {
+        return Err(CommandError::new(
+            ErrorCode::APIVersionError,
+            "API version must be \"1\"",
+        ));
+    }
+    if matches!(strict, Some(RawBsonRef::Boolean(true))) && !cmd.api_v1 {
+        return Err(CommandError::new(
+            ErrorCode::APIStrictError,
+            format!(
+                "Provided apiStrict:true, but the command {} is not in API Version 1",
+                cmd.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_fields(cmd: &Command, req: &Request<'_>) -> Result<(), CommandError> {
+    let Fields::Strict(allowed) = cmd.fields else {
+        return Ok(());
+    };
+    for (i, el) in req.body.iter().enumerate() {
+        let (k, _) = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let k = k.as_str();
+        if i == 0 || allowed.contains(&k) || GENERIC_ARGUMENTS.contains(&k) {
+            continue;
+        }
+        return Err(CommandError::unknown_field(cmd.name, k));
+    }
+    Ok(())
+}
+
+/// Extracts `$db` and the command name, or the error MongoDB gives.
+pub fn parse_envelope(body: &RawDocument) -> Result<(&str, &str), CommandError> {
+    let first = body
+        .iter()
+        .next()
+        .transpose()
+        .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    let db = match body.get("$db") {
+        Ok(Some(RawBsonRef::String(db))) => db,
+        Ok(Some(other)) => {
+            return Err(CommandError::new(
+                ErrorCode::Location(13111),
+                format!("wrong type for field ($db) {} != string", type_name(&other)),
+            ));
+        }
+        _ => {
+            return Err(CommandError::new(
+                ErrorCode::Location(40571),
+                "OP_MSG requests require a $db argument",
+            ));
+        }
+    };
+    let name = first.map(|(k, _)| k.as_str()).unwrap_or_default();
+    Ok((db, name))
+}
+
+/// Runs one command document and returns the complete reply (with `ok`), plus the next body
+/// for exhaust streaming.
+pub async fn dispatch(
+    server: &Arc<ServerState>,
+    client: &mut Client,
+    body: &RawDocument,
+    exhaust_allowed: bool,
+) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
+    match run(server, client, body, exhaust_allowed).await {
+        Ok(reply) => (ok_reply(reply.body), reply.more_to_come),
+        Err(e) => (e.to_reply(), None),
+    }
+}
+
+/// Looks up and runs a command; see the module doc for the checks applied.
+pub async fn run(
+    server: &Arc<ServerState>,
+    client: &mut Client,
+    body: &RawDocument,
+    exhaust_allowed: bool,
+) -> CmdResult {
+    let (db, name) = parse_envelope(body)?;
+    let cmd = lookup(name).ok_or_else(|| {
+        CommandError::new(
+            ErrorCode::CommandNotFound,
+            format!("no such command: '{name}'"),
+        )
+    })?;
+    if cmd.admin_only && db != "admin" {
+        return Err(CommandError::new(
+            ErrorCode::Unauthorized,
+            format!("{} may only be run against the admin database.", cmd.name),
+        ));
+    }
+    check_api_parameters(cmd, body)?;
+    let req = Request {
+        name,
+        db,
+        body,
+        exhaust_allowed,
+    };
+    check_fields(cmd, &req)?;
+    count(server, cmd);
+    (cmd.run)(Invocation {
+        server,
+        client,
+        req,
+    })
+    .await
+}
+
+fn count(server: &ServerState, cmd: &Command) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &server.opcounters;
+    match cmd.counter {
+        Counter::Command => c.command.fetch_add(1, Relaxed),
+        Counter::Query => c.query.fetch_add(1, Relaxed),
+        Counter::GetMore => c.getmore.fetch_add(1, Relaxed),
+        Counter::SelfCounted => 0,
+    };
+}
+
+/// Wraps a synchronous command body as a [`CmdFuture`].
+pub fn ready(r: CmdResult) -> CmdFuture<'static> {
+    Box::pin(std::future::ready(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_is_sorted_and_unique() {
+        let names: Vec<_> = REGISTRY.iter().map(|c| c.name).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(
+            names, sorted,
+            "REGISTRY must be sorted byte-wise without duplicates"
+        );
+        let mut all: Vec<_> = REGISTRY
+            .iter()
+            .flat_map(|c| std::iter::once(c.name).chain(c.aliases.iter().copied()))
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "names and aliases must be unique");
+    }
+
+    #[test]
+    fn lookup_is_case_sensitive_with_aliases() {
+        assert_eq!(lookup("isMaster").unwrap().name, "isMaster");
+        assert_eq!(lookup("ismaster").unwrap().name, "isMaster");
+        assert_eq!(lookup("buildinfo").unwrap().name, "buildInfo");
+        assert!(lookup("PING").is_none());
+        assert!(lookup("Hello").is_none());
+    }
+
+    #[test]
+    fn generic_arguments_sorted() {
+        let mut s = GENERIC_ARGUMENTS.to_vec();
+        s.sort_unstable();
+        assert_eq!(s, GENERIC_ARGUMENTS);
+    }
+}

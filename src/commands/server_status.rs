@@ -1,0 +1,134 @@
+//! `serverStatus`: live counters.
+//!
+//! The fixed header (`host`, `version`, `process: "mongos"`, `pid`, `uptime`,
+//! `uptimeMillis`, `uptimeEstimate`, `localTime`) is followed by the sections in alphabetical
+//! order, then `mem`. `{<section>: 0}` leaves a section out (`{metrics: 0}` also drops `mem`,
+//! which MongoDB keeps in its metrics tree); unknown fields are ignored, as in MongoDB.
+//! Every number is read from the server's atomics or from the kernel at call time.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use bson::raw::cstr;
+use bson::{RawDocumentBuf, rawdoc};
+
+use super::build_info::MONGODB_VERSION;
+use super::host_info::pretty_host_name;
+use super::{CmdFuture, Command, Counter, Fields, Invocation, ready, truthy};
+use crate::state::ServerState;
+use crate::sysinfo;
+
+/// `serverStatus`.
+pub static COMMAND: Command = Command {
+    name: "serverStatus",
+    aliases: &[],
+    help: "returns lots of administrative server statistics",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: true,
+    api_v1: false,
+    fields: Fields::Any,
+    counter: Counter::Command,
+    kill_on_disconnect: false,
+    run,
+};
+
+fn i32_of(v: i64) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+fn connections(s: &ServerState) -> RawDocumentBuf {
+    let c = &s.connections;
+    let current = c.current.load(Relaxed);
+    rawdoc! {
+        "current": i32_of(current),
+        "available": i32_of(i64::from(s.config.max_connections) - current),
+        "totalCreated": i32_of(c.total_created.load(Relaxed)),
+        "rejected": i32_of(c.rejected.load(Relaxed)),
+        "active": i32_of(c.active.load(Relaxed)),
+        "threaded": i32_of(current),
+        "exhaustIsMaster": i32_of(c.exhaust_is_master.load(Relaxed)),
+        "exhaustHello": i32_of(c.exhaust_hello.load(Relaxed)),
+        "awaitingTopologyChanges": i32_of(c.awaiting_topology_changes.load(Relaxed)),
+    }
+}
+
+fn network(s: &ServerState) -> RawDocumentBuf {
+    let n = &s.network;
+    rawdoc! {
+        "bytesIn": n.bytes_in.load(Relaxed),
+        "bytesOut": n.bytes_out.load(Relaxed),
+        "physicalBytesIn": n.physical_bytes_in.load(Relaxed),
+        "physicalBytesOut": n.physical_bytes_out.load(Relaxed),
+        "numSlowDNSOperations": 0_i64,
+        "numSlowSSLOperations": 0_i64,
+        "numRequests": n.num_requests.load(Relaxed),
+    }
+}
+
+fn opcounters(s: &ServerState) -> RawDocumentBuf {
+    let o = &s.opcounters;
+    rawdoc! {
+        "insert": o.insert.load(Relaxed),
+        "query": o.query.load(Relaxed),
+        "update": o.update.load(Relaxed),
+        "delete": o.delete.load(Relaxed),
+        "getmore": o.getmore.load(Relaxed),
+        "command": o.command.load(Relaxed),
+    }
+}
+
+fn mem() -> RawDocumentBuf {
+    match sysinfo::process_memory_mb() {
+        Some((resident, virt)) => rawdoc! {
+            "bits": (usize::BITS as i32),
+            "resident": resident,
+            "virtual": virt,
+            "supported": true,
+        },
+        None => rawdoc! {
+            "bits": (usize::BITS as i32),
+            "resident": 0_i32,
+            "virtual": 0_i32,
+            "supported": false,
+            "note": "not all mem info support on this platform",
+        },
+    }
+}
+
+/// Builds one section from the live state.
+type SectionBuilder = fn(&ServerState) -> RawDocumentBuf;
+
+/// The sections, alphabetically, with their builders.
+const SECTIONS: &[(&str, SectionBuilder)] = &[
+    ("connections", connections),
+    ("network", network),
+    ("opcounters", opcounters),
+];
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    let s = inv.server;
+    let body = inv.req.body;
+    let excluded = |name: &str| matches!(body.get(name), Ok(Some(v)) if !truthy(&v));
+    let uptime = s.uptime();
+    let mut out = rawdoc! {
+        "host": pretty_host_name(&s.host, inv.client.local.port()),
+        "version": MONGODB_VERSION,
+        "process": "mongos",
+        "pid": i64::from(std::process::id()),
+        "uptime": (uptime.as_secs() as f64),
+        "uptimeMillis": (uptime.as_millis() as i64),
+        "uptimeEstimate": (uptime.as_secs() as i64),
+        "localTime": bson::DateTime::now(),
+    };
+    for (name, build) in SECTIONS {
+        if !excluded(name)
+            && let Ok(k) = <&bson::raw::CStr>::try_from(*name)
+        {
+            out.append(k, build(s));
+        }
+    }
+    if !excluded("metrics") && !excluded("mem") {
+        out.append(cstr!("mem"), mem());
+    }
+    ready(Ok(out.into()))
+}

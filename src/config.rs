@@ -1,0 +1,197 @@
+//! Command-line and environment configuration.
+//!
+//! Every flag can also be given as a `CAIRN_*` environment variable; a flag on the command
+//! line wins over the environment, which wins over the default. [`Config::explicit`] records
+//! which options the operator actually set, which `getCmdLineOpts` reports as `parsed`.
+
+use std::path::PathBuf;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+/// How logs are written to stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Human,
+    /// MongoDB's structured JSON log lines (`{"t":…,"s":…,"c":…,"id":…,"ctx":…,"msg":…}`).
+    Json,
+}
+
+/// The server's configuration.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Addresses to listen on (comma-separated IPs or host names).
+    #[arg(
+        long = "bind",
+        env = "CAIRN_BIND",
+        value_delimiter = ',',
+        default_value = "127.0.0.1"
+    )]
+    pub bind: Vec<String>,
+
+    /// TCP port to listen on (0 picks a free port, reported in the log).
+    #[arg(long, env = "CAIRN_PORT", default_value_t = 27017)]
+    pub port: u16,
+
+    /// Directory holding the database files.
+    #[arg(long = "data-dir", env = "CAIRN_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// Maximum number of simultaneous client connections.
+    #[arg(long = "max-connections", env = "CAIRN_MAX_CONNECTIONS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+
+    /// Log format on stdout.
+    #[arg(long = "log-format", env = "CAIRN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+
+    /// Log filter (tracing `EnvFilter` syntax, e.g. `info` or `cairn=debug`).
+    #[arg(long = "log-level", env = "CAIRN_LOG", default_value = "info")]
+    pub log_level: String,
+
+    /// Commands slower than this many milliseconds are logged as slow.
+    #[arg(long = "slow-ms", env = "CAIRN_SLOW_MS", default_value_t = 100)]
+    pub slow_ms: u64,
+
+    /// Wire compressors offered to clients, in preference order (`disabled` for none).
+    #[arg(
+        long,
+        env = "CAIRN_COMPRESSORS",
+        value_delimiter = ',',
+        default_value = "snappy,zstd,zlib"
+    )]
+    pub compressors: Vec<String>,
+
+    /// Seconds to let in-flight commands finish after SIGINT/SIGTERM before closing.
+    #[arg(
+        long = "shutdown-timeout-secs",
+        env = "CAIRN_SHUTDOWN_TIMEOUT_SECS",
+        default_value_t = 15
+    )]
+    pub shutdown_timeout_secs: u64,
+
+    /// Options that were set explicitly (command line or environment), as (name, value).
+    #[arg(skip)]
+    pub explicit: Vec<(String, String)>,
+}
+
+/// Subcommands besides running the server.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Cmd {
+    /// Connect to a running server and send `ping`; exit 0 when it answers `ok: 1`.
+    Healthcheck {
+        /// Host to connect to.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port to connect to.
+        #[arg(long, env = "CAIRN_PORT", default_value_t = 27017)]
+        port: u16,
+        /// Seconds to wait for the answer.
+        #[arg(long, default_value_t = 5)]
+        timeout_secs: u64,
+    },
+}
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cairn",
+    version,
+    about = "A MongoDB-wire-compatible document database"
+)]
+pub struct Cli {
+    /// Server options.
+    #[command(flatten)]
+    pub config: Config,
+    /// An optional subcommand.
+    #[command(subcommand)]
+    pub command: Option<Cmd>,
+}
+
+impl Cli {
+    /// Parses `args`, recording which server options were set explicitly.
+    pub fn parse_from_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::CommandFactory;
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        cli.config.explicit = explicit_options(&matches);
+        Ok(cli)
+    }
+}
+
+fn explicit_options(m: &ArgMatches) -> Vec<(String, String)> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let args: Vec<String> = cmd
+        .get_arguments()
+        .map(|a| a.get_id().as_str().to_string())
+        .collect();
+    let mut out = Vec::new();
+    for id in m.ids() {
+        let name = id.as_str();
+        // Argument groups (the flattened `Config` struct) are not options.
+        if !args.iter().any(|a| a == name) {
+            continue;
+        }
+        if matches!(
+            m.value_source(name),
+            Some(ValueSource::CommandLine) | Some(ValueSource::EnvVariable)
+        ) && let Ok(Some(raw)) = m.try_get_raw(name)
+        {
+            let vals: Vec<String> = raw.map(|v| v.to_string_lossy().into_owned()).collect();
+            out.push((name.to_string(), vals.join(",")));
+        }
+    }
+    out
+}
+
+impl Config {
+    /// A configuration with every default, listening on an ephemeral port (tests).
+    pub fn for_tests(data_dir: PathBuf) -> Config {
+        let mut cli = Cli::parse_from_args(["cairn", "--port", "0"]).unwrap_or_else(|e| e.exit());
+        cli.config.data_dir = data_dir;
+        cli.config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let c = Cli::parse_from_args(["cairn"]).unwrap().config;
+        assert_eq!(c.port, 27017);
+        assert_eq!(c.bind, ["127.0.0.1"]);
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert_eq!(c.compressors, ["snappy", "zstd", "zlib"]);
+        assert!(c.explicit.is_empty());
+    }
+
+    #[test]
+    fn flags_are_recorded_as_explicit() {
+        let c = Cli::parse_from_args(["cairn", "--port", "0", "--bind", "0.0.0.0,::1"])
+            .unwrap()
+            .config;
+        assert_eq!(c.port, 0);
+        assert_eq!(c.bind, ["0.0.0.0", "::1"]);
+        assert!(c.explicit.contains(&("port".into(), "0".into())));
+        assert!(c.explicit.contains(&("bind".into(), "0.0.0.0,::1".into())));
+        assert_eq!(c.explicit.len(), 2, "{:?}", c.explicit);
+    }
+
+    #[test]
+    fn healthcheck_subcommand() {
+        let cli = Cli::parse_from_args(["cairn", "healthcheck", "--port", "1234"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(Cmd::Healthcheck { port: 1234, .. })
+        ));
+    }
+}

@@ -1,0 +1,115 @@
+//! The `cairn` binary: parse flags, set up logging, run the server until SIGINT/SIGTERM.
+//! `cairn healthcheck` pings a running server instead (for container health checks).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn::config::{Cli, Cmd};
+use cairn::server::Server;
+use cairn::state::ServerState;
+use tracing::{Instrument, error, info, info_span, warn};
+
+/// MongoDB's exit code when the listener cannot be set up.
+const EXIT_NET_ERROR: u8 = 48;
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let cli = match Cli::parse_from_args(&argv) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    if let Some(Cmd::Healthcheck {
+        host,
+        port,
+        timeout_secs,
+    }) = cli.command
+    {
+        return match cairn::healthcheck::ping(&host, port, Duration::from_secs(timeout_secs)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("unhealthy: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let config = cli.config;
+    let logs = cairn::logging::init(config.log_format, &config.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(
+        async move {
+            if let Err(e) = std::fs::create_dir_all(&config.data_dir) {
+                error!(id = 20557, path = %config.data_dir.display(), error = %e,
+                       "cannot create the data directory");
+                return ExitCode::FAILURE;
+            }
+            let state = Arc::new(ServerState::new(config, argv, logs));
+            startup_warnings(&state);
+            let server = match Server::bind(state.clone()).await {
+                Ok(s) => s,
+                Err(e) => {
+                    error!(id = 23024, error = %e, "Failed to set up listener");
+                    return ExitCode::from(EXIT_NET_ERROR);
+                }
+            };
+            info!(id = 4615611, pid = std::process::id(),
+                  version = cairn::commands::build_info::MONGODB_VERSION,
+                  cairnVersion = env!("CARGO_PKG_VERSION"),
+                  dataDir = %state.config.data_dir.display(),
+                  "Cairn starting");
+            server.run(shutdown_signal()).await;
+            info!(id = 20626, "Shutdown complete");
+            ExitCode::SUCCESS
+        }
+        .instrument(info_span!("ctx", name = "initandlisten")),
+    )
+}
+
+fn startup_warnings(state: &ServerState) {
+    warn!(
+        id = 22120,
+        startup_warning = true,
+        "Access control is not enabled for the database. Read and write access to data and configuration is unrestricted"
+    );
+    let exposed: Vec<&String> = state
+        .config
+        .bind
+        .iter()
+        .filter(|h| {
+            !matches!(h.as_str(), "localhost" | "127.0.0.1" | "::1") && !h.starts_with("127.")
+        })
+        .collect();
+    if !exposed.is_empty() {
+        warn!(id = 22140, startup_warning = true, bind = ?exposed,
+              "This server is bound to a non-loopback address without access control. Anyone who can reach it can read and write all data");
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(t), Ok(i)) => (t, i),
+        _ => {
+            warn!("cannot install signal handlers; stop the server with SIGKILL");
+            std::future::pending::<()>().await;
+            return;
+        }
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    info!(id = 23377, signal = name, "Received signal");
+}

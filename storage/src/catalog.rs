@@ -1,0 +1,334 @@
+//! The catalog: which collections exist, with their ids, options and index specs.
+//!
+//! Layout of the catalog space (space 0), byte by byte:
+//! ```text
+//! 'V'                                   → schema version, u32 big-endian (currently 1)
+//! 'N'                                   → next space id, u64 big-endian
+//! 'C' db 0x00 name                      → collection record (a BSON document, below)
+//! 'S' u64be(space id) u64be(sequence)   → statistics delta: i64be count, i64be data size
+//! ```
+//! Database and collection names never contain NUL (namespace validation rejects it), so
+//! `'C' db 0x00` is an exact prefix for one database's collections and records sort by
+//! (db, name).
+//!
+//! A collection record is the BSON document
+//! `{id: Int64, db, name, uuid: UUID, options: {...}, created: Date, indexes: [spec...]}`;
+//! `id` is also the space holding the collection's documents. Every collection has the
+//! `_id_` index, which is the document space itself (documents are keyed by E(_id)).
+//!
+//! Statistics (document count, BSON bytes) are kept as *deltas*: each committing write
+//! appends one blind-written delta key, so concurrent writers never conflict on a counter;
+//! reads sum the deltas, and [`crate::store::Store`] folds them into one key from time to
+//! time. Deltas are written in the same transaction as the documents, so they are exact.
+//!
+//! Invariants: an in-memory [`Catalog`] is an immutable snapshot of committed records; DDL
+//! builds a new one and swaps it in after its transaction commits.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bson::raw::cstr;
+use bson::spec::BinarySubtype;
+use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+
+use crate::engine::{Read, SpaceId};
+use crate::error::{Result, StorageError};
+
+/// Current catalog schema version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Key of the schema version.
+pub const VERSION_KEY: &[u8] = b"V";
+/// Key of the next space id.
+pub const NEXT_ID_KEY: &[u8] = b"N";
+/// Prefix of collection records.
+pub const COLLECTION_PREFIX: u8 = b'C';
+/// Prefix of statistics deltas.
+pub const STATS_PREFIX: u8 = b'S';
+
+/// A collection's catalog record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectionMeta {
+    /// The space holding its documents.
+    pub id: SpaceId,
+    /// Database name.
+    pub db: String,
+    /// Collection name.
+    pub name: String,
+    /// The collection UUID reported by `listCollections`.
+    pub uuid: [u8; 16],
+    /// Creation options as given to `create` (validated).
+    pub options: RawDocumentBuf,
+    /// Creation time.
+    pub created: bson::DateTime,
+    /// Index specifications (`_id_` first).
+    pub indexes: Vec<RawDocumentBuf>,
+}
+
+impl CollectionMeta {
+    /// `db.name`.
+    pub fn namespace(&self) -> String {
+        format!("{}.{}", self.db, self.name)
+    }
+
+    /// The `_id_` index spec.
+    pub fn id_index_spec() -> RawDocumentBuf {
+        rawdoc! {"v": 2, "key": {"_id": 1}, "name": "_id_"}
+    }
+
+    /// Encodes the record.
+    pub fn to_bson(&self) -> RawDocumentBuf {
+        let mut indexes = RawArrayBuf::new();
+        for i in &self.indexes {
+            indexes.push(i.clone());
+        }
+        let mut d = RawDocumentBuf::new();
+        d.append(cstr!("id"), self.id as i64);
+        d.append(cstr!("db"), self.db.as_str());
+        d.append(cstr!("name"), self.name.as_str());
+        d.append(
+            cstr!("uuid"),
+            bson::Binary {
+                subtype: BinarySubtype::Uuid,
+                bytes: self.uuid.to_vec(),
+            },
+        );
+        d.append(cstr!("options"), self.options.clone());
+        d.append(cstr!("created"), self.created);
+        d.append(cstr!("indexes"), indexes);
+        d
+    }
+
+    /// Decodes a record.
+    pub fn from_bson(bytes: &[u8]) -> Result<CollectionMeta> {
+        let bad = |what: &str| StorageError::Corrupt(format!("collection record: {what}"));
+        let d = RawDocument::from_bytes(bytes).map_err(|_| bad("not a document"))?;
+        let id = d.get_i64("id").map_err(|_| bad("id"))?;
+        let uuid = match d.get("uuid") {
+            Ok(Some(RawBsonRef::Binary(b))) if b.bytes.len() == 16 => {
+                let mut u = [0u8; 16];
+                u.copy_from_slice(b.bytes);
+                u
+            }
+            _ => return Err(bad("uuid")),
+        };
+        let mut indexes = Vec::new();
+        for i in d.get_array("indexes").map_err(|_| bad("indexes"))? {
+            match i {
+                Ok(RawBsonRef::Document(spec)) => indexes.push(spec.to_owned()),
+                _ => return Err(bad("index spec")),
+            }
+        }
+        Ok(CollectionMeta {
+            id: u64::try_from(id).map_err(|_| bad("negative id"))?,
+            db: d.get_str("db").map_err(|_| bad("db"))?.to_string(),
+            name: d.get_str("name").map_err(|_| bad("name"))?.to_string(),
+            uuid,
+            options: d
+                .get_document("options")
+                .map_err(|_| bad("options"))?
+                .to_owned(),
+            created: d.get_datetime("created").map_err(|_| bad("created"))?,
+            indexes,
+        })
+    }
+}
+
+/// Catalog key of a collection record.
+pub fn collection_key(db: &str, name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + db.len() + name.len());
+    k.push(COLLECTION_PREFIX);
+    k.extend_from_slice(db.as_bytes());
+    k.push(0);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// Catalog key prefix of one database's collection records.
+pub fn database_prefix(db: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + db.len());
+    k.push(COLLECTION_PREFIX);
+    k.extend_from_slice(db.as_bytes());
+    k.push(0);
+    k
+}
+
+/// Catalog key of one statistics delta.
+pub fn stats_key(space: SpaceId, seq: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.push(STATS_PREFIX);
+    k.extend_from_slice(&space.to_be_bytes());
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// Catalog key prefix of a space's statistics deltas.
+pub fn stats_prefix(space: SpaceId) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9);
+    k.push(STATS_PREFIX);
+    k.extend_from_slice(&space.to_be_bytes());
+    k
+}
+
+/// A statistics delta: documents and BSON bytes added (negative when removed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Document count.
+    pub count: i64,
+    /// Sum of document BSON sizes.
+    pub size: i64,
+}
+
+impl Stats {
+    /// 16 bytes: count then size, big-endian.
+    pub fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.count.to_be_bytes());
+        b[8..].copy_from_slice(&self.size.to_be_bytes());
+        b
+    }
+
+    /// Decodes [`Stats::encode`].
+    pub fn decode(b: &[u8]) -> Result<Stats> {
+        match (b.get(..8), b.get(8..16)) {
+            (Some(c), Some(s)) if b.len() == 16 => Ok(Stats {
+                count: i64::from_be_bytes(c.try_into().unwrap_or_default()),
+                size: i64::from_be_bytes(s.try_into().unwrap_or_default()),
+            }),
+            _ => Err(StorageError::Corrupt("statistics delta".into())),
+        }
+    }
+
+    /// Adds another delta.
+    pub fn add(&mut self, o: Stats) {
+        self.count += o.count;
+        self.size += o.size;
+    }
+
+    /// True when nothing changed.
+    pub fn is_zero(&self) -> bool {
+        self.count == 0 && self.size == 0
+    }
+}
+
+/// Sums the statistics deltas of `space`; also returns the largest sequence seen and how many
+/// deltas there were.
+pub fn read_stats(r: &dyn Read, space: SpaceId) -> Result<(Stats, u64, usize)> {
+    let mut total = Stats::default();
+    let mut max_seq = 0;
+    let mut n = 0;
+    for kv in r.prefix(crate::engine::CATALOG_SPACE, &stats_prefix(space))? {
+        let (k, v) = kv?;
+        total.add(Stats::decode(&v)?);
+        if let Some(seq) = k.get(9..17).and_then(|s| <[u8; 8]>::try_from(s).ok()) {
+            max_seq = max_seq.max(u64::from_be_bytes(seq));
+        }
+        n += 1;
+    }
+    Ok((total, max_seq, n))
+}
+
+/// An immutable snapshot of the committed catalog.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    collections: BTreeMap<(String, String), Arc<CollectionMeta>>,
+}
+
+impl Catalog {
+    /// Loads every collection record.
+    pub fn load(r: &dyn Read) -> Result<Catalog> {
+        let mut collections = BTreeMap::new();
+        for kv in r.prefix(crate::engine::CATALOG_SPACE, &[COLLECTION_PREFIX])? {
+            let (_, v) = kv?;
+            let meta = CollectionMeta::from_bson(&v)?;
+            collections.insert((meta.db.clone(), meta.name.clone()), Arc::new(meta));
+        }
+        Ok(Catalog { collections })
+    }
+
+    /// The collection, if it exists.
+    pub fn get(&self, db: &str, name: &str) -> Option<&Arc<CollectionMeta>> {
+        self.collections.get(&(db.to_string(), name.to_string()))
+    }
+
+    /// Collections of `db`, sorted by name.
+    pub fn in_database<'a>(&'a self, db: &'a str) -> impl Iterator<Item = &'a Arc<CollectionMeta>> + 'a {
+        self.collections
+            .range((db.to_string(), String::new())..)
+            .take_while(move |((d, _), _)| d == db)
+            .map(|(_, m)| m)
+    }
+
+    /// Every collection, sorted by (db, name).
+    pub fn all(&self) -> impl Iterator<Item = &Arc<CollectionMeta>> {
+        self.collections.values()
+    }
+
+    /// Database names that hold at least one collection, sorted.
+    pub fn databases(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.collections.keys().map(|(d, _)| d.clone()).collect();
+        v.dedup();
+        v
+    }
+
+    /// A copy with `meta` added or replaced.
+    pub fn with(&self, meta: CollectionMeta) -> Catalog {
+        let mut c = self.clone();
+        c.collections
+            .insert((meta.db.clone(), meta.name.clone()), Arc::new(meta));
+        c
+    }
+
+    /// A copy without `db.name`.
+    pub fn without(&self, db: &str, name: &str) -> Catalog {
+        let mut c = self.clone();
+        c.collections.remove(&(db.to_string(), name.to_string()));
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips() {
+        let m = CollectionMeta {
+            id: 42,
+            db: "test".into(),
+            name: "c".into(),
+            uuid: [9; 16],
+            options: rawdoc! {"capped": false},
+            created: bson::DateTime::from_millis(1234),
+            indexes: vec![CollectionMeta::id_index_spec()],
+        };
+        assert_eq!(CollectionMeta::from_bson(m.to_bson().as_bytes()).unwrap(), m);
+        assert!(CollectionMeta::from_bson(b"junk").is_err());
+    }
+
+    #[test]
+    fn keys_sort_by_database_then_name() {
+        let mut keys = vec![
+            collection_key("b", "a"),
+            collection_key("a", "zz"),
+            collection_key("a", "b"),
+            collection_key("ab", "a"),
+        ];
+        keys.sort();
+        assert_eq!(keys[0], collection_key("a", "b"));
+        assert_eq!(keys[1], collection_key("a", "zz"));
+        assert_eq!(keys[2], collection_key("ab", "a"));
+        assert!(collection_key("a", "x").starts_with(&database_prefix("a")));
+        assert!(!collection_key("ab", "x").starts_with(&database_prefix("a")));
+    }
+
+    #[test]
+    fn stats_round_trip() {
+        let s = Stats { count: -3, size: 1 << 40 };
+        assert_eq!(Stats::decode(&s.encode()).unwrap(), s);
+        assert!(Stats::decode(&[1, 2]).is_err());
+        assert!(stats_key(5, 1).starts_with(&stats_prefix(5)));
+        assert!(stats_key(5, 1) < stats_key(5, 2));
+        assert!(stats_key(5, u64::MAX) < stats_key(6, 0));
+    }
+}

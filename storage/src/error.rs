@@ -1,0 +1,78 @@
+//! The one error type of `cairn-storage`.
+//!
+//! Variants say what went wrong in storage terms; the server maps them to MongoDB codes in
+//! one place. [`StorageError::is_transient`] marks errors a retry can fix (write conflicts).
+
+use bson::RawDocumentBuf;
+
+use crate::engine::EngineError;
+
+/// Everything storage can fail with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StorageError {
+    /// An engine error (conflict, missing space, I/O, key too long).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// A unique index already holds the key.
+    #[error("E11000 duplicate key error collection: {namespace} index: {index} dup key: {key_display}")]
+    DuplicateKey {
+        /// `db.coll`.
+        namespace: String,
+        /// Index name (`_id_`).
+        index: String,
+        /// The index key pattern, e.g. `{_id: 1}`.
+        key_pattern: RawDocumentBuf,
+        /// The duplicate key, e.g. `{_id: 5}`.
+        key_value: RawDocumentBuf,
+        /// The key as MongoDB prints it in the message: `{ _id: 5 }`.
+        key_display: String,
+    },
+    /// The collection (or view) already exists.
+    #[error("Collection {0} already exists.")]
+    NamespaceExists(String),
+    /// The collection does not exist.
+    #[error("{0}")]
+    NamespaceNotFound(String),
+    /// An invalid database or collection name.
+    #[error("{0}")]
+    InvalidNamespace(String),
+    /// An `_id` value that may not be stored (array, regex, undefined, `$`-fields).
+    #[error("{0}")]
+    InvalidIdField(String),
+    /// A document over the 16 MiB limit.
+    #[error("object to insert too large. size in bytes: {size}, max size: {max}")]
+    DocumentTooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A document nested deeper than MongoDB allows for storage.
+    #[error("{0}")]
+    TooDeep(String),
+    /// A key (E(_id) plus path) too long for the engine.
+    #[error("{0}")]
+    KeyTooLong(String),
+    /// A document or request that is malformed.
+    #[error("{0}")]
+    BadValue(String),
+    /// Invalid options.
+    #[error("{0}")]
+    InvalidOptions(String),
+    /// A feature accepted by MongoDB that Cairn does not implement yet.
+    #[error("{0}")]
+    NotImplemented(String),
+    /// Stored bytes that do not decode (a bug or on-disk damage).
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+}
+
+impl StorageError {
+    /// True for errors a retry of the whole operation can fix.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StorageError::Engine(e) if e.is_transient())
+    }
+}
+
+/// Result alias for storage calls.
+pub type Result<T> = std::result::Result<T, StorageError>;

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Real-client smoke tests: PyMongo, the Node.js driver and mongosh (scripted and interactive
+# through a pseudo-terminal) against a freshly started cairn server.
+#
+#   bash tests/clients/run.sh
+#
+# Environment:
+#   CAIRN_BIN         server binary to test (default: <repo>/target/debug/cairn, built first
+#                     with `cargo build --bin cairn`)
+#   CAIRN_SKIP_BUILD  1 = do not run cargo build for the default binary
+#   CAIRN_VENV        Python venv with pymongo (default <repo>/.venv; created when missing and
+#                     brought to tests/clients/requirements.txt)
+#
+# Node packages (mongosh, mongodb) are installed from package-lock.json into
+# tests/clients/node_modules with `npm ci` whenever the lockfile changed since the last install.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+HERE="$REPO/tests/clients"
+T0=$SECONDS
+PASSED=0
+FAILED=0
+
+log() { printf '[clients %4ds] %s\n' "$((SECONDS - T0))" "$*" >&2; }
+die() {
+    printf '[clients] FAIL: %s\n' "$*" >&2
+    exit 1
+}
+ok() {
+    PASSED=$((PASSED + 1))
+    printf 'ok   - %s\n' "$*"
+}
+bad() {
+    FAILED=$((FAILED + 1))
+    printf 'FAIL - %s\n' "$*"
+}
+
+WORK="$(mktemp -d /tmp/cairn-clients.XXXXXX)"
+SERVER_PID=""
+cleanup() {
+    local rc=$?
+    set +e
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM "$SERVER_PID" 2>/dev/null
+        for _ in $(seq 50); do
+            kill -0 "$SERVER_PID" 2>/dev/null || break
+            sleep 0.2
+        done
+        if kill -0 "$SERVER_PID" 2>/dev/null; then
+            echo "[clients] server did not stop on SIGTERM within 10s; killing it" >&2
+            kill -KILL "$SERVER_PID" 2>/dev/null
+        fi
+        wait "$SERVER_PID" 2>/dev/null
+    fi
+    if { [ "$rc" != 0 ] || [ "$FAILED" != 0 ]; } && [ -f "$WORK/server.log" ]; then
+        echo "---- server log (last 25 lines) ----" >&2
+        tail -n 25 "$WORK/server.log" >&2
+        echo "------------------------------------" >&2
+    fi
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- 1. the server binary -------------------------------------------------------------------
+if [ -n "${CAIRN_BIN:-}" ]; then
+    BIN="$CAIRN_BIN"
+else
+    BIN="$REPO/target/debug/cairn"
+    if [ "${CAIRN_SKIP_BUILD:-0}" != 1 ]; then
+        log "cargo build --bin cairn"
+        (cd "$REPO" && cargo build --bin cairn) || die "cargo build --bin cairn failed"
+    fi
+fi
+[ -x "$BIN" ] || die "server binary $BIN not found (set CAIRN_BIN or build it)"
+
+# --- 2. Node packages -----------------------------------------------------------------------
+command -v node >/dev/null 2>&1 || die "node is not installed (mongosh 2.x needs Node.js >= 20)"
+command -v npm >/dev/null 2>&1 || die "npm is not installed"
+node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' ||
+    die "Node.js $(node --version) is too old; mongosh 2.x and the mongodb 7.x driver need >= 20"
+STAMP="$HERE/node_modules/.cairn-installed-lock"
+if [ ! -x "$HERE/node_modules/.bin/mongosh" ] || [ ! -d "$HERE/node_modules/mongodb" ] ||
+    ! cmp -s "$HERE/package-lock.json" "$STAMP"; then
+    log "npm ci (mongosh, mongodb) into tests/clients/node_modules"
+    # --ignore-scripts: the native add-ons some dependencies try to compile (os-dns-native,
+    # cpu-features, ...) are optional and not needed here; skipping them keeps the install the
+    # same whichever npm version runs it.
+    (cd "$HERE" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm ci failed"
+    cp "$HERE/package-lock.json" "$STAMP"
+fi
+MONGOSH="$HERE/node_modules/.bin/mongosh"
+log "mongosh $("$MONGOSH" --version), mongodb driver $(node -p 'require(process.argv[1]).version' "$HERE/node_modules/mongodb/package.json")"
+
+# --- 3. Python venv -------------------------------------------------------------------------
+VENV="${CAIRN_VENV:-$REPO/.venv}"
+case "$VENV" in /*) ;; *) VENV="$REPO/$VENV" ;; esac
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating venv $VENV"
+    python3 -m venv "$VENV" || die "python3 -m venv $VENV failed"
+fi
+PY="$VENV/bin/python"
+"$PY" -m pip install -q --disable-pip-version-check -r "$HERE/requirements.txt" ||
+    die "pip install -r tests/clients/requirements.txt failed"
+log "pymongo $("$PY" -c 'import pymongo; print(pymongo.version)')"
+
+# --- 4. start the server --------------------------------------------------------------------
+mkdir -p "$WORK/data"
+"$BIN" --port 0 --log-format json --log-level info --data-dir "$WORK/data" >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+PORT=""
+deadline=$((SECONDS + 30))
+while [ -z "$PORT" ]; do
+    PORT="$(sed -n 's/.*"msg":"Waiting for connections".*"port":\([0-9][0-9]*\).*/\1/p' "$WORK/server.log" | head -n 1)"
+    [ -n "$PORT" ] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited before it was ready"
+    [ "$SECONDS" -lt "$deadline" ] || die "no 'Waiting for connections' log line within 30s"
+    sleep 0.1
+done
+URI="mongodb://127.0.0.1:$PORT/"
+log "server pid $SERVER_PID listening on $URI"
+
+# --- 5. the checks --------------------------------------------------------------------------
+# A suite prints `ok - ...` / `FAIL - ...` lines; they are counted here.
+run_suite() {
+    local name="$1"
+    shift
+    local out="$WORK/$name.out" rc=0
+    timeout 300 "$@" >"$out" 2>&1 || rc=$?
+    sed 's/^/  /' "$out"
+    PASSED=$((PASSED + $(grep -c '^ok ' "$out" || true)))
+    FAILED=$((FAILED + $(grep -c '^FAIL ' "$out" || true)))
+    if [ "$rc" != 0 ] && ! grep -q '^FAIL ' "$out"; then
+        bad "$name crashed or timed out (exit $rc, output above)"
+    fi
+}
+
+log "PyMongo"
+run_suite pymongo "$PY" "$HERE/smoke_pymongo.py" "$URI"
+
+log "Node.js driver"
+run_suite node node "$HERE/smoke_node.mjs" "$URI"
+
+# mongosh gets its own home (history, logs, config) and a global config that turns off
+# telemetry and the update check (no network beyond this machine).
+mkdir -p "$WORK/home"
+cat >"$WORK/mongosh.conf" <<'CONF'
+mongosh:
+  forceDisableTelemetry: true
+  updateURL: ''
+CONF
+msh() {
+    HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
+        timeout 120 "$MONGOSH" "$URI" --quiet "$@"
+}
+# expect_eval NAME EXPRESSION MODE WANT: MODE is `equals` (whole trimmed stdout) or `contains`.
+expect_eval() {
+    local name="$1" expr="$2" mode="$3" want="$4" out rc=0
+    out="$(msh --eval "$expr" 2>"$WORK/mongosh.err")" || rc=$?
+    out="$(printf '%s' "$out" | tr -d '\r' | sed -e 's/[[:space:]]*$//')"
+    if [ "$rc" != 0 ]; then
+        bad "$name: mongosh exited $rc; stdout: $out; stderr: $(cat "$WORK/mongosh.err")"
+    elif [ "$mode" = equals ] && [ "$out" = "$want" ]; then
+        ok "$name"
+    elif [ "$mode" = contains ] && [[ "$out" == *"$want"* ]]; then
+        ok "$name"
+    else
+        bad "$name: want ($mode) '$want', got '$out'"
+    fi
+}
+
+log "mongosh"
+expect_eval "mongosh --eval 'db.version()' prints 7.0.0" 'db.version()' equals "7.0.0"
+expect_eval "mongosh --eval 'JSON.stringify(db.hello())' says isdbgrid" 'JSON.stringify(db.hello())' contains '"msg":"isdbgrid"'
+expect_eval "mongosh --eval 'db.runCommand({buildInfo:1}).ok' prints 1" 'db.runCommand({buildInfo:1}).ok' equals "1"
+# mongosh 2.x throws when a command answers ok: 0
+expect_eval "mongosh: an unknown command throws code 59 CommandNotFound" \
+    '(() => { try { db.runCommand({definitelyNotACommand: 1}); return "no error"; } catch (e) { return e.code + " " + e.codeName; } })()' \
+    equals "59 CommandNotFound"
+expect_eval "mongosh: db.serverStatus().process is mongos" 'db.serverStatus().process' equals "mongos"
+
+if out="$(HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
+    timeout 180 "$PY" "$HERE/mongosh_interactive.py" "$MONGOSH" "$URI" 2>&1)"; then
+    ok "mongosh interactive session in a pty: $out"
+else
+    bad "mongosh interactive session in a pty"
+    printf '%s\n' "$out" | sed 's/^/  /'
+fi
+
+# --- 6. the server must still be up and stop cleanly ------------------------------------------
+if kill -0 "$SERVER_PID" 2>/dev/null; then
+    ok "server still running after all clients"
+    kill -TERM "$SERVER_PID"
+    rc=0
+    for _ in $(seq 75); do
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.2
+    done
+    if kill -0 "$SERVER_PID" 2>/dev/null; then
+        bad "server still running 15s after SIGTERM"
+    else
+        wait "$SERVER_PID" || rc=$?
+        [ "$rc" = 0 ] && ok "server exits 0 on SIGTERM" || bad "server exit status $rc after SIGTERM"
+        SERVER_PID=""
+    fi
+else
+    bad "server died during the tests"
+fi
+
+log "done in $((SECONDS - T0))s"
+echo "clients: $PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ] || die "$FAILED client check(s) failed"

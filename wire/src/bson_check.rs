@@ -1,0 +1,281 @@
+//! Structural validation of BSON received on the wire.
+//!
+//! `bson::RawDocument::from_bytes` only checks the outer length and terminator; element
+//! access later fails lazily. Untrusted documents are therefore walked once, completely, by
+//! [`validate`] before the rest of the server reads them, so that code downstream may treat
+//! a malformed element as impossible (while still never panicking on one).
+//!
+//! Invariants checked, recursively for embedded documents, arrays and code-with-scope:
+//! - every length field is within the enclosing document and large enough for its type;
+//! - every document ends with its 0x00 terminator exactly at its declared end;
+//! - element types are known BSON types; field names and strings are terminated and valid
+//!   UTF-8 (stricter than MongoDB's default, which would let invalid UTF-8 through);
+//! - booleans are 0 or 1; nesting never exceeds the depth limit (checked iteratively, so a
+//!   hostile document cannot overflow the stack).
+
+use crate::error::{Result, WireError};
+
+fn invalid(msg: &str) -> WireError {
+    WireError::InvalidBson(msg.to_string())
+}
+
+fn read_i32(buf: &[u8], at: usize) -> Result<i32> {
+    let end = at
+        .checked_add(4)
+        .ok_or_else(|| invalid("length overflow"))?;
+    match buf.get(at..end) {
+        Some(&[a, b, c, d]) => Ok(i32::from_le_bytes([a, b, c, d])),
+        _ => Err(invalid("truncated int32")),
+    }
+}
+
+/// Position just past the NUL terminating the C string starting at `at` (checked UTF-8).
+fn skip_cstring(buf: &[u8], at: usize, limit: usize) -> Result<usize> {
+    let region = buf
+        .get(at..limit)
+        .ok_or_else(|| invalid("truncated C string"))?;
+    let nul = region
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or_else(|| invalid("unterminated C string"))?;
+    let s = region.get(..nul).unwrap_or_default();
+    std::str::from_utf8(s).map_err(|_| invalid("C string is not valid UTF-8"))?;
+    Ok(at + nul + 1)
+}
+
+/// Position just past a BSON string (int32 length incl. NUL, bytes, NUL) starting at `at`.
+fn skip_string(buf: &[u8], at: usize, limit: usize) -> Result<usize> {
+    let len = read_i32(buf, at)?;
+    if len < 1 {
+        return Err(invalid("string length must be at least 1"));
+    }
+    let start = at + 4;
+    let end = start
+        .checked_add(len as usize)
+        .filter(|&e| e <= limit)
+        .ok_or_else(|| invalid("string extends past its document"))?;
+    let bytes = buf
+        .get(start..end)
+        .ok_or_else(|| invalid("truncated string"))?;
+    match bytes.split_last() {
+        Some((0, body)) => {
+            std::str::from_utf8(body).map_err(|_| invalid("string is not valid UTF-8"))?;
+            Ok(end)
+        }
+        _ => Err(invalid("string is not NUL-terminated")),
+    }
+}
+
+/// Validates the declared length of a document starting at `at` against `limit`; returns its
+/// end offset.
+fn document_end(buf: &[u8], at: usize, limit: usize) -> Result<usize> {
+    let len = read_i32(buf, at)?;
+    if len < 5 {
+        return Err(invalid("document length below 5"));
+    }
+    let end = at
+        .checked_add(len as usize)
+        .filter(|&e| e <= limit)
+        .ok_or_else(|| invalid("document extends past its container"))?;
+    if buf.get(end - 1) != Some(&0) {
+        return Err(invalid("document is not NUL-terminated"));
+    }
+    Ok(end)
+}
+
+/// Validates that `buf` is exactly one well-formed BSON document nested at most `max_depth`
+/// levels deep.
+pub fn validate(buf: &[u8], max_depth: usize) -> Result<()> {
+    let end = document_end(buf, 0, buf.len())?;
+    if end != buf.len() {
+        return Err(invalid("trailing bytes after document"));
+    }
+    // Explicit stack of (position of next element, end of the document) frames.
+    let mut stack: Vec<(usize, usize)> = vec![(4, end)];
+    while let Some(&(pos, doc_end)) = stack.last() {
+        let type_byte = *buf.get(pos).ok_or_else(|| invalid("truncated element"))?;
+        if type_byte == 0 {
+            if pos + 1 != doc_end {
+                return Err(invalid("document terminator before its declared end"));
+            }
+            stack.pop();
+            if let Some(parent) = stack.last_mut() {
+                parent.0 = doc_end;
+            }
+            continue;
+        }
+        let value = skip_cstring(buf, pos + 1, doc_end - 1)?;
+        let fixed = |n: usize| -> Result<usize> {
+            let e = value + n;
+            if e < doc_end {
+                Ok(e)
+            } else {
+                Err(invalid("value extends past its document"))
+            }
+        };
+        let next = match type_byte {
+            0x01 | 0x09 | 0x11 | 0x12 => fixed(8)?, // double, date, timestamp, int64
+            0x10 => fixed(4)?,                      // int32
+            0x13 => fixed(16)?,                     // decimal128
+            0x07 => fixed(12)?,                     // ObjectId
+            0x08 => {
+                let e = fixed(1)?;
+                match buf.get(value) {
+                    Some(0) | Some(1) => e,
+                    _ => return Err(invalid("boolean must be 0 or 1")),
+                }
+            }
+            0x06 | 0x0A | 0x7F | 0xFF => value, // undefined, null, MaxKey, MinKey
+            0x02 | 0x0D | 0x0E => skip_string(buf, value, doc_end - 1)?, // string, code, symbol
+            0x0B => {
+                let p = skip_cstring(buf, value, doc_end - 1)?;
+                skip_cstring(buf, p, doc_end - 1)?
+            }
+            0x0C => {
+                let p = skip_string(buf, value, doc_end - 1)?;
+                let e = p + 12;
+                if e > doc_end - 1 {
+                    return Err(invalid("DBPointer extends past its document"));
+                }
+                e
+            }
+            0x05 => {
+                let len = read_i32(buf, value)?;
+                if len < 0 {
+                    return Err(invalid("negative binary length"));
+                }
+                let e = fixed(5 + len as usize)?;
+                let subtype = buf.get(value + 4).copied().unwrap_or_default();
+                if subtype == 0x02 {
+                    let inner = read_i32(buf, value + 5)?;
+                    if len < 4 || i64::from(inner) != i64::from(len) - 4 {
+                        return Err(invalid("old binary subtype has a wrong inner length"));
+                    }
+                }
+                e
+            }
+            0x03 | 0x04 => {
+                let child_end = document_end(buf, value, doc_end - 1)?;
+                if stack.len() >= max_depth {
+                    return Err(WireError::BsonTooDeep(max_depth));
+                }
+                stack.push((value + 4, child_end));
+                continue;
+            }
+            0x0F => {
+                let total = read_i32(buf, value)?;
+                if total < 14 {
+                    return Err(invalid("code with scope too short"));
+                }
+                let cws_end = value
+                    .checked_add(total as usize)
+                    .filter(|&e| e < doc_end)
+                    .ok_or_else(|| invalid("code with scope extends past its document"))?;
+                let scope = skip_string(buf, value + 4, cws_end)?;
+                let scope_end = document_end(buf, scope, cws_end)?;
+                if scope_end != cws_end {
+                    return Err(invalid("code with scope length mismatch"));
+                }
+                if stack.len() >= max_depth {
+                    return Err(WireError::BsonTooDeep(max_depth));
+                }
+                // Validate the scope as a nested document, then resume after it.
+                if let Some(top) = stack.last_mut() {
+                    top.0 = cws_end;
+                }
+                stack.push((scope + 4, scope_end));
+                // The scope frame's pop sets the parent's position to scope_end == cws_end.
+                continue;
+            }
+            other => return Err(invalid(&format!("unknown element type {other:#04x}"))),
+        };
+        if let Some(top) = stack.last_mut() {
+            top.0 = next;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{Binary, Bson, JavaScriptCodeWithScope, Regex, Timestamp, doc, spec::BinarySubtype};
+
+    fn bytes(d: &bson::Document) -> Vec<u8> {
+        bson::RawDocumentBuf::try_from(d).unwrap().into_bytes()
+    }
+
+    #[test]
+    fn accepts_every_type() {
+        let d = doc! {
+            "double": 1.5, "string": "héllo", "doc": {"a": {"b": 1}}, "arr": [1, "x", [2]],
+            "bin": Binary { subtype: BinarySubtype::Generic, bytes: vec![1, 2, 3] },
+            "undef": Bson::Undefined, "oid": bson::oid::ObjectId::new(), "t": true, "f": false,
+            "date": bson::DateTime::from_millis(-5), "null": Bson::Null,
+            "re": Regex { pattern: "a.*".try_into().unwrap(), options: "i".try_into().unwrap() },
+            "code": Bson::JavaScriptCode("x".into()),
+            "cws": JavaScriptCodeWithScope { code: "y".into(), scope: doc! {"z": 1} },
+            "i32": 5_i32, "ts": Timestamp { time: 1, increment: 2 }, "i64": 7_i64,
+            "dec": bson::Decimal128::from_bytes([0; 16]), "min": Bson::MinKey, "max": Bson::MaxKey,
+            "sym": Bson::Symbol("s".into()),
+        };
+        validate(&bytes(&d), 200).unwrap();
+    }
+
+    #[test]
+    fn rejects_lies_and_garbage() {
+        let good = bytes(&doc! {"a": "xyz", "b": {"c": 1}});
+        validate(&good, 200).unwrap();
+        // every truncation is rejected
+        for n in 0..good.len() {
+            assert!(validate(&good[..n], 200).is_err(), "prefix {n}");
+        }
+        // every single-byte corruption either still validates or errors; never panics
+        for i in 0..good.len() {
+            for v in [0u8, 1, 0x7f, 0x80, 0xff] {
+                let mut b = good.clone();
+                b[i] = v;
+                let _ = validate(&b, 200);
+            }
+        }
+        // trailing bytes
+        let mut t = good.clone();
+        t.push(0);
+        assert!(validate(&t, 200).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        // bool 2
+        let b = [9, 0, 0, 0, 0x08, b'a', 0, 2, 0];
+        assert!(validate(&b, 200).is_err());
+        // unknown type 0x20
+        let b = [8, 0, 0, 0, 0x20, b'a', 0, 0];
+        assert!(validate(&b, 200).is_err());
+        // string with negative length
+        let b = [13, 0, 0, 0, 0x02, b'a', 0, 0xff, 0xff, 0xff, 0xff, 0, 0];
+        assert!(validate(&b, 200).is_err());
+        // invalid UTF-8 in a key
+        let b = [8, 0, 0, 0, 0x0A, 0xff, 0, 0];
+        assert!(validate(&b, 200).is_err());
+    }
+
+    #[test]
+    fn depth_limit_is_enforced_without_recursion() {
+        let mut d = doc! {"x": 1};
+        for _ in 0..250 {
+            d = doc! {"n": d};
+        }
+        let b = bytes(&d);
+        assert_eq!(validate(&b, 200), Err(WireError::BsonTooDeep(200)));
+        validate(&b, 300).unwrap();
+    }
+
+    #[test]
+    fn old_binary_inner_length_checked() {
+        let d =
+            doc! {"b": Binary { subtype: BinarySubtype::BinaryOld, bytes: vec![4,0,0,0,1,2,3,4] }};
+        let b = bytes(&d);
+        validate(&b, 200).unwrap();
+    }
+}
