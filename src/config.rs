@@ -64,6 +64,27 @@ pub struct Config {
     )]
     pub compressors: Vec<String>,
 
+    /// Block cache size of the storage engine, in MiB.
+    #[arg(
+        long = "cache-size-mb",
+        env = "CAIRN_CACHE_SIZE_MB",
+        default_value_t = 256
+    )]
+    pub cache_size_mb: u64,
+
+    /// Make every write durable (fsync, shared by concurrent writers) before acknowledging
+    /// it, as if every write concern had `j: true`.
+    #[arg(long, env = "CAIRN_SYNC")]
+    pub sync: bool,
+
+    /// Idle cursors are closed after this many milliseconds (MongoDB's cursorTimeoutMillis).
+    #[arg(
+        long = "cursor-timeout-ms",
+        env = "CAIRN_CURSOR_TIMEOUT_MS",
+        default_value_t = 600_000
+    )]
+    pub cursor_timeout_ms: u64,
+
     /// Seconds to let in-flight commands finish after SIGINT/SIGTERM before closing.
     #[arg(
         long = "shutdown-timeout-secs",

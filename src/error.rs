@@ -13,6 +13,7 @@ use std::fmt;
 
 use bson::raw::{CStr, cstr};
 use bson::{RawArrayBuf, RawDocument, RawDocumentBuf, rawdoc};
+use cairn_storage::StorageError;
 use cairn_wire::WireError;
 
 macro_rules! error_codes {
@@ -59,6 +60,19 @@ error_codes! {
     IllegalOperation = 20,
     InvalidBSON = 22,
     NamespaceNotFound = 26,
+    IndexNotFound = 27,
+    CursorNotFound = 43,
+    NamespaceExists = 48,
+    DollarPrefixedFieldName = 52,
+    InvalidIdField = 53,
+    InvalidLength = 16,
+    UnsatisfiableWriteConcern = 100,
+    CommandNotSupported = 115,
+    CursorInUse = 143,
+    QueryPlanKilled = 175,
+    DatabaseDifferCase = 13297,
+    DuplicateKey = 11000,
+    KeyTooLong = 17280,
     CommandNotFound = 59,
     InvalidOptions = 72,
     InvalidNamespace = 73,
@@ -236,6 +250,68 @@ impl From<WireError> for CommandError {
             WireError::UnknownCompressor(_) => ErrorCode::InternalError,
             WireError::BadOriginalOpcode(_) | WireError::Decompression(_) => ErrorCode::BadValue,
             WireError::Compression(_) => ErrorCode::InternalError,
+        };
+        CommandError::new(code, e.to_string())
+    }
+}
+
+impl From<StorageError> for CommandError {
+    fn from(e: StorageError) -> CommandError {
+        use cairn_storage::engine::EngineError;
+        let code = match &e {
+            StorageError::Engine(EngineError::Conflict) => ErrorCode::WriteConflict,
+            StorageError::Engine(EngineError::NoSuchSpace(_)) => ErrorCode::QueryPlanKilled,
+            StorageError::Engine(EngineError::KeyTooLong { .. }) => ErrorCode::KeyTooLong,
+            StorageError::Engine(EngineError::Io(_)) => ErrorCode::InternalError,
+            StorageError::DuplicateKey { .. } => ErrorCode::DuplicateKey,
+            StorageError::NamespaceExists(_) => ErrorCode::NamespaceExists,
+            StorageError::DatabaseDifferCase(_) => ErrorCode::DatabaseDifferCase,
+            StorageError::NamespaceNotFound(_) => ErrorCode::NamespaceNotFound,
+            StorageError::InvalidNamespace(_) => ErrorCode::InvalidNamespace,
+            StorageError::InvalidIdField(_) => ErrorCode::InvalidIdField,
+            StorageError::DocumentTooLarge { .. } => ErrorCode::BadValue,
+            StorageError::TooDeep(_) => ErrorCode::Overflow,
+            StorageError::KeyTooLong(_) => ErrorCode::KeyTooLong,
+            StorageError::BadValue(_) => ErrorCode::BadValue,
+            StorageError::InvalidOptions(_) => ErrorCode::InvalidOptions,
+            StorageError::NotImplemented(_) => ErrorCode::NotImplemented,
+            StorageError::Corrupt(_) => ErrorCode::InternalError,
+        };
+        let mut err = CommandError::new(code, e.to_string());
+        if let StorageError::DuplicateKey {
+            key_pattern,
+            key_value,
+            ..
+        } = &e
+        {
+            err.extra =
+                Some(rawdoc! {"keyPattern": key_pattern.clone(), "keyValue": key_value.clone()});
+        }
+        if e.is_transient() {
+            err.labels.push("TransientTransactionError");
+        }
+        err
+    }
+}
+
+impl From<cairn_storage::engine::EngineError> for CommandError {
+    fn from(e: cairn_storage::engine::EngineError) -> CommandError {
+        CommandError::from(StorageError::from(e))
+    }
+}
+
+impl From<cairn_query::QueryError> for CommandError {
+    fn from(e: cairn_query::QueryError) -> CommandError {
+        use cairn_query::QueryError as Q;
+        let code = match &e {
+            Q::Storage(s) => return CommandError::from(s.clone()),
+            Q::BadValue(_) => ErrorCode::BadValue,
+            Q::FailedToParse(_) => ErrorCode::FailedToParse,
+            Q::TypeMismatch(_) => ErrorCode::TypeMismatch,
+            Q::DollarPrefixedFieldName(_) => ErrorCode::DollarPrefixedFieldName,
+            Q::InvalidIdField(_) => ErrorCode::InvalidIdField,
+            Q::NotImplemented(_) => ErrorCode::NotImplemented,
+            Q::Location(n, _) => ErrorCode::Location(*n),
         };
         CommandError::new(code, e.to_string())
     }

@@ -20,13 +20,16 @@
 //! connection's failure never affects another; shared state ([`state::ServerState`]) is
 //! atomics and channels, never a lock held across an `.await`.
 
+pub mod blocking;
 pub mod client;
 pub mod commands;
 pub mod config;
 pub mod connection;
+pub mod cursor;
 pub mod error;
 pub mod healthcheck;
 pub mod logging;
 pub mod server;
 pub mod state;
 pub mod sysinfo;
+pub mod write_concern;

@@ -12,6 +12,41 @@ use tracing::{Instrument, error, info, info_span, warn};
 
 /// MongoDB's exit code when the listener cannot be set up.
 const EXIT_NET_ERROR: u8 = 48;
+/// MongoDB's exit code when the data directory cannot be used (e.g. locked by another
+/// process).
+const EXIT_DB_PATH_IN_USE: u8 = 100;
+
+fn open_store(config: &cairn::config::Config) -> Result<Arc<cairn_storage::Store>, String> {
+    use cairn_storage::engine::fjall::{FjallEngine, FjallOptions};
+    let engine = FjallEngine::open(
+        &config.data_dir,
+        &FjallOptions {
+            cache_bytes: config.cache_size_mb.saturating_mul(1024 * 1024),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let store = cairn_storage::Store::open(
+        Arc::new(engine),
+        cairn_storage::StoreOptions {
+            sync_always: config.sync,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Arc::new(store))
+}
+
+/// Closes idle cursors past the timeout, checking a few times per timeout period.
+async fn reap_cursors(state: Arc<ServerState>) {
+    let period =
+        (state.cursors.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(60));
+    loop {
+        tokio::time::sleep(period).await;
+        let n = state.cursors.reap(std::time::Instant::now());
+        if n > 0 {
+            info!(id = 20528, count = n, "Cursors timed out");
+        }
+    }
+}
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
@@ -35,6 +70,19 @@ fn main() -> ExitCode {
     }
     let config = cli.config;
     let logs = cairn::logging::init(config.log_format, &config.log_level);
+    if let Err(e) = std::fs::create_dir_all(&config.data_dir) {
+        error!(id = 20557, path = %config.data_dir.display(), error = %e,
+               "cannot create the data directory");
+        return ExitCode::FAILURE;
+    }
+    let store = match open_store(&config) {
+        Ok(s) => s,
+        Err(e) => {
+            error!(id = 22316, path = %config.data_dir.display(), error = %e,
+                   "cannot open the data directory");
+            return ExitCode::from(EXIT_DB_PATH_IN_USE);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -47,12 +95,8 @@ fn main() -> ExitCode {
     };
     runtime.block_on(
         async move {
-            if let Err(e) = std::fs::create_dir_all(&config.data_dir) {
-                error!(id = 20557, path = %config.data_dir.display(), error = %e,
-                       "cannot create the data directory");
-                return ExitCode::FAILURE;
-            }
-            let state = Arc::new(ServerState::new(config, argv, logs));
+            let state = Arc::new(ServerState::new(config, argv, logs, store));
+            tokio::spawn(reap_cursors(state.clone()));
             startup_warnings(&state);
             let server = match Server::bind(state.clone()).await {
                 Ok(s) => s,
@@ -67,6 +111,10 @@ fn main() -> ExitCode {
                   dataDir = %state.config.data_dir.display(),
                   "Cairn starting");
             server.run(shutdown_signal()).await;
+            let store = state.store.clone();
+            if let Err(e) = cairn::blocking::run(move || Ok(store.engine().sync()?)).await {
+                warn!(error = %e, "final fsync failed");
+            }
             info!(id = 20626, "Shutdown complete");
             ExitCode::SUCCESS
         }

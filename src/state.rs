@@ -12,11 +12,51 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
 use bson::oid::ObjectId;
+use cairn_storage::Store;
 use cairn_wire::Compressor;
 use tokio::sync::watch;
 
 use crate::config::Config;
+use crate::cursor::CursorManager;
 use crate::logging::RamLogs;
+
+/// A monotonic source of BSON timestamps (seconds, increment): the server's cluster time.
+#[derive(Debug, Default)]
+pub struct Clock {
+    last: std::sync::atomic::AtomicU64,
+}
+
+impl Clock {
+    /// The next timestamp: the current second, with an increment that makes it unique.
+    pub fn next(&self) -> bson::Timestamp {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+            .min(u64::from(u32::MAX));
+        let mut cur = self.last.load(Ordering::Relaxed);
+        loop {
+            let (secs, inc) = (cur >> 32, cur & 0xFFFF_FFFF);
+            let next = if now > secs {
+                (now << 32) | 1
+            } else {
+                (secs << 32) | (inc + 1)
+            };
+            match self
+                .last
+                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    return bson::Timestamp {
+                        time: (next >> 32) as u32,
+                        increment: (next & 0xFFFF_FFFF) as u32,
+                    };
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+}
 
 /// `topologyVersion` as drivers see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +141,12 @@ pub struct ServerState {
     pub logs: Arc<RamLogs>,
     /// Host name reported by `hello`-adjacent diagnostics.
     pub host: String,
+    /// The data.
+    pub store: Arc<Store>,
+    /// Open cursors.
+    pub cursors: CursorManager,
+    /// The cluster clock.
+    pub clock: Clock,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     next_connection_id: AtomicU64,
@@ -108,7 +154,12 @@ pub struct ServerState {
 
 impl ServerState {
     /// Builds the shared state for `config`.
-    pub fn new(config: Config, argv: Vec<String>, logs: Arc<RamLogs>) -> ServerState {
+    pub fn new(
+        config: Config,
+        argv: Vec<String>,
+        logs: Arc<RamLogs>,
+        store: Arc<Store>,
+    ) -> ServerState {
         let compressors = config
             .compressors
             .iter()
@@ -121,6 +172,7 @@ impl ServerState {
         });
         let (shutdown, _) = watch::channel(false);
         let host = crate::sysinfo::hostname();
+        let cursor_timeout = config.cursor_timeout_ms;
         ServerState {
             config,
             argv,
@@ -132,6 +184,9 @@ impl ServerState {
             connections: ConnectionCounters::default(),
             logs,
             host,
+            store,
+            cursors: CursorManager::new(std::time::Duration::from_millis(cursor_timeout)),
+            clock: Clock::default(),
             topology,
             shutdown,
             next_connection_id: AtomicU64::new(1),

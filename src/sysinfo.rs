@@ -176,6 +176,14 @@ pub fn num_pages() -> i64 {
         .unwrap_or(0)
 }
 
+/// `(used, total)` bytes of the filesystem holding `path`.
+pub fn filesystem_usage(path: &std::path::Path) -> Option<(u64, u64)> {
+    let st = rustix::fs::statvfs(path).ok()?;
+    let total = st.f_blocks.saturating_mul(st.f_frsize);
+    let free = st.f_bfree.saturating_mul(st.f_frsize);
+    Some((total.saturating_sub(free), total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -95,13 +95,13 @@ impl TestServer {
                 let mut sent = false;
                 for line in BufReader::new(stdout).lines() {
                     let Ok(line) = line else { break };
-                    if !sent && line.contains("\"Waiting for connections\"") {
-                        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                            && let Some(p) = v["attr"]["port"].as_u64()
-                        {
-                            let _ = tx.send(p as u16);
-                            sent = true;
-                        }
+                    if !sent
+                        && line.contains("\"Waiting for connections\"")
+                        && let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                        && let Some(p) = v["attr"]["port"].as_u64()
+                    {
+                        let _ = tx.send(p as u16);
+                        sent = true;
                     }
                     log.lock().expect("log").push(line);
                 }

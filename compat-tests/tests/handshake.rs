@@ -48,7 +48,7 @@ async fn hello_has_mongos_shape_and_types() {
             "ok"
         ]
     );
-    assert_eq!(h.get_bool("isWritablePrimary").unwrap(), true);
+    assert!(h.get_bool("isWritablePrimary").unwrap());
     assert_eq!(h.get_str("msg").unwrap(), "isdbgrid");
     let tv = h.get_document("topologyVersion").unwrap();
     assert!(matches!(tv.get("processId"), Some(Bson::ObjectId(_))));
@@ -78,7 +78,7 @@ async fn is_master_uses_legacy_field() {
     let c = s.client().await;
     for name in ["isMaster", "ismaster"] {
         let r = run(&c, "admin", doc! {name: 1}).await;
-        assert_eq!(r.get_bool("ismaster").unwrap(), true, "{name}");
+        assert!(r.get_bool("ismaster").unwrap(), "{name}");
         assert!(r.get("isWritablePrimary").is_none());
         assert_eq!(r.get_str("msg").unwrap(), "isdbgrid");
     }
@@ -218,7 +218,7 @@ async fn get_parameter_forms() {
     .await;
     let d = details.get_document("logLevel").unwrap();
     assert_eq!(d.get_i32("value").unwrap(), 0);
-    assert_eq!(d.get_bool("settableAtRuntime").unwrap(), false);
+    assert!(!d.get_bool("settableAtRuntime").unwrap());
 
     assert_eq!(
         run_err(&c, "admin", doc! {"getParameter": 1, "noSuchParameter": 1}).await,

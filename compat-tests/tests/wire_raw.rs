@@ -194,8 +194,8 @@ async fn op_query_handshake_and_refusals() {
     let reply = cairn_wire::op_query::parse_reply(&r.frame).unwrap();
     assert_eq!(reply.flags, REPLY_AWAIT_CAPABLE);
     let d = &reply.documents[0];
-    assert_eq!(d.get_bool("ismaster").unwrap(), true);
-    assert_eq!(d.get_bool("helloOk").unwrap(), true);
+    assert!(d.get_bool("ismaster").unwrap());
+    assert!(d.get_bool("helloOk").unwrap());
 
     // legacy wrapped form
     let qid = c.next_id();
@@ -206,7 +206,7 @@ async fn op_query_handshake_and_refusals() {
     ))
     .await;
     let d = c.recv().await.unwrap().reply_doc();
-    assert_eq!(d.get_bool("isWritablePrimary").unwrap(), true);
+    assert!(d.get_bool("isWritablePrimary").unwrap());
 
     // commands other than the handshake set → 352
     let qid = c.next_id();

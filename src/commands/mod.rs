@@ -30,15 +30,28 @@ use crate::error::{CommandError, ErrorCode, ok_reply};
 use crate::state::ServerState;
 
 pub mod build_info;
+pub mod coll_stats;
 pub mod connection_status;
+pub mod create;
+pub mod db_stats;
+pub mod drop;
+pub mod drop_database;
 pub mod end_sessions;
+pub mod find;
+pub mod fsync;
 pub mod get_cmd_line_opts;
 pub mod get_log;
+pub mod get_more;
 pub mod get_parameter;
 pub mod hello;
 pub mod host_info;
+pub mod insert;
+pub mod kill_cursors;
+pub mod list_collections;
 pub mod list_commands;
+pub mod list_databases;
 pub mod ping;
+pub mod rename_collection;
 pub mod server_status;
 pub mod whatsmyuri;
 
@@ -150,16 +163,29 @@ impl std::fmt::Debug for Command {
 /// Every command, sorted byte-wise by name (a unit test enforces the order).
 pub static REGISTRY: &[&Command] = &[
     &build_info::COMMAND,
+    &coll_stats::COMMAND,
     &connection_status::COMMAND,
+    &create::COMMAND,
+    &db_stats::COMMAND,
+    &drop::COMMAND,
+    &drop_database::COMMAND,
     &end_sessions::COMMAND,
+    &find::COMMAND,
+    &fsync::COMMAND,
     &get_cmd_line_opts::COMMAND,
     &get_log::COMMAND,
+    &get_more::COMMAND,
     &get_parameter::COMMAND,
     &hello::HELLO,
     &host_info::COMMAND,
+    &insert::COMMAND,
     &hello::IS_MASTER,
+    &kill_cursors::COMMAND,
+    &list_collections::COMMAND,
     &list_commands::COMMAND,
+    &list_databases::COMMAND,
     &ping::COMMAND,
+    &rename_collection::COMMAND,
     &server_status::COMMAND,
     &whatsmyuri::COMMAND,
 ];
@@ -257,6 +283,106 @@ pub fn truthy(v: &RawBsonRef<'_>) -> bool {
         RawBsonRef::Double(d) => *d != 0.0,
         RawBsonRef::Null | RawBsonRef::Undefined => false,
         _ => true,
+    }
+}
+
+/// The collection name a command names in its first field (`{find: "coll"}`), checked as
+/// MongoDB checks it (73 for a non-string or invalid name).
+pub fn collection_arg<'a>(req: &Request<'a>) -> Result<&'a str, CommandError> {
+    match req.body.iter().next() {
+        Some(Ok((_, RawBsonRef::String(name)))) => {
+            cairn_storage::namespace::check_collection_name(name).map_err(|_| {
+                CommandError::new(
+                    ErrorCode::InvalidNamespace,
+                    format!("Invalid namespace specified '{}.{name}'", req.db),
+                )
+            })?;
+            Ok(name)
+        }
+        Some(Ok((_, other))) => Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("collection name has invalid type {}", type_name(&other)),
+        )),
+        _ => Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            "no collection name",
+        )),
+    }
+}
+
+/// An optional non-negative integer field (`batchSize`, `limit`, `skip`): numbers are
+/// truncated; negatives are 51024; other types 14.
+pub fn opt_count(body: &RawDocument, cmd: &str, field: &str) -> Result<Option<i64>, CommandError> {
+    let v = match body.get(field) {
+        Ok(None) | Ok(Some(RawBsonRef::Null)) => return Ok(None),
+        Ok(Some(v)) => v,
+        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    };
+    let n = match v {
+        RawBsonRef::Int32(i) => i64::from(i),
+        RawBsonRef::Int64(i) => i,
+        RawBsonRef::Double(d) if d.is_finite() => d.trunc() as i64,
+        RawBsonRef::Double(d) if d.is_nan() => 0,
+        RawBsonRef::Double(d) => {
+            if d > 0.0 {
+                i64::MAX
+            } else {
+                i64::MIN
+            }
+        }
+        RawBsonRef::Decimal128(d) => d.to_string().parse::<f64>().map(|f| f as i64).unwrap_or(0),
+        other => {
+            return Err(CommandError::new(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "BSON field '{cmd}.{field}' is the wrong type '{}', expected types '[long, int, decimal, double']",
+                    type_name(&other)
+                ),
+            ));
+        }
+    };
+    if n < 0 {
+        return Err(CommandError::new(
+            ErrorCode::Location(51024),
+            format!("BSON field '{field}' value must be >= 0, actual value '{n}'"),
+        ));
+    }
+    Ok(Some(n))
+}
+
+/// An optional document field (14 when present with another type).
+pub fn opt_document<'a>(
+    body: &'a RawDocument,
+    cmd: &str,
+    field: &str,
+) -> Result<Option<&'a RawDocument>, CommandError> {
+    match body.get(field) {
+        Ok(None) => Ok(None),
+        Ok(Some(RawBsonRef::Document(d))) => Ok(Some(d)),
+        Ok(Some(other)) => Err(CommandError::wrong_type(
+            &format!("{cmd}.{field}"),
+            type_name(&other),
+            "object",
+        )),
+        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    }
+}
+
+/// An optional strictly boolean field (`ordered`, `singleBatch`...).
+pub fn opt_strict_bool(
+    body: &RawDocument,
+    cmd: &str,
+    field: &str,
+) -> Result<Option<bool>, CommandError> {
+    match body.get(field) {
+        Ok(None) => Ok(None),
+        Ok(Some(RawBsonRef::Boolean(b))) => Ok(Some(b)),
+        Ok(Some(other)) => Err(CommandError::wrong_type(
+            &format!("{cmd}.{field}"),
+            type_name(&other),
+            "bool",
+        )),
+        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
     }
 }
 

@@ -252,7 +252,10 @@ impl Catalog {
     }
 
     /// Collections of `db`, sorted by name.
-    pub fn in_database<'a>(&'a self, db: &'a str) -> impl Iterator<Item = &'a Arc<CollectionMeta>> + 'a {
+    pub fn in_database<'a>(
+        &'a self,
+        db: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<CollectionMeta>> + 'a {
         self.collections
             .range((db.to_string(), String::new())..)
             .take_while(move |((d, _), _)| d == db)
@@ -302,13 +305,16 @@ mod tests {
             created: bson::DateTime::from_millis(1234),
             indexes: vec![CollectionMeta::id_index_spec()],
         };
-        assert_eq!(CollectionMeta::from_bson(m.to_bson().as_bytes()).unwrap(), m);
+        assert_eq!(
+            CollectionMeta::from_bson(m.to_bson().as_bytes()).unwrap(),
+            m
+        );
         assert!(CollectionMeta::from_bson(b"junk").is_err());
     }
 
     #[test]
     fn keys_sort_by_database_then_name() {
-        let mut keys = vec![
+        let mut keys = [
             collection_key("b", "a"),
             collection_key("a", "zz"),
             collection_key("a", "b"),
@@ -324,7 +330,10 @@ mod tests {
 
     #[test]
     fn stats_round_trip() {
-        let s = Stats { count: -3, size: 1 << 40 };
+        let s = Stats {
+            count: -3,
+            size: 1 << 40,
+        };
         assert_eq!(Stats::decode(&s.encode()).unwrap(), s);
         assert!(Stats::decode(&[1, 2]).is_err());
         assert!(stats_key(5, 1).starts_with(&stats_prefix(5)));

@@ -14,7 +14,9 @@ pub enum StorageError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// A unique index already holds the key.
-    #[error("E11000 duplicate key error collection: {namespace} index: {index} dup key: {key_display}")]
+    #[error(
+        "E11000 duplicate key error collection: {namespace} index: {index} dup key: {key_display}"
+    )]
     DuplicateKey {
         /// `db.coll`.
         namespace: String,
@@ -30,6 +32,9 @@ pub enum StorageError {
     /// The collection (or view) already exists.
     #[error("Collection {0} already exists.")]
     NamespaceExists(String),
+    /// A database whose name differs only in case from an existing one.
+    #[error("{0}")]
+    DatabaseDifferCase(String),
     /// The collection does not exist.
     #[error("{0}")]
     NamespaceNotFound(String),

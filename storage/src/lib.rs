@@ -1,7 +1,29 @@
-//! Cairn's storage layer: order-preserving keys, materialized-path documents, catalog and
-//! transactions on fjall.
+//! `cairn-storage`: order-preserving keys, materialized-path documents, the catalog and
+//! transactions, on fjall.
+//!
+//! Layers, bottom up:
+//! - [`engine`]: the narrow seam — spaces of ordered keys and serializable transactions —
+//!   with the fjall engine and an in-memory one for tests. Only this module imports fjall.
+//! - [`keys`] and [`compare`]: `E(v)`, the byte encoding of BSON values whose byte order is
+//!   MongoDB's comparison order, and that comparison itself.
+//! - [`doc`]: a document as one key-value pair per node (materialized paths).
+//! - [`catalog`], [`namespace`]: which collections exist and which names are legal.
+//! - [`store`]: collections of documents — DDL, writes in transactions with conflict
+//!   retries and group commit, snapshot reads and resumable scans, statistics.
+//!
+//! Invariants: every read of a document comes from one snapshot (never torn); every write
+//! is one serializable transaction; errors are [`error::StorageError`], never panics.
 
+pub mod catalog;
 pub mod compare;
 pub mod decimal;
+pub mod display;
+pub mod doc;
 pub mod engine;
+pub mod error;
 pub mod keys;
+pub mod namespace;
+pub mod store;
+
+pub use error::{Result, StorageError};
+pub use store::{Durability, ReadTxn, ScanBatch, ScanLimits, Store, StoreOptions, WriteTxn};

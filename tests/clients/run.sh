@@ -13,6 +13,8 @@
 #
 # Node packages (mongosh, mongodb) are installed from package-lock.json into
 # tests/clients/node_modules with `npm ci` whenever the lockfile changed since the last install.
+# `cond && ok ... || bad ...` is safe here: ok() and bad() always return 0.
+# shellcheck disable=SC2015
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -18,6 +18,8 @@
 #
 # The recipe (vfs storage, runc, cgroupfs, no default ulimits) is the one in
 # shared/notes/containers.md: overlayfs and crun do not work on these machines.
+# `cond && ok ... || bad ...` is safe here: ok() and bad() always return 0.
+# shellcheck disable=SC2015
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -161,7 +163,7 @@ CTR_STARTED=1
 }
 
 deadline=$((SECONDS + READY_SECS))
-until "${PODMAN[@]}" logs "$CTR" 2>/dev/null | grep -q "\"msg\":\"Waiting for connections\".*\"port\":$PORT[,}]"; do
+until "${PODMAN[@]}" logs "$CTR" 2>/dev/null | grep -q "\"msg\":\"Waiting for connections\".*\"port\":${PORT}[,}]"; do
     state="$("${PODMAN[@]}" inspect "$CTR" --format '{{.State.Status}}' 2>/dev/null || echo gone)"
     [ "$state" = running ] || die "container is $state before it was ready"
     [ "$SECONDS" -lt "$deadline" ] || die "no 'Waiting for connections' on port $PORT within ${READY_SECS}s"
@@ -171,7 +173,7 @@ ok "server logs 'Waiting for connections' on port $PORT"
 
 # --- 5. user, data directory, healthcheck ---------------------------------------------------
 top="$("${PODMAN[@]}" top "$CTR" user huser pid args 2>&1)" || bad "podman top failed: $top"
-echo "$top" | sed 's/^/    /'
+printf '%s\n' "$top" | sed 's/^/    /'
 if echo "$top" | awk 'NR > 1 && $4 ~ /cairn/ { found = 1; if ($1 == "root" || $2 == "0") bad = 1 } END { exit !(found && !bad) }'; then
     ok "podman top: cairn runs as a non-root user"
 else

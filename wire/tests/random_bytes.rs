@@ -45,7 +45,7 @@ proptest! {
         let _ = decode(&bytes, MAX_MESSAGE_SIZE);
         let _ = bson_check::validate(&bytes, 200);
         if let Ok(Some(n)) = header::check_frame(&bytes, MAX_MESSAGE_SIZE) {
-            prop_assert!(n <= MAX_MESSAGE_SIZE && n >= 16);
+            prop_assert!((16..=MAX_MESSAGE_SIZE).contains(&n));
         }
     }
 

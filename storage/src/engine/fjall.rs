@@ -86,11 +86,11 @@ impl FjallEngine {
                 spaces.insert(id, ks);
             }
         }
-        if !spaces.contains_key(&CATALOG_SPACE) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = spaces.entry(CATALOG_SPACE) {
             let ks = db
                 .keyspace(&space_name(CATALOG_SPACE), KeyspaceCreateOptions::default)
                 .map_err(io)?;
-            spaces.insert(CATALOG_SPACE, ks);
+            slot.insert(ks);
         }
         Ok(FjallEngine {
             inner: Arc::new(Inner {
@@ -308,6 +308,22 @@ impl Engine for FjallEngine {
 
     fn sync(&self) -> Result<()> {
         self.inner.db.persist(PersistMode::SyncAll).map_err(io)
+    }
+
+    fn checkpoint(&self) -> Result<usize> {
+        let handles: Vec<OptimisticTxKeyspace> = self
+            .inner
+            .spaces
+            .read()
+            .map_err(|_| io("space map poisoned"))?
+            .values()
+            .cloned()
+            .collect();
+        for ks in &handles {
+            ks.inner().rotate_memtable_and_wait().map_err(io)?;
+        }
+        self.sync()?;
+        Ok(handles.len())
     }
 
     fn max_key_len(&self) -> usize {

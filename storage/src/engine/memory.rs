@@ -17,6 +17,7 @@ use super::{
 };
 
 type Chain = Vec<(u64, Option<Arc<[u8]>>)>;
+type Rows = Vec<(Vec<u8>, Arc<[u8]>)>;
 
 #[derive(Default)]
 struct State {
@@ -97,7 +98,7 @@ fn read_range(
     start: &Bound<Vec<u8>>,
     end: &Bound<Vec<u8>>,
     at: u64,
-) -> Result<Vec<(Vec<u8>, Arc<[u8]>)>> {
+) -> Result<Rows> {
     let map = st
         .spaces
         .get(&space)
@@ -367,6 +368,10 @@ impl Engine for MemoryEngine {
     fn sync(&self) -> Result<()> {
         self.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    fn checkpoint(&self) -> Result<usize> {
+        Ok(self.spaces().len())
     }
 
     fn max_key_len(&self) -> usize {

@@ -186,6 +186,10 @@ pub trait Engine: Send + Sync + 'static {
     /// Forces every commit made so far to stable storage (fsync).
     fn sync(&self) -> Result<()>;
 
+    /// Writes every space's buffered data into its own files (a checkpoint), so the journal
+    /// no longer needs it; returns how many spaces were flushed.
+    fn checkpoint(&self) -> Result<usize>;
+
     /// Largest key the engine accepts.
     fn max_key_len(&self) -> usize;
 }

@@ -1,0 +1,120 @@
+//! `collStats`: a collection's document count and sizes, from live statistics.
+//!
+//! `count` and `size` (BSON bytes) are exact (kept transactionally with every write),
+//! `storageSize` is the bytes the collection occupies on disk. The `_id` index is the
+//! document store itself (documents are keyed by `_id`), so it has no separate size:
+//! `totalIndexSize` and `indexSizes._id_` are 0. Sizes are divided by `scale`. A missing
+//! collection reports zeros, as MongoDB 7.0 does.
+
+use bson::raw::cstr;
+use bson::{RawBsonRef, RawDocumentBuf, rawdoc};
+
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, type_name};
+use crate::blocking;
+use crate::error::{CommandError, ErrorCode};
+
+/// `collStats`.
+pub static COMMAND: Command = Command {
+    name: "collStats",
+    aliases: &[],
+    help: "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n    avgObjSize - in bytes",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: true,
+    api_v1: false,
+    fields: Fields::Any,
+    counter: Counter::Command,
+    kill_on_disconnect: false,
+    run,
+};
+
+/// Parses `scale` as MongoDB does: numbers truncated, < 1 is 51024, null means 1.
+pub fn parse_scale(body: &bson::RawDocument, cmd: &str) -> Result<i64, CommandError> {
+    let n = match body.get("scale") {
+        Ok(None) | Ok(Some(RawBsonRef::Null)) => return Ok(1),
+        Ok(Some(RawBsonRef::Int32(i))) => i64::from(i),
+        Ok(Some(RawBsonRef::Int64(i))) => i,
+        Ok(Some(RawBsonRef::Double(d))) => {
+            if d >= i32::MAX as f64 {
+                i64::from(i32::MAX)
+            } else {
+                d as i64
+            }
+        }
+        Ok(Some(other)) => {
+            return Err(CommandError::new(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "BSON field '{cmd}.scale' is the wrong type '{}', expected types '[long, int, decimal, double']",
+                    type_name(&other)
+                ),
+            ));
+        }
+        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    };
+    if n < 1 {
+        return Err(CommandError::new(
+            ErrorCode::Location(51024),
+            format!("BSON field 'scale' value must be >= 1, actual value '{n}'"),
+        ));
+    }
+    Ok(n.min(i64::from(i32::MAX)))
+}
+
+/// MongoDB's `appendNumber`: Int32 when it fits, Int64 otherwise.
+pub fn append_number(d: &mut RawDocumentBuf, key: &'static bson::raw::CStr, n: i64) {
+    match i32::try_from(n) {
+        Ok(i) => d.append(key, i),
+        Err(_) => d.append(key, n),
+    }
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let name = collection_arg(&inv.req)?.to_string();
+        let scale = parse_scale(inv.req.body, "collStats")?;
+        let db = inv.req.db.to_string();
+        let ns = format!("{db}.{name}");
+        let store = inv.server.store.clone();
+        let out = blocking::run(move || {
+            let Some(meta) = store.collection(&db, &name) else {
+                let mut d = rawdoc! {"ns": ns.as_str()};
+                for k in [
+                    cstr!("size"),
+                    cstr!("count"),
+                    cstr!("numOrphanDocs"),
+                    cstr!("storageSize"),
+                    cstr!("totalSize"),
+                    cstr!("nindexes"),
+                    cstr!("totalIndexSize"),
+                ] {
+                    d.append(k, 0_i32);
+                }
+                d.append(cstr!("indexDetails"), RawDocumentBuf::new());
+                d.append(cstr!("indexSizes"), RawDocumentBuf::new());
+                d.append(cstr!("scaleFactor"), scale as i32);
+                return Ok(d);
+            };
+            let stats = store.stats(&meta)?;
+            let storage = i64::try_from(store.storage_size(&meta)).unwrap_or(i64::MAX);
+            let mut d = rawdoc! {"ns": ns.as_str()};
+            append_number(&mut d, cstr!("size"), stats.size / scale);
+            append_number(&mut d, cstr!("count"), stats.count);
+            if stats.count > 0 {
+                append_number(&mut d, cstr!("avgObjSize"), stats.size / stats.count);
+            }
+            append_number(&mut d, cstr!("numOrphanDocs"), 0);
+            append_number(&mut d, cstr!("storageSize"), storage / scale);
+            d.append(cstr!("capped"), false);
+            append_number(&mut d, cstr!("nindexes"), meta.indexes.len() as i64);
+            d.append(cstr!("indexBuilds"), bson::RawArrayBuf::new());
+            append_number(&mut d, cstr!("totalIndexSize"), 0);
+            append_number(&mut d, cstr!("totalSize"), storage / scale);
+            d.append(cstr!("indexSizes"), rawdoc! {"_id_": 0_i32});
+            d.append(cstr!("scaleFactor"), scale as i32);
+            Ok(d)
+        })
+        .await?;
+        Ok(out.into())
+    })
+}

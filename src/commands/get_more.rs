@@ -1,0 +1,95 @@
+//! `getMore`: the next batch of a cursor.
+//!
+//! `{getMore: <Int64 id>, collection, batchSize}` — the id must be an Int64 (14), the
+//! collection must be the cursor's (13), the cursor must belong to the caller's session.
+//! Without `batchSize` a batch is bounded only by 16 MiB. An exhausted cursor is closed and
+//! reported with id 0. Reply: `{cursor: {nextBatch, id, ns}, ok}`.
+
+use bson::{RawArrayBuf, RawBsonRef, rawdoc};
+
+use super::{CmdFuture, Command, Counter, Fields, Invocation, opt_count, type_name};
+use crate::blocking;
+use crate::cursor::{next_batch, session_of};
+use crate::error::CommandError;
+
+/// `getMore`.
+pub static COMMAND: Command = Command {
+    name: "getMore",
+    aliases: &[],
+    help: "retrieve more results from an existing cursor",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: true,
+    api_v1: true,
+    fields: Fields::Strict(&[
+        "collection",
+        "batchSize",
+        "term",
+        "lastKnownCommittedOpTime",
+        "includeQueryStatsMetrics",
+    ]),
+    counter: Counter::GetMore,
+    kill_on_disconnect: false,
+    run,
+};
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let id = match body.get("getMore") {
+            Ok(Some(RawBsonRef::Int64(i))) => i,
+            Ok(Some(other)) => {
+                return Err(CommandError::wrong_type(
+                    "getMore.getMore",
+                    type_name(&other),
+                    "long",
+                ));
+            }
+            _ => return Err(CommandError::missing_field("getMore.getMore")),
+        };
+        let coll = match body.get("collection") {
+            Ok(Some(RawBsonRef::String(c))) => c,
+            Ok(Some(other)) => {
+                return Err(CommandError::wrong_type(
+                    "getMore.collection",
+                    type_name(&other),
+                    "string",
+                ));
+            }
+            _ => return Err(CommandError::missing_field("getMore.collection")),
+        };
+        cairn_storage::namespace::check_collection_name(coll)?;
+        let batch = opt_count(body, "getMore", "batchSize")?
+            .filter(|b| *b > 0)
+            .map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX));
+        let ns = format!("{}.{coll}", inv.req.db);
+        let mut cursor = inv
+            .server
+            .cursors
+            .check_out(id, &ns, session_of(body).as_deref())?;
+        let server = inv.server.clone();
+        let result = blocking::run(move || {
+            let r = next_batch(&server.store, &mut cursor, batch);
+            match r {
+                Ok((docs, exhausted)) => {
+                    server.cursors.check_in(cursor, exhausted);
+                    Ok((docs, exhausted))
+                }
+                Err(e) => {
+                    // A failed getMore leaves the cursor open, except when its collection is gone.
+                    let dead = e.code == crate::error::ErrorCode::QueryPlanKilled;
+                    server.cursors.check_in(cursor, dead);
+                    Err(e)
+                }
+            }
+        })
+        .await?;
+        let (docs, exhausted) = result;
+        let mut arr = RawArrayBuf::new();
+        for d in docs {
+            arr.push(d);
+        }
+        let id = if exhausted { 0 } else { id };
+        Ok(rawdoc! {"cursor": {"nextBatch": arr, "id": id, "ns": ns}}.into())
+    })
+}

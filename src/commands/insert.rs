@@ -1,0 +1,230 @@
+//! `insert`: insert documents (from the body or an OP_MSG `documents` sequence).
+//!
+//! 1. The namespace must be writable (73 otherwise, a command error); the batch must hold
+//!    1 to 100,000 documents (16 InvalidLength), each an object (14).
+//! 2. Each document is prepared by [`cairn_query::insert::prepare`] (`_id` first or
+//!    generated, empty timestamps filled, illegal `_id`s refused); a failure is that
+//!    document's write error.
+//! 3. The collection is created if missing; documents are written in transactions of up to
+//!    [`CHUNK_DOCS`] documents / [`CHUNK_BYTES`] bytes. Each document is atomic; a duplicate
+//!    `_id` is write error 11000 with `keyPattern`/`keyValue`. Ordered inserts stop at the
+//!    first error, unordered ones carry on.
+//! 4. The write concern decides durability (`j`/majority → fsync via group commit) and
+//!    whether a `writeConcernError` is attached.
+//!
+//! Reply: `{n, [writeErrors: [{index, code, codeName, errmsg, ...}]], [writeConcernError], ok}`.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use bson::raw::cstr;
+use bson::{RawArrayBuf, RawBsonRef, RawDocumentBuf, rawdoc};
+use cairn_storage::StorageError;
+use cairn_storage::engine::EngineError;
+
+use super::{
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_strict_bool, type_name,
+};
+use crate::blocking;
+use crate::error::{CommandError, ErrorCode};
+use crate::write_concern::WriteConcern;
+
+/// Most documents per storage transaction.
+pub const CHUNK_DOCS: usize = 1000;
+/// Most bytes per storage transaction.
+pub const CHUNK_BYTES: usize = 16 * 1024 * 1024;
+/// MongoDB's maxWriteBatchSize.
+pub const MAX_BATCH: usize = 100_000;
+
+/// `insert`.
+pub static COMMAND: Command = Command {
+    name: "insert",
+    aliases: &[],
+    help: "insert documents",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: false,
+    api_v1: true,
+    fields: Fields::Strict(&["documents", "ordered", "bypassDocumentValidation"]),
+    counter: Counter::SelfCounted,
+    kill_on_disconnect: false,
+    run,
+};
+
+/// One write error: `{index, code, codeName, errmsg, ...extra}`.
+pub fn write_error(index: usize, e: &CommandError) -> RawDocumentBuf {
+    let mut d = rawdoc! {
+        "index": i32::try_from(index).unwrap_or(i32::MAX),
+        "code": e.code.code(),
+        "codeName": e.code.name().as_ref(),
+        "errmsg": e.message.as_str(),
+    };
+    if let Some(extra) = &e.extra {
+        crate::error::append_all(&mut d, extra);
+    }
+    d
+}
+
+/// Assembles `{n, writeErrors?, writeConcernError?}`.
+pub fn write_reply(
+    n: usize,
+    errors: &[(usize, CommandError)],
+    wc: &WriteConcern,
+) -> RawDocumentBuf {
+    let mut out = RawDocumentBuf::new();
+    out.append(cstr!("n"), i32::try_from(n).unwrap_or(i32::MAX));
+    if !errors.is_empty() {
+        let mut arr = RawArrayBuf::new();
+        for (i, e) in errors {
+            arr.push(write_error(*i, e));
+        }
+        out.append(cstr!("writeErrors"), arr);
+    }
+    if let Some(wce) = wc.error() {
+        out.append(cstr!("writeConcernError"), wce);
+    }
+    out
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let coll = collection_arg(&inv.req)?.to_string();
+        let db = inv.req.db.to_string();
+        cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
+        let ordered = opt_strict_bool(body, "insert", "ordered")?.unwrap_or(true);
+        let _ = opt_strict_bool(body, "insert", "bypassDocumentValidation")?;
+        let wc = WriteConcern::from_command(body)?;
+        let docs = match body.get("documents") {
+            Ok(Some(RawBsonRef::Array(a))) => a,
+            Ok(Some(other)) => {
+                return Err(CommandError::wrong_type(
+                    "insert.documents",
+                    type_name(&other),
+                    "array",
+                ));
+            }
+            _ => return Err(CommandError::missing_field("insert.documents")),
+        };
+        let mut prepared: Vec<(usize, RawDocumentBuf)> = Vec::new();
+        let mut errors: Vec<(usize, CommandError)> = Vec::new();
+        let mut count = 0usize;
+        for (i, el) in docs.into_iter().enumerate() {
+            count += 1;
+            let el = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            let RawBsonRef::Document(d) = el else {
+                return Err(CommandError::wrong_type(
+                    &format!("insert.documents.{i}"),
+                    type_name(&el),
+                    "object",
+                ));
+            };
+            if count > MAX_BATCH {
+                break;
+            }
+            let clock = &inv.server.clock;
+            match cairn_query::insert::prepare(d, || clock.next()) {
+                Ok(p) => prepared.push((i, p.into_owned())),
+                Err(e) => errors.push((i, CommandError::from(e))),
+            }
+        }
+        if count == 0 || count > MAX_BATCH {
+            return Err(CommandError::new(
+                ErrorCode::InvalidLength,
+                format!(
+                    "Write batch sizes must be between 1 and {MAX_BATCH}. Got {count} operations."
+                ),
+            ));
+        }
+        if ordered && let Some(first_bad) = errors.first().map(|(i, _)| *i) {
+            // An ordered insert stops at its first failing document.
+            prepared.retain(|(i, _)| *i < first_bad);
+        }
+        inv.server
+            .opcounters
+            .insert
+            .fetch_add(count as i64, Relaxed);
+        let store = inv.server.store.clone();
+        let durability = wc.durability();
+        let (n, store_errors) = blocking::run(move || {
+            let mut n = 0usize;
+            let mut errs: Vec<(usize, CommandError)> = Vec::new();
+            let mut rest: &[(usize, RawDocumentBuf)] = &prepared;
+            'chunks: while !rest.is_empty() {
+                let mut take = 0;
+                let mut bytes = 0;
+                while take < rest.len() && take < CHUNK_DOCS && (take == 0 || bytes < CHUNK_BYTES) {
+                    bytes += rest.get(take).map_or(0, |(_, d)| d.as_bytes().len());
+                    take += 1;
+                }
+                let (chunk, tail) = rest.split_at(take);
+                rest = tail;
+                let mut attempts = 0;
+                let outcome = loop {
+                    let meta = store.ensure_collection(&db, &coll)?;
+                    let r = store.write(durability, |tx| {
+                        let Some(meta) = tx.collection(&db, &coll)?.filter(|m| m.id == meta.id)
+                        else {
+                            return Err(StorageError::Engine(EngineError::NoSuchSpace(meta.id)));
+                        };
+                        let mut results = Vec::with_capacity(chunk.len());
+                        for (i, d) in chunk {
+                            match tx.insert(&meta, d) {
+                                Ok(()) => results.push((*i, None)),
+                                Err(e) if e.is_transient() => return Err(e),
+                                Err(e @ StorageError::Engine(EngineError::NoSuchSpace(_))) => {
+                                    return Err(e);
+                                }
+                                Err(e) => {
+                                    results.push((*i, Some(e)));
+                                    if ordered {
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        Ok(results)
+                    });
+                    match r {
+                        // The collection was dropped between resolving and writing: recreate.
+                        Err(StorageError::Engine(EngineError::NoSuchSpace(_))) if attempts < 10 => {
+                            attempts += 1;
+                        }
+                        other => break other,
+                    }
+                };
+                match outcome {
+                    Ok(results) => {
+                        for (i, e) in results {
+                            match e {
+                                None => n += 1,
+                                Some(e) => {
+                                    errs.push((i, CommandError::from(e)));
+                                    if ordered {
+                                        break 'chunks;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let e = CommandError::from(e);
+                        for (i, _) in chunk {
+                            errs.push((*i, e.clone()));
+                            if ordered {
+                                break 'chunks;
+                            }
+                        }
+                    }
+                }
+            }
+            Ok((n, errs))
+        })
+        .await?;
+        errors.extend(store_errors);
+        errors.sort_by_key(|(i, _)| *i);
+        if ordered {
+            errors.truncate(1);
+        }
+        Ok(write_reply(n, &errors, &wc).into())
+    })
+}

@@ -1,0 +1,439 @@
+//! Server-side cursors: `find`/`listCollections` results beyond the first batch.
+//!
+//! A cursor never holds a storage snapshot: a collection scan remembers the key to resume
+//! from, so an idle cursor pins neither memory nor old versions (it sees writes made between
+//! batches, as MongoDB's default read concern allows). Small result sets computed up front
+//! (e.g. `listCollections`) are buffered.
+//!
+//! Invariants:
+//! - a cursor is *checked out* while a `getMore` runs on it: a second `getMore` meanwhile
+//!   gets CursorInUse (143), and the manager's lock is never held during storage work;
+//! - a cursor created in a session (`lsid`) only serves `getMore`s from that session;
+//! - idle cursors are reaped after the idle timeout (10 minutes by default) unless created
+//!   with `noCursorTimeout`;
+//! - ids are non-zero, positive and unique within the process.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use std::sync::Arc;
+
+use cairn_query::filter::Filter;
+use cairn_storage::{ScanLimits, Store};
+
+use crate::error::{CommandError, ErrorCode};
+
+/// MongoDB's default `cursorTimeoutMillis`.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Largest batch in bytes (MongoDB bounds batches by the 16 MiB document limit).
+pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
+
+/// Where a cursor's documents come from.
+#[derive(Debug)]
+pub enum Source {
+    /// A collection scan in `_id` order (descending with `reverse`).
+    Scan {
+        /// Database.
+        db: String,
+        /// Collection.
+        coll: String,
+        /// The collection's space id when the cursor was opened (a drop or rename kills it).
+        space: u64,
+        /// Where to continue ([`cairn_storage::ScanBatch::resume`]); `None` = from the start.
+        resume: Option<Vec<u8>>,
+        /// Descending `_id` order.
+        reverse: bool,
+        /// Documents must match this filter.
+        filter: Option<Arc<Filter>>,
+        /// Matching documents still to skip.
+        skip: u64,
+    },
+    /// Precomputed documents.
+    Buffered(VecDeque<RawDocumentBuf>),
+}
+
+/// One open cursor.
+#[derive(Debug)]
+pub struct Cursor {
+    /// Its id.
+    pub id: i64,
+    /// `db.coll` as reported in replies.
+    pub ns: String,
+    /// The documents to come.
+    pub source: Source,
+    /// Documents the cursor may still return (`limit`), if limited.
+    pub remaining: Option<u64>,
+    /// The `lsid.id` bytes of the session that created it.
+    pub lsid: Option<Vec<u8>>,
+    /// Exempt from the idle timeout.
+    pub no_timeout: bool,
+    /// Last time it was used.
+    pub last_used: Instant,
+}
+
+enum Slot {
+    Idle(Box<Cursor>),
+    InUse,
+}
+
+/// All open cursors.
+pub struct CursorManager {
+    slots: Mutex<HashMap<i64, Slot>>,
+    counter: AtomicU64,
+    seed: u64,
+    /// Idle timeout.
+    pub idle_timeout: Duration,
+}
+
+impl std::fmt::Debug for CursorManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CursorManager")
+            .field("open", &self.open())
+            .finish()
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The `lsid.id` bytes of a command, if it carries a session.
+pub fn session_of(body: &RawDocument) -> Option<Vec<u8>> {
+    match body.get("lsid") {
+        Ok(Some(RawBsonRef::Document(l))) => match l.get("id") {
+            Ok(Some(RawBsonRef::Binary(b))) => Some(b.bytes.to_vec()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl CursorManager {
+    /// A manager with the given idle timeout.
+    pub fn new(idle_timeout: Duration) -> CursorManager {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ u64::from(std::process::id()).rotate_left(32);
+        CursorManager {
+            slots: Mutex::new(HashMap::new()),
+            counter: AtomicU64::new(1),
+            seed,
+            idle_timeout,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Slot>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A fresh cursor id.
+    pub fn new_id(&self) -> i64 {
+        loop {
+            let n = self.counter.fetch_add(1, Ordering::Relaxed);
+            let id = (splitmix(n ^ self.seed) >> 1) as i64;
+            if id != 0 && !self.lock().contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Registers an open cursor.
+    pub fn insert(&self, cursor: Cursor) {
+        self.lock().insert(cursor.id, Slot::Idle(Box::new(cursor)));
+    }
+
+    /// Checks a cursor out for a `getMore` from session `lsid` on namespace `ns`.
+    pub fn check_out(
+        &self,
+        id: i64,
+        ns: &str,
+        lsid: Option<&[u8]>,
+    ) -> Result<Box<Cursor>, CommandError> {
+        let mut slots = self.lock();
+        let not_found = || {
+            CommandError::new(
+                ErrorCode::CursorNotFound,
+                format!("cursor id {id} not found"),
+            )
+        };
+        match slots.get(&id) {
+            None => return Err(not_found()),
+            Some(Slot::InUse) => {
+                return Err(CommandError::new(
+                    ErrorCode::CursorInUse,
+                    format!("Cursor already in use (id: {id})."),
+                ));
+            }
+            Some(Slot::Idle(c)) => {
+                if c.ns != ns {
+                    return Err(CommandError::new(
+                        ErrorCode::Unauthorized,
+                        format!(
+                            "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
+                            c.ns
+                        ),
+                    ));
+                }
+                match (&c.lsid, lsid) {
+                    (Some(owner), Some(caller)) if owner.as_slice() != caller => {
+                        return Err(CommandError::new(
+                            ErrorCode::Location(50738),
+                            format!(
+                                "Cannot run getMore on cursor {id}, which was created in a different session"
+                            ),
+                        ));
+                    }
+                    (Some(_), None) => {
+                        return Err(CommandError::new(
+                            ErrorCode::Location(50737),
+                            format!(
+                                "Cannot run getMore on cursor {id}, which was created in a session, without an lsid"
+                            ),
+                        ));
+                    }
+                    (None, Some(_)) => {
+                        return Err(CommandError::new(
+                            ErrorCode::Location(50736),
+                            format!(
+                                "Cannot run getMore on cursor {id}, which was not created in a session, in a session"
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        match slots.insert(id, Slot::InUse) {
+            Some(Slot::Idle(c)) => Ok(c),
+            _ => Err(not_found()),
+        }
+    }
+
+    /// Returns a checked-out cursor (or forgets it when exhausted).
+    pub fn check_in(&self, mut cursor: Box<Cursor>, exhausted: bool) {
+        let mut slots = self.lock();
+        if exhausted {
+            slots.remove(&cursor.id);
+        } else {
+            cursor.last_used = Instant::now();
+            slots.insert(cursor.id, Slot::Idle(cursor));
+        }
+    }
+
+    /// Kills a cursor: `Some(true)` killed, `Some(false)` in use (alive), `None` not found.
+    pub fn kill(&self, id: i64) -> Option<bool> {
+        let mut slots = self.lock();
+        match slots.get(&id) {
+            None => None,
+            Some(Slot::InUse) => Some(false),
+            Some(Slot::Idle(_)) => {
+                slots.remove(&id);
+                Some(true)
+            }
+        }
+    }
+
+    /// Removes idle cursors unused for longer than the timeout; returns how many.
+    pub fn reap(&self, now: Instant) -> usize {
+        let mut slots = self.lock();
+        let before = slots.len();
+        slots.retain(|_, s| match s {
+            Slot::InUse => true,
+            Slot::Idle(c) => c.no_timeout || now.duration_since(c.last_used) < self.idle_timeout,
+        });
+        before - slots.len()
+    }
+
+    /// Open cursors.
+    pub fn open(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// Produces the next batch of at most `max_docs` documents (blocking: call off the
+/// runtime). Returns the documents and whether the cursor is exhausted.
+pub fn next_batch(
+    store: &Store,
+    cursor: &mut Cursor,
+    max_docs: usize,
+) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
+    let max_docs = match cursor.remaining {
+        Some(r) => max_docs.min(usize::try_from(r).unwrap_or(usize::MAX)),
+        None => max_docs,
+    };
+    let (docs, exhausted) = match &mut cursor.source {
+        Source::Buffered(q) => {
+            let mut out = Vec::new();
+            let mut bytes = 0;
+            while out.len() < max_docs {
+                let Some(front) = q.front() else { break };
+                if !out.is_empty() && bytes + front.as_bytes().len() > MAX_BATCH_BYTES {
+                    break;
+                }
+                bytes += front.as_bytes().len();
+                if let Some(d) = q.pop_front() {
+                    out.push(d);
+                }
+            }
+            let done = q.is_empty();
+            (out, done)
+        }
+        Source::Scan {
+            db,
+            coll,
+            space,
+            resume,
+            reverse,
+            filter,
+            skip,
+        } => {
+            let meta = store
+                .collection(db, coll)
+                .filter(|m| m.id == *space)
+                .ok_or_else(|| {
+                    CommandError::new(
+                        ErrorCode::QueryPlanKilled,
+                        format!("collection dropped or renamed: {db}.{coll}"),
+                    )
+                })?;
+            let read = store.read()?;
+            let mut out: Vec<RawDocumentBuf> = Vec::new();
+            let mut bytes = 0usize;
+            let mut exhausted = false;
+            while out.len() < max_docs && bytes < MAX_BATCH_BYTES / 2 {
+                let skipping = *skip > 0;
+                let limits = if skipping {
+                    ScanLimits {
+                        max_docs: usize::try_from(*skip).unwrap_or(usize::MAX).min(10_000),
+                        max_bytes: usize::MAX,
+                        max_examined: 10_000,
+                        first_may_exceed: true,
+                    }
+                } else {
+                    ScanLimits {
+                        max_docs: max_docs - out.len(),
+                        max_bytes: MAX_BATCH_BYTES - bytes,
+                        max_examined: 10_000,
+                        first_may_exceed: out.is_empty(),
+                    }
+                };
+                let b = read.scan_where(&meta, resume.as_deref(), *reverse, limits, &mut |d| {
+                    filter.as_ref().is_none_or(|f| f.matches(d))
+                })?;
+                if skipping {
+                    *skip = skip.saturating_sub(b.docs.len() as u64);
+                } else {
+                    bytes += b.docs.iter().map(|d| d.as_bytes().len()).sum::<usize>();
+                    out.extend(b.docs);
+                }
+                let progressed = b.examined > 0;
+                match b.resume {
+                    Some(r) => *resume = Some(r),
+                    None => {
+                        exhausted = true;
+                        break;
+                    }
+                }
+                if !progressed {
+                    // The next document did not fit in what is left of this batch.
+                    break;
+                }
+            }
+            (out, exhausted)
+        }
+    };
+    if let Some(r) = &mut cursor.remaining {
+        *r = r.saturating_sub(docs.len() as u64);
+    }
+    let exhausted = exhausted || cursor.remaining == Some(0);
+    Ok((docs, exhausted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cursor(m: &CursorManager, ns: &str, lsid: Option<Vec<u8>>) -> i64 {
+        let id = m.new_id();
+        m.insert(Cursor {
+            id,
+            ns: ns.into(),
+            source: Source::Buffered(VecDeque::new()),
+            remaining: None,
+            lsid,
+            no_timeout: false,
+            last_used: Instant::now(),
+        });
+        id
+    }
+
+    #[test]
+    fn check_out_rules() {
+        let m = CursorManager::new(DEFAULT_IDLE_TIMEOUT);
+        let id = cursor(&m, "db.c", Some(vec![1]));
+        assert_eq!(
+            m.check_out(id, "db.d", Some(&[1])).unwrap_err().code.code(),
+            13
+        );
+        assert_eq!(
+            m.check_out(id, "db.c", Some(&[2])).unwrap_err().code.code(),
+            50738
+        );
+        assert_eq!(
+            m.check_out(id, "db.c", None).unwrap_err().code.code(),
+            50737
+        );
+        let c = m.check_out(id, "db.c", Some(&[1])).unwrap();
+        assert_eq!(
+            m.check_out(id, "db.c", Some(&[1])).unwrap_err().code.code(),
+            143
+        );
+        assert_eq!(m.kill(id), Some(false), "in use: alive");
+        m.check_in(c, false);
+        assert_eq!(m.kill(id), Some(true));
+        assert_eq!(
+            m.check_out(id, "db.c", Some(&[1])).unwrap_err().code.code(),
+            43
+        );
+        assert_eq!(m.kill(id), None);
+    }
+
+    #[test]
+    fn reaper_honours_timeout_and_exemption() {
+        let m = CursorManager::new(Duration::from_millis(10));
+        let a = cursor(&m, "db.c", None);
+        let b = m.new_id();
+        m.insert(Cursor {
+            id: b,
+            ns: "db.c".into(),
+            source: Source::Buffered(VecDeque::new()),
+            remaining: None,
+            lsid: None,
+            no_timeout: true,
+            last_used: Instant::now(),
+        });
+        assert_eq!(m.reap(Instant::now() + Duration::from_secs(1)), 1);
+        assert_eq!(m.kill(a), None);
+        assert_eq!(m.kill(b), Some(true));
+    }
+
+    #[test]
+    fn ids_are_unique_and_positive() {
+        let m = CursorManager::new(DEFAULT_IDLE_TIMEOUT);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..10_000 {
+            let id = m.new_id();
+            assert!(id > 0);
+            assert!(seen.insert(id));
+        }
+    }
+}

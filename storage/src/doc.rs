@@ -1,0 +1,1529 @@
+//! Document codec: a BSON document stored as one key-value pair per node ("documents as
+//! materialized paths", DESIGN.md §3).
+//!
+//! Invariants:
+//! - **Round trip**: for every document [`encode_document`] accepts, decoding its nodes (in
+//!   key order, as a range scan returns them) with [`decode_document`] yields the input bytes
+//!   exactly — field order, every numeric type, binary subtypes, regex flags, timestamps,
+//!   DBPointer, code, code-with-scope, symbol, undefined, MinKey/MaxKey. The one normalization:
+//!   array element names are not stored, so they come back as the canonical `"0"`, `"1"`, …
+//!   (MongoDB never produces other names; [`crate::compare`] ignores them too).
+//! - **Subtrees are key prefixes**: the keys of a node's descendants are exactly the keys that
+//!   have the node's key as a proper prefix, and nothing else has. A document is the prefix
+//!   range of its `id_key`; a projection reads the prefix range of [`node_key`]. In key order
+//!   every node comes before its descendants (preorder) and sibling subtrees are contiguous.
+//! - **Order**: object children sort by field-name bytes in the key space; an *ordinal* in each
+//!   child's value restores MongoDB's insertion order on read. Array children sort by index
+//!   (big-endian `u32`, so `I(9) < I(10)`).
+//! - **Limits**: encoding fails cleanly (never panics) with [`DocError::TooDeep`] beyond
+//!   MongoDB's storage nesting limit, [`DocError::KeyTooLong`] when a key would exceed
+//!   [`MAX_KEY_LEN`] (fjall refuses keys of 64 KiB and more), [`DocError::TooLarge`] beyond
+//!   16 MiB and [`DocError::Malformed`] on invalid BSON or duplicate field names.
+//! - **Total decoding**: decoding and parsing never panic on any bytes. Stored bytes that break
+//!   an invariant of this layout (bad varints, unknown kinds, leaf bytes that do not match their
+//!   type, missing or extra nodes, counts, ordinals or sizes that disagree with the headers) give
+//!   [`DocError::Corrupt`], and a decoded document is always well-formed BSON.
+//!
+//! # Keys
+//!
+//! The caller supplies the document's key prefix `id_key` (in practice `E(_id)` from
+//! [`crate::keys`], behind the collection's own prefix). It is opaque here; the only
+//! requirement is that no document's `id_key` is a proper prefix of another's, which `E(v)`
+//! guarantees. A node's key is `id_key` followed by one *component* per path step:
+//!
+//! | component      | bytes                                                        |
+//! |----------------|--------------------------------------------------------------|
+//! | field `name`   | `0x46` (`'F'`), the name's UTF-8 bytes, `0x00`               |
+//! | array index `i`| `0x49` (`'I'`), `i` as a big-endian `u32` (4 bytes)          |
+//!
+//! ```text
+//! id_key                        -> root header
+//! id_key 46 61 00               -> field "a" of the root
+//! id_key 46 61 00 46 62 00      -> field "b" inside "a"
+//! id_key 46 74 00 49 00000003   -> element 3 of the array "t"
+//! id_key 46 00                  -> the empty field name ""
+//! ```
+//!
+//! Field names are BSON cstrings and never contain `0x00`, so the terminator ends the name;
+//! an index has a fixed width. The component code is therefore prefix-free: a key is a byte
+//! prefix of another exactly when its path is a path prefix of the other's, which gives the
+//! subtree property. `'F'` and `'I'` differ, so a field named `"0"` (`46 30 00`) never
+//! collides with index 0 (`49 00 00 00 00`). Siblings sort by name bytes (`"a" < "ab"`, the
+//! terminator being the smallest byte), and array elements numerically.
+//!
+//! # Values
+//!
+//! The first byte is the node's *kind*; integers after it are unsigned LEB128 varints (7 bits
+//! per byte, least significant group first, high bit set on every byte but the last; at most
+//! 10 bytes; the minimal encoding is required, so every value has exactly one encoding).
+//!
+//! | node          | bytes                                                                   |
+//! |---------------|-------------------------------------------------------------------------|
+//! | root header   | `0x00`, version (`1`), next ordinal, BSON size, child count             |
+//! | object header | `0x03`, ordinal, next ordinal, child count                              |
+//! | array header  | `0x04`, ordinal, length                                                 |
+//! | leaf          | BSON element type, ordinal, the raw BSON value bytes                    |
+//!
+//! - **version**: the format version, [`FORMAT_VERSION`]; anything else is refused.
+//! - **ordinal**: the node's position among its parent's children in insertion order. Object
+//!   children's ordinals are distinct and below the parent's *next ordinal*; the encoder
+//!   numbers them `0, 1, …` and sets next ordinal to the child count, and later insertions
+//!   (updates) take the next ordinal and increment it, so removals leave gaps but the order of
+//!   the survivors is kept. **Array elements carry an ordinal too, equal to their index**, so
+//!   every non-root value parses the same way without knowing its parent; the decoder checks it.
+//! - **BSON size** (root only, `u32`): the byte length of the whole BSON document, for
+//!   statistics and the 16 MiB check without a read. The decoder verifies it, so writers that
+//!   update a document in place must keep it exact.
+//! - **child count** (`u32`): the number of children (fields) present; **length** (`u32`):
+//!   the number of array elements, whose indices are exactly `0..length`.
+//! - **leaf**: the type byte is the BSON element type — `0x01` double, `0x02` string,
+//!   `0x05` binary, `0x06` undefined, `0x07` ObjectId, `0x08` bool, `0x09` UTC datetime,
+//!   `0x0A` null, `0x0B` regex, `0x0C` DBPointer, `0x0D` JavaScript code, `0x0E` symbol,
+//!   `0x0F` code with scope, `0x10` int32, `0x11` timestamp, `0x12` int64, `0x13` decimal128,
+//!   `0x7F` MaxKey, `0xFF` MinKey (never `0x00`, `0x03` or `0x04`, which are the header
+//!   kinds). The value bytes are exactly those following the field name in the BSON element
+//!   (e.g. an int32 is 4 little-endian bytes, a string is its i32 length, bytes and `0x00`),
+//!   and must be exactly one well-formed value of that type: lengths consistent, strings
+//!   UTF-8, booleans `0`/`1`, a code-with-scope's scope a valid document.
+//!
+//! Example: `{b: 1, a: {}}` under `id_key` `K` is
+//! ```text
+//! K             -> 00 01 02 14 02      root: version 1, next ordinal 2, 20 bytes, 2 children
+//! K 46 61 00    -> 03 01 00 00         object "a": ordinal 1, next ordinal 0, 0 children
+//! K 46 62 00    -> 10 00 01 00 00 00   int32 "b": ordinal 0, value 1
+//! ```
+//!
+//! # Decoding
+//!
+//! [`decode_document`] consumes the nodes of one document in key order in a single pass. It
+//! keeps a stack of open containers; each node's element (type, name, value) is appended to
+//! one output buffer, a container's elements following its header in place. When a container
+//! closes (the next key is not below it) its children are put in ordinal order if they did not
+//! arrive in that order — one copy of that container's bytes through a reusable scratch buffer
+//! — and its length is patched. Arrays arrive in index order and are never moved. There is no
+//! per-node allocation. [`decode_subtree`] does the same for one node and its descendants, and
+//! [`DocAssembler`] splits a scan over many documents at root headers (the only values whose
+//! first byte is `0x00`).
+//!
+//! # Nesting depth (MongoDB's rule)
+//!
+//! MongoDB refuses to store a document nested deeper than
+//! `BSONDepth::getMaxDepthForUserStorage()` = `maxBSONDepth` (default 200) −
+//! `kExtraSystemDepthLevels` (20) = **180** levels (`src/mongo/bson/bson_depth.{h,cpp}`).
+//! `validateBSONDepthForUserStorage` (`src/mongo/bson/bson_validate.cpp`; earlier
+//! `validateDepth` in `src/mongo/db/ops/insert.cpp`) counts the top-level document as level 1
+//! and each *non-empty* embedded object or array as one more level ("Empty subdocuments do not
+//! count toward the depth of a document"; releases before that exemption counted `{}`/`[]`
+//! too); descending into a non-empty container from level 180 fails with `Overflow` ("… exceeds
+//! 180 levels of nesting"). So 180 nested non-empty containers, counting the top-level
+//! document, are accepted, and an empty `{}`/`[]` may sit inside the 180th. The manual's "100
+//! levels" is not what the server enforces. Only objects and arrays count: a code-with-scope
+//! is a leaf here, and its scope does not count toward this limit in MongoDB either (the
+//! wire-level `validateBSON` cap of `maxBSONDepth` = 200 on all nesting, scopes included, is
+//! the wire layer's business). [`MAX_NESTING`] is the limit; [`Limits`] allows another
+//! (MongoDB's `maxBSONDepth` parameter).
+
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::unreachable,
+    clippy::todo,
+    clippy::unimplemented
+)]
+
+use bson::raw::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf, cstr};
+use bson::spec::ElementType;
+use thiserror::Error;
+
+/// Tag of a field-name path component.
+pub const TAG_FIELD: u8 = 0x46;
+/// Tag of an array-index path component.
+pub const TAG_INDEX: u8 = 0x49;
+/// Kind byte of the root header.
+pub const KIND_ROOT: u8 = 0x00;
+/// Kind byte of an object header (the BSON embedded-document type).
+pub const KIND_OBJECT: u8 = 0x03;
+/// Kind byte of an array header (the BSON array type).
+pub const KIND_ARRAY: u8 = 0x04;
+/// Format version written in root headers.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Longest key the codec produces, safely under fjall's 64 KiB key limit.
+pub const MAX_KEY_LEN: usize = 60 * 1024;
+/// MongoDB's nesting limit for stored documents (`getMaxDepthForUserStorage()`, 200 − 20),
+/// counting the top-level document as level 1 and ignoring empty containers.
+pub const MAX_NESTING: usize = 180;
+/// MongoDB's maximum user document size (`BSONObjMaxUserSize`, 16 MiB).
+pub const MAX_BSON_SIZE: usize = 16 * 1024 * 1024;
+
+/// Limits applied by the encoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Deepest nesting of non-empty containers, the top-level document being level 1.
+    pub max_nesting: usize,
+    /// Largest BSON document (or value, for [`encode_subtree`]) in bytes.
+    pub max_bson_size: usize,
+    /// Longest key.
+    pub max_key_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_nesting: MAX_NESTING,
+            max_bson_size: MAX_BSON_SIZE,
+            max_key_len: MAX_KEY_LEN,
+        }
+    }
+}
+
+/// Why a document could not be encoded or decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum DocError {
+    /// Non-empty containers nested deeper than the limit.
+    #[error("document exceeds {limit} levels of nesting")]
+    TooDeep {
+        /// The nesting limit.
+        limit: usize,
+    },
+    /// A node's key would be longer than the limit.
+    #[error("key of {len} bytes exceeds the maximum of {max} bytes")]
+    KeyTooLong {
+        /// The key's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The document is larger than the limit.
+    #[error("document of {size} bytes exceeds the maximum of {max} bytes")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Invalid input: malformed BSON, a duplicate field name, a field name containing NUL.
+    #[error("malformed document: {0}")]
+    Malformed(String),
+    /// Stored bytes that violate the layout.
+    #[error("corrupt document storage: {0}")]
+    Corrupt(String),
+}
+
+fn corrupt(msg: impl Into<String>) -> DocError {
+    DocError::Corrupt(msg.into())
+}
+
+/// A BSON-level defect, reported as [`DocError::Malformed`] when encoding and
+/// [`DocError::Corrupt`] when decoding.
+#[derive(Debug)]
+struct Bad(String);
+
+fn bad(msg: impl Into<String>) -> Bad {
+    Bad(msg.into())
+}
+
+fn malformed(b: Bad) -> DocError {
+    DocError::Malformed(b.0)
+}
+
+fn corrupted(b: Bad) -> DocError {
+    DocError::Corrupt(b.0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Path components
+// ---------------------------------------------------------------------------------------------
+
+/// One step of a path inside a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PathPart<'a> {
+    /// A field of an object.
+    Field(&'a str),
+    /// An element of an array.
+    Index(u32),
+}
+
+impl PathPart<'_> {
+    /// Appends the component's key bytes. A field name must not contain `0x00`.
+    fn write(self, out: &mut Vec<u8>) {
+        match self {
+            PathPart::Field(name) => {
+                out.push(TAG_FIELD);
+                out.extend_from_slice(name.as_bytes());
+                out.push(0x00);
+            }
+            PathPart::Index(i) => {
+                out.push(TAG_INDEX);
+                out.extend_from_slice(&i.to_be_bytes());
+            }
+        }
+    }
+}
+
+/// The key of the node at `path` in the document `id_key`.
+///
+/// Fails with [`DocError::Malformed`] for a field name containing `0x00` (no stored field has
+/// one, and its bytes would alias another path) and [`DocError::KeyTooLong`] beyond
+/// [`MAX_KEY_LEN`].
+pub fn node_key(id_key: &[u8], path: &[PathPart<'_>]) -> Result<Vec<u8>, DocError> {
+    let mut key = Vec::with_capacity(id_key.len() + path.len() * 8);
+    key.extend_from_slice(id_key);
+    for part in path {
+        if let PathPart::Field(name) = part
+            && name.as_bytes().contains(&0)
+        {
+            return Err(DocError::Malformed(format!(
+                "field name {name:?} contains a NUL byte"
+            )));
+        }
+        part.write(&mut key);
+    }
+    check_key_len(&key, MAX_KEY_LEN)?;
+    Ok(key)
+}
+
+fn check_key_len(key: &[u8], max: usize) -> Result<(), DocError> {
+    if key.len() > max {
+        Err(DocError::KeyTooLong {
+            len: key.len(),
+            max,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Parses one component at the start of `bytes`, returning it and its length.
+fn parse_component(bytes: &[u8]) -> Result<(PathPart<'_>, usize), DocError> {
+    match bytes.split_first() {
+        Some((&TAG_FIELD, rest)) => {
+            let (name, used) = cstring(rest).map_err(corrupted)?;
+            Ok((PathPart::Field(name), 1 + used))
+        }
+        Some((&TAG_INDEX, rest)) => {
+            let raw = rest
+                .get(..4)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .ok_or_else(|| corrupt("truncated array index in key"))?;
+            Ok((PathPart::Index(u32::from_be_bytes(raw)), 5))
+        }
+        Some((tag, _)) => Err(corrupt(format!("unknown path component tag {tag:#04x}"))),
+        None => Err(corrupt("empty path component")),
+    }
+}
+
+/// Parses the path of a key with its `id_key` removed (`suffix = &key[id_key.len()..]`).
+pub fn parse_path(suffix: &[u8]) -> Result<Vec<PathPart<'_>>, DocError> {
+    let mut parts = Vec::new();
+    let mut rest = suffix;
+    while !rest.is_empty() {
+        let (part, used) = parse_component(rest)?;
+        parts.push(part);
+        rest = rest.get(used..).unwrap_or_default();
+    }
+    Ok(parts)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Varints
+// ---------------------------------------------------------------------------------------------
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a minimal LEB128 `u64` at `*pos`, advancing it.
+fn get_varint(bytes: &[u8], pos: &mut usize) -> Result<u64, DocError> {
+    let mut result = 0u64;
+    for i in 0..10u32 {
+        let b = *bytes.get(*pos).ok_or_else(|| corrupt("truncated varint"))?;
+        *pos += 1;
+        if i == 9 && b > 1 {
+            return Err(corrupt("varint overflows 64 bits"));
+        }
+        result |= u64::from(b & 0x7F) << (7 * i);
+        if b & 0x80 == 0 {
+            if b == 0 && i > 0 {
+                return Err(corrupt("non-minimal varint"));
+            }
+            return Ok(result);
+        }
+    }
+    Err(corrupt("varint longer than 10 bytes"))
+}
+
+fn get_varint_u32(bytes: &[u8], pos: &mut usize) -> Result<u32, DocError> {
+    u32::try_from(get_varint(bytes, pos)?).map_err(|_| corrupt("count exceeds u32"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node values
+// ---------------------------------------------------------------------------------------------
+
+/// A parsed node value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Node<'a> {
+    /// The document's root header.
+    Root {
+        /// Ordinal the next top-level field will get.
+        next_ordinal: u64,
+        /// Byte length of the whole BSON document.
+        bson_size: u32,
+        /// Number of top-level fields.
+        child_count: u32,
+    },
+    /// An embedded document's header.
+    Object {
+        /// Position among the parent's children.
+        ordinal: u64,
+        /// Ordinal the next field will get.
+        next_ordinal: u64,
+        /// Number of fields.
+        child_count: u32,
+    },
+    /// An array's header.
+    Array {
+        /// Position among the parent's children (its index, inside an array).
+        ordinal: u64,
+        /// Number of elements.
+        len: u32,
+    },
+    /// A scalar value (anything but an object or array).
+    Leaf {
+        /// Position among the parent's children (its index, inside an array).
+        ordinal: u64,
+        /// The BSON type.
+        element_type: ElementType,
+        /// The raw BSON value bytes, as they follow the field name in a BSON element.
+        value: &'a [u8],
+    },
+}
+
+impl Node<'_> {
+    /// The ordinal, or `None` for the root header.
+    pub fn ordinal(&self) -> Option<u64> {
+        match *self {
+            Node::Root { .. } => None,
+            Node::Object { ordinal, .. }
+            | Node::Array { ordinal, .. }
+            | Node::Leaf { ordinal, .. } => Some(ordinal),
+        }
+    }
+
+    /// The BSON element type this node decodes to (an embedded document for the root).
+    pub fn element_type(&self) -> ElementType {
+        match *self {
+            Node::Root { .. } | Node::Object { .. } => ElementType::EmbeddedDocument,
+            Node::Array { .. } => ElementType::Array,
+            Node::Leaf { element_type, .. } => element_type,
+        }
+    }
+
+    /// Appends the value encoding (see the module docs). For a leaf, `element_type` must not be
+    /// an embedded document or array and `value` must be one well-formed value of that type,
+    /// or [`parse_value`] will refuse the result.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        match *self {
+            Node::Root {
+                next_ordinal,
+                bson_size,
+                child_count,
+            } => {
+                out.push(KIND_ROOT);
+                put_varint(out, FORMAT_VERSION);
+                put_varint(out, next_ordinal);
+                put_varint(out, u64::from(bson_size));
+                put_varint(out, u64::from(child_count));
+            }
+            Node::Object {
+                ordinal,
+                next_ordinal,
+                child_count,
+            } => {
+                out.push(KIND_OBJECT);
+                put_varint(out, ordinal);
+                put_varint(out, next_ordinal);
+                put_varint(out, u64::from(child_count));
+            }
+            Node::Array { ordinal, len } => {
+                out.push(KIND_ARRAY);
+                put_varint(out, ordinal);
+                put_varint(out, u64::from(len));
+            }
+            Node::Leaf {
+                ordinal,
+                element_type,
+                value,
+            } => {
+                out.push(element_type as u8);
+                put_varint(out, ordinal);
+                out.extend_from_slice(value);
+            }
+        }
+    }
+
+    /// The value encoding as a new vector.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16);
+        self.write_to(&mut out);
+        out
+    }
+}
+
+/// Whether a stored value is a root header (the first node of a document).
+pub fn is_root(value: &[u8]) -> bool {
+    value.first() == Some(&KIND_ROOT)
+}
+
+/// Parses and validates a stored value.
+pub fn parse_value(v: &[u8]) -> Result<Node<'_>, DocError> {
+    let (&kind, rest) = v.split_first().ok_or_else(|| corrupt("empty value"))?;
+    let mut pos = 0;
+    let node = match kind {
+        KIND_ROOT => {
+            let version = get_varint(rest, &mut pos)?;
+            if version != FORMAT_VERSION {
+                return Err(corrupt(format!("unsupported format version {version}")));
+            }
+            let next_ordinal = get_varint(rest, &mut pos)?;
+            let bson_size = get_varint_u32(rest, &mut pos)?;
+            let child_count = get_varint_u32(rest, &mut pos)?;
+            check_counts(next_ordinal, child_count)?;
+            Node::Root {
+                next_ordinal,
+                bson_size,
+                child_count,
+            }
+        }
+        KIND_OBJECT => {
+            let ordinal = get_varint(rest, &mut pos)?;
+            let next_ordinal = get_varint(rest, &mut pos)?;
+            let child_count = get_varint_u32(rest, &mut pos)?;
+            check_counts(next_ordinal, child_count)?;
+            Node::Object {
+                ordinal,
+                next_ordinal,
+                child_count,
+            }
+        }
+        KIND_ARRAY => {
+            let ordinal = get_varint(rest, &mut pos)?;
+            let len = get_varint_u32(rest, &mut pos)?;
+            Node::Array { ordinal, len }
+        }
+        ty => {
+            let element_type = ElementType::from(ty)
+                .ok_or_else(|| corrupt(format!("unknown node kind {ty:#04x}")))?;
+            let ordinal = get_varint(rest, &mut pos)?;
+            let value = rest.get(pos..).unwrap_or_default();
+            validate_leaf(ty, value).map_err(corrupted)?;
+            return Ok(Node::Leaf {
+                ordinal,
+                element_type,
+                value,
+            });
+        }
+    };
+    if pos != rest.len() {
+        return Err(corrupt("trailing bytes after a header"));
+    }
+    Ok(node)
+}
+
+fn check_counts(next_ordinal: u64, child_count: u32) -> Result<(), DocError> {
+    if u64::from(child_count) > next_ordinal {
+        Err(corrupt(format!(
+            "{child_count} children cannot have distinct ordinals below {next_ordinal}"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// BSON scanning (no panics, no recursion)
+// ---------------------------------------------------------------------------------------------
+
+fn read_len(bytes: &[u8], at: usize) -> Result<usize, Bad> {
+    let raw = at
+        .checked_add(4)
+        .and_then(|end| bytes.get(at..end))
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .ok_or_else(|| bad("truncated length"))?;
+    usize::try_from(i32::from_le_bytes(raw)).map_err(|_| bad("negative length"))
+}
+
+/// A cstring at the start of `bytes`: its text and its length including the `0x00`.
+fn cstring(bytes: &[u8]) -> Result<(&str, usize), Bad> {
+    let n = bytes
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or_else(|| bad("unterminated cstring"))?;
+    let text = std::str::from_utf8(bytes.get(..n).unwrap_or_default())
+        .map_err(|_| bad("cstring is not UTF-8"))?;
+    Ok((text, n + 1))
+}
+
+/// Length of the BSON string (i32 length, UTF-8 bytes, `0x00`) at the start of `bytes`.
+fn string_len(bytes: &[u8]) -> Result<usize, Bad> {
+    let len = read_len(bytes, 0)?;
+    if len < 1 {
+        return Err(bad("string length below 1"));
+    }
+    let total = len.checked_add(4).ok_or_else(|| bad("string too long"))?;
+    let body = bytes
+        .get(4..total)
+        .ok_or_else(|| bad("string overruns its buffer"))?;
+    match body.split_last() {
+        Some((0, text)) => {
+            std::str::from_utf8(text).map_err(|_| bad("string is not UTF-8"))?;
+            Ok(total)
+        }
+        _ => Err(bad("string not NUL-terminated")),
+    }
+}
+
+/// Length of the embedded document framed at the start of `bytes`.
+fn doc_len(bytes: &[u8]) -> Result<usize, Bad> {
+    let len = read_len(bytes, 0)?;
+    if len < 5 {
+        return Err(bad("document length below 5"));
+    }
+    match bytes.get(..len).and_then(<[u8]>::last) {
+        Some(0) => Ok(len),
+        Some(_) => Err(bad("document not NUL-terminated")),
+        None => Err(bad("document overruns its buffer")),
+    }
+}
+
+/// Length of the value of BSON type `ty` at the start of `rest`, validated, plus the document
+/// inside it still to be walked (an embedded document or array, or a code-with-scope scope;
+/// its framing is checked, its contents are not).
+fn value_len(ty: u8, rest: &[u8]) -> Result<(usize, Option<&[u8]>), Bad> {
+    let fixed = |n: usize| {
+        if rest.len() >= n {
+            Ok((n, None))
+        } else {
+            Err(bad(format!("truncated value of type {ty:#04x}")))
+        }
+    };
+    match ty {
+        0x01 | 0x09 | 0x11 | 0x12 => fixed(8),
+        0x10 => fixed(4),
+        0x07 => fixed(12),
+        0x13 => fixed(16),
+        0x06 | 0x0A | 0x7F | 0xFF => Ok((0, None)),
+        0x08 => match rest.first() {
+            Some(0 | 1) => Ok((1, None)),
+            Some(b) => Err(bad(format!("boolean byte {b:#04x}"))),
+            None => Err(bad("truncated boolean")),
+        },
+        0x02 | 0x0D | 0x0E => Ok((string_len(rest)?, None)),
+        0x03 | 0x04 => {
+            let n = doc_len(rest)?;
+            Ok((n, rest.get(..n)))
+        }
+        0x05 => {
+            let len = read_len(rest, 0)?;
+            let total = len.checked_add(5).ok_or_else(|| bad("binary too long"))?;
+            if rest.len() < total {
+                return Err(bad("binary overruns its buffer"));
+            }
+            if rest.get(4) == Some(&0x02) {
+                // Old binary subtype: an inner length that must cover the rest.
+                let inner = if len >= 4 {
+                    read_len(rest, 5).ok()
+                } else {
+                    None
+                };
+                if inner.and_then(|i| i.checked_add(4)) != Some(len) {
+                    return Err(bad("old binary subtype with a wrong inner length"));
+                }
+            }
+            Ok((total, None))
+        }
+        0x0B => {
+            let (_, pattern) = cstring(rest)?;
+            let (_, options) = cstring(rest.get(pattern..).unwrap_or_default())?;
+            Ok((pattern + options, None))
+        }
+        0x0C => {
+            let n = string_len(rest)?;
+            let total = n + 12;
+            if rest.len() < total {
+                return Err(bad("truncated DBPointer"));
+            }
+            Ok((total, None))
+        }
+        0x0F => {
+            let total = read_len(rest, 0)?;
+            if total < 14 {
+                return Err(bad("code with scope too short"));
+            }
+            let whole = rest
+                .get(..total)
+                .ok_or_else(|| bad("code with scope overruns its buffer"))?;
+            let code = string_len(whole.get(4..).unwrap_or_default())?;
+            let scope = whole.get(4 + code..).unwrap_or_default();
+            if doc_len(scope)? != scope.len() {
+                return Err(bad("code with scope length disagrees with its parts"));
+            }
+            Ok((total, Some(scope)))
+        }
+        _ => Err(bad(format!("unknown BSON type {ty:#04x}"))),
+    }
+}
+
+/// One element of a BSON document.
+struct Element<'d> {
+    ty: u8,
+    name: &'d str,
+    value: &'d [u8],
+    /// An embedded document or array (the value itself), or a code-with-scope's scope.
+    nested: Option<&'d [u8]>,
+}
+
+/// The element at `*pos` of the framed document `doc` (length through terminator), or `None` at
+/// its terminator; advances `*pos`.
+fn next_element<'d>(doc: &'d [u8], pos: &mut usize) -> Result<Option<Element<'d>>, Bad> {
+    let body_end = doc.len().saturating_sub(1);
+    if *pos == body_end {
+        return Ok(None);
+    }
+    let body = doc
+        .get(*pos..body_end)
+        .ok_or_else(|| bad("element overruns its document"))?;
+    let (&ty, after_ty) = body
+        .split_first()
+        .ok_or_else(|| bad("element overruns its document"))?;
+    let (name, name_len) = cstring(after_ty)?;
+    let rest = after_ty.get(name_len..).unwrap_or_default();
+    let (len, nested) = value_len(ty, rest)?;
+    let value = rest
+        .get(..len)
+        .ok_or_else(|| bad("value overruns its document"))?;
+    *pos += 1 + name_len + len;
+    Ok(Some(Element {
+        ty,
+        name,
+        value,
+        nested,
+    }))
+}
+
+/// Validates a whole framed document, iteratively (any depth, no recursion).
+fn validate_document(doc: &[u8]) -> Result<(), Bad> {
+    if doc_len(doc)? != doc.len() {
+        return Err(bad("document length disagrees with its buffer"));
+    }
+    let mut stack: Vec<(&[u8], usize)> = vec![(doc, 4)];
+    while let Some((d, pos)) = stack.last_mut() {
+        match next_element(d, pos)? {
+            None => {
+                stack.pop();
+            }
+            Some(e) => {
+                if let Some(n) = e.nested {
+                    stack.push((n, 4));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `value` is exactly one well-formed scalar value of BSON type `ty`.
+fn validate_leaf(ty: u8, value: &[u8]) -> Result<(), Bad> {
+    if ty == KIND_OBJECT || ty == KIND_ARRAY {
+        return Err(bad("an object or array cannot be a leaf"));
+    }
+    let (len, nested) = value_len(ty, value)?;
+    if len != value.len() {
+        return Err(bad(format!(
+            "leaf of type {ty:#04x} has {} bytes, its value {len}",
+            value.len()
+        )));
+    }
+    if let Some(scope) = nested {
+        validate_document(scope)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------------------------
+
+/// One stored node: `(key, value)`.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// The nodes of an encoded document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedDoc {
+    /// `(key, value)` pairs in **document order** (preorder, fields in insertion order), the root
+    /// header first. This is not key order: sort by key if that matters (a write batch does
+    /// not need it).
+    pub nodes: Vec<KeyValue>,
+    /// Byte length of the BSON document (also in the root header).
+    pub bson_size: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Root,
+    Object,
+    Array,
+}
+
+struct EncFrame<'d> {
+    /// The container's BSON bytes (length prefix through terminator).
+    doc: &'d [u8],
+    /// Offset of the next element in `doc`.
+    pos: usize,
+    kind: Kind,
+    key_len: usize,
+    /// Index of the header node in the output, filled in when the container closes.
+    header: usize,
+    ordinal: u64,
+    count: u32,
+    /// Nesting level of this container (top-level document = 1).
+    depth: usize,
+    /// Start of this container's names in the shared name stack.
+    names_base: usize,
+}
+
+/// Encodes a document under `id_key` with the default [`Limits`].
+pub fn encode_document(id_key: &[u8], doc: &RawDocument) -> Result<EncodedDoc, DocError> {
+    encode_document_with(id_key, doc, &Limits::default())
+}
+
+/// Encodes a document under `id_key`.
+pub fn encode_document_with(
+    id_key: &[u8],
+    doc: &RawDocument,
+    limits: &Limits,
+) -> Result<EncodedDoc, DocError> {
+    let bytes = doc.as_bytes();
+    if bytes.len() > limits.max_bson_size {
+        return Err(DocError::TooLarge {
+            size: bytes.len(),
+            max: limits.max_bson_size,
+        });
+    }
+    let bson_size = u32::try_from(bytes.len()).map_err(|_| DocError::TooLarge {
+        size: bytes.len(),
+        max: limits.max_bson_size,
+    })?;
+    if doc_len(bytes).map_err(malformed)? != bytes.len() {
+        return Err(DocError::Malformed(
+            "document length disagrees with its buffer".into(),
+        ));
+    }
+    check_key_len(id_key, limits.max_key_len)?;
+    let mut nodes = vec![(id_key.to_vec(), Vec::new())];
+    let top = EncFrame {
+        doc: bytes,
+        pos: 4,
+        kind: Kind::Root,
+        key_len: id_key.len(),
+        header: 0,
+        ordinal: 0,
+        count: 0,
+        depth: 1,
+        names_base: 0,
+    };
+    let mut key = id_key.to_vec();
+    encode_tree(&mut key, top, bson_size, limits, &mut nodes)?;
+    Ok(EncodedDoc { nodes, bson_size })
+}
+
+/// Encodes one value as the subtree at `key` (a node key, e.g. from [`node_key`]), for writers
+/// that set a field or push an element: returns the value's node(s) in document order, its
+/// own node first. `ordinal` is its position among its parent's children (its index in an
+/// array); `depth` is the nesting level of the container that holds it (1 for a top-level
+/// field), so that the document-wide nesting limit holds.
+pub fn encode_subtree(
+    key: &[u8],
+    ordinal: u64,
+    value: RawBsonRef<'_>,
+    depth: usize,
+    limits: &Limits,
+) -> Result<Vec<KeyValue>, DocError> {
+    check_key_len(key, limits.max_key_len)?;
+    let mut holder = RawDocumentBuf::new();
+    holder.append(cstr!(""), value);
+    let bytes = holder.as_bytes();
+    let mut pos = 4;
+    let e = next_element(bytes, &mut pos)
+        .map_err(malformed)?
+        .ok_or_else(|| DocError::Malformed("empty value".into()))?;
+    if e.value.len() > limits.max_bson_size {
+        return Err(DocError::TooLarge {
+            size: e.value.len(),
+            max: limits.max_bson_size,
+        });
+    }
+    let mut nodes = vec![(key.to_vec(), Vec::new())];
+    let kind = match e.ty {
+        KIND_OBJECT => Kind::Object,
+        KIND_ARRAY => Kind::Array,
+        ty => {
+            if let Some(scope) = e.nested {
+                validate_document(scope).map_err(malformed)?;
+            }
+            let mut v = Vec::with_capacity(11 + e.value.len());
+            v.push(ty);
+            put_varint(&mut v, ordinal);
+            v.extend_from_slice(e.value);
+            if let Some(slot) = nodes.first_mut() {
+                slot.1 = v;
+            }
+            return Ok(nodes);
+        }
+    };
+    if e.value.len() > 5 && depth >= limits.max_nesting {
+        return Err(DocError::TooDeep {
+            limit: limits.max_nesting,
+        });
+    }
+    let top = EncFrame {
+        doc: e.value,
+        pos: 4,
+        kind,
+        key_len: key.len(),
+        header: 0,
+        ordinal,
+        count: 0,
+        depth: depth.saturating_add(1),
+        names_base: 0,
+    };
+    let mut key = key.to_vec();
+    encode_tree(&mut key, top, 0, limits, &mut nodes)?;
+    Ok(nodes)
+}
+
+/// Walks the container `top` (whose header node is already at `nodes[top.header]`, key in
+/// `key`), appending nodes for everything below it and filling in the headers.
+fn encode_tree<'d>(
+    key: &mut Vec<u8>,
+    top: EncFrame<'d>,
+    bson_size: u32,
+    limits: &Limits,
+    nodes: &mut Vec<KeyValue>,
+) -> Result<(), DocError> {
+    let mut stack = vec![top];
+    let mut names: Vec<&'d str> = Vec::new();
+    while let Some(frame) = stack.last_mut() {
+        let Some(e) = next_element(frame.doc, &mut frame.pos).map_err(malformed)? else {
+            let Some(f) = stack.pop() else { break };
+            close_enc_frame(&f, bson_size, &mut names, nodes)?;
+            continue;
+        };
+        let ordinal = frame.count;
+        frame.count = frame
+            .count
+            .checked_add(1)
+            .ok_or_else(|| DocError::Malformed("too many elements".into()))?;
+        key.truncate(frame.key_len);
+        if frame.kind == Kind::Array {
+            PathPart::Index(ordinal).write(key);
+        } else {
+            PathPart::Field(e.name).write(key);
+            names.push(e.name);
+        }
+        check_key_len(key, limits.max_key_len)?;
+        let depth = frame.depth;
+        match e.ty {
+            KIND_OBJECT | KIND_ARRAY => {
+                if e.value.len() > 5 && depth >= limits.max_nesting {
+                    return Err(DocError::TooDeep {
+                        limit: limits.max_nesting,
+                    });
+                }
+                let header = nodes.len();
+                nodes.push((key.clone(), Vec::new()));
+                stack.push(EncFrame {
+                    doc: e.value,
+                    pos: 4,
+                    kind: if e.ty == KIND_OBJECT {
+                        Kind::Object
+                    } else {
+                        Kind::Array
+                    },
+                    key_len: key.len(),
+                    header,
+                    ordinal: u64::from(ordinal),
+                    count: 0,
+                    depth: depth + 1,
+                    names_base: names.len(),
+                });
+            }
+            ty => {
+                if let Some(scope) = e.nested {
+                    validate_document(scope).map_err(malformed)?;
+                }
+                let mut v = Vec::with_capacity(6 + e.value.len());
+                v.push(ty);
+                put_varint(&mut v, u64::from(ordinal));
+                v.extend_from_slice(e.value);
+                nodes.push((key.clone(), v));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks a closed container's field names for duplicates and writes its header.
+fn close_enc_frame<'d>(
+    f: &EncFrame<'d>,
+    bson_size: u32,
+    names: &mut Vec<&'d str>,
+    nodes: &mut [KeyValue],
+) -> Result<(), DocError> {
+    if let Some(own) = names.get_mut(f.names_base..) {
+        own.sort_unstable();
+        let dup = own.windows(2).find_map(|w| match w {
+            [a, b] if a == b => Some(*a),
+            _ => None,
+        });
+        if let Some(name) = dup {
+            return Err(DocError::Malformed(format!(
+                "duplicate field name {name:?}"
+            )));
+        }
+    }
+    names.truncate(f.names_base);
+    let count = f.count;
+    let header = match f.kind {
+        Kind::Root => Node::Root {
+            next_ordinal: u64::from(count),
+            bson_size,
+            child_count: count,
+        },
+        Kind::Object => Node::Object {
+            ordinal: f.ordinal,
+            next_ordinal: u64::from(count),
+            child_count: count,
+        },
+        Kind::Array => Node::Array {
+            ordinal: f.ordinal,
+            len: count,
+        },
+    };
+    if let Some(slot) = nodes.get_mut(f.header) {
+        slot.1 = header.to_bytes();
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Container {
+    Object,
+    Array,
+}
+
+struct DecFrame {
+    key_len: usize,
+    kind: Container,
+    /// Offset in the output of the container's i32 length.
+    len_pos: usize,
+    /// Start of this object's children in `entries`.
+    entries_base: usize,
+    count: u32,
+    expected: u32,
+    /// Children's ordinals must be below this (objects).
+    ordinal_limit: u64,
+    /// Whether the children so far arrived in increasing ordinal order.
+    in_order: bool,
+    last_ordinal: Option<u64>,
+}
+
+/// Output buffers above this are not pre-reserved from a (possibly corrupt) header.
+const MAX_RESERVE: usize = MAX_BSON_SIZE + 16 * 1024;
+
+/// Rebuilds BSON from nodes in key order. Reusable: [`Builder::begin`] resets it.
+#[derive(Default)]
+struct Builder {
+    out: Vec<u8>,
+    frames: Vec<DecFrame>,
+    /// `(ordinal, element start)` of the children of every open object.
+    entries: Vec<(u64, usize)>,
+    spans: Vec<(u64, usize, usize)>,
+    scratch: Vec<u8>,
+    /// The previous node's key; every open container's key is a prefix of it.
+    prev_key: Vec<u8>,
+    expected_size: Option<u32>,
+}
+
+impl Builder {
+    /// Starts a container whose header is `node` at `key`; its BSON starts at offset 0.
+    fn begin(&mut self, key: &[u8], node: Node<'_>) -> Result<(), DocError> {
+        self.out = Vec::new();
+        self.frames.clear();
+        self.entries.clear();
+        self.prev_key.clear();
+        self.prev_key.extend_from_slice(key);
+        self.expected_size = None;
+        let (kind, expected, ordinal_limit) = match node {
+            Node::Root {
+                next_ordinal,
+                bson_size,
+                child_count,
+            } => {
+                self.expected_size = Some(bson_size);
+                let size = usize::try_from(bson_size).unwrap_or(MAX_RESERVE);
+                self.out.reserve(size.min(MAX_RESERVE));
+                (Container::Object, child_count, next_ordinal)
+            }
+            Node::Object {
+                next_ordinal,
+                child_count,
+                ..
+            } => (Container::Object, child_count, next_ordinal),
+            Node::Array { len, .. } => (Container::Array, len, u64::MAX),
+            Node::Leaf { .. } => return Err(corrupt("a leaf is not a container")),
+        };
+        self.out.extend_from_slice(&[0; 4]);
+        self.frames.push(DecFrame {
+            key_len: key.len(),
+            kind,
+            len_pos: 0,
+            entries_base: 0,
+            count: 0,
+            expected,
+            ordinal_limit,
+            in_order: true,
+            last_ordinal: None,
+        });
+        Ok(())
+    }
+
+    /// Adds the next node in key order.
+    fn push(&mut self, key: &[u8], value: &[u8]) -> Result<(), DocError> {
+        if key <= self.prev_key.as_slice() {
+            return Err(corrupt("node keys are not strictly increasing"));
+        }
+        // Close the containers this key is not inside of.
+        let parent_len = loop {
+            let Some(top) = self.frames.last() else {
+                return Err(corrupt("node outside the document"));
+            };
+            let k = top.key_len;
+            if key.len() > k && key.get(..k) == self.prev_key.get(..k) {
+                break k;
+            }
+            if self.frames.len() == 1 {
+                return Err(corrupt("node outside the document"));
+            }
+            self.close_top()?;
+        };
+        let rest = key.get(parent_len..).unwrap_or_default();
+        let (part, used) = parse_component(rest)?;
+        if used != rest.len() {
+            return Err(corrupt("node without its parent's header"));
+        }
+        let node = parse_value(value)?;
+        let ordinal = node
+            .ordinal()
+            .ok_or_else(|| corrupt("root header inside a document"))?;
+        let Some(top) = self.frames.last_mut() else {
+            return Err(corrupt("node outside the document"));
+        };
+        if top.count >= top.expected {
+            return Err(corrupt(format!(
+                "container has more children than its header's {}",
+                top.expected
+            )));
+        }
+        self.out.push(node.element_type() as u8);
+        let elem_start = self.out.len() - 1;
+        match (top.kind, part) {
+            (Container::Object, PathPart::Field(name)) => {
+                if ordinal >= top.ordinal_limit {
+                    return Err(corrupt(format!(
+                        "ordinal {ordinal} not below the next ordinal {}",
+                        top.ordinal_limit
+                    )));
+                }
+                if top.last_ordinal.is_some_and(|last| ordinal <= last) {
+                    top.in_order = false;
+                }
+                top.last_ordinal = Some(ordinal);
+                self.out.extend_from_slice(name.as_bytes());
+                self.entries.push((ordinal, elem_start));
+            }
+            (Container::Array, PathPart::Index(i)) => {
+                if i != top.count {
+                    return Err(corrupt(format!(
+                        "array element {i} where element {} was expected",
+                        top.count
+                    )));
+                }
+                if ordinal != u64::from(i) {
+                    return Err(corrupt(format!("array element {i} has ordinal {ordinal}")));
+                }
+                push_decimal(&mut self.out, i);
+            }
+            (kind, _) => {
+                return Err(corrupt(format!(
+                    "path component does not fit its parent ({kind:?})"
+                )));
+            }
+        }
+        self.out.push(0x00);
+        top.count += 1;
+        let child = match node {
+            Node::Leaf { value, .. } => {
+                self.out.extend_from_slice(value);
+                None
+            }
+            Node::Object {
+                next_ordinal,
+                child_count,
+                ..
+            } => Some((Container::Object, child_count, next_ordinal)),
+            Node::Array { len, .. } => Some((Container::Array, len, u64::MAX)),
+            Node::Root { .. } => return Err(corrupt("root header inside a document")),
+        };
+        if let Some((kind, expected, ordinal_limit)) = child {
+            let len_pos = self.out.len();
+            self.out.extend_from_slice(&[0; 4]);
+            self.frames.push(DecFrame {
+                key_len: key.len(),
+                kind,
+                len_pos,
+                entries_base: self.entries.len(),
+                count: 0,
+                expected,
+                ordinal_limit,
+                in_order: true,
+                last_ordinal: None,
+            });
+        }
+        self.prev_key.clear();
+        self.prev_key.extend_from_slice(key);
+        Ok(())
+    }
+
+    /// Closes the innermost open container: checks its count, orders its children by
+    /// ordinal, terminates it and patches its length.
+    fn close_top(&mut self) -> Result<(), DocError> {
+        let Some(f) = self.frames.pop() else {
+            return Err(corrupt("no open container"));
+        };
+        if f.count != f.expected {
+            return Err(corrupt(format!(
+                "header counts {} children, {} found",
+                f.expected, f.count
+            )));
+        }
+        if f.kind == Container::Object && !f.in_order {
+            self.reorder(f.entries_base)?;
+        }
+        self.entries.truncate(f.entries_base);
+        self.out.push(0x00);
+        let len = self.out.len().saturating_sub(f.len_pos);
+        let len = i32::try_from(len).map_err(|_| corrupt("container exceeds 2 GiB"))?;
+        let slot = self
+            .out
+            .get_mut(f.len_pos..f.len_pos + 4)
+            .ok_or_else(|| corrupt("container length out of range"))?;
+        slot.copy_from_slice(&len.to_le_bytes());
+        Ok(())
+    }
+
+    /// Rewrites the elements of the object whose entries start at `base` in ordinal order.
+    fn reorder(&mut self, base: usize) -> Result<(), DocError> {
+        let entries = self.entries.get(base..).unwrap_or_default();
+        let Some(&(_, first)) = entries.first() else {
+            return Ok(());
+        };
+        let end = self.out.len();
+        self.spans.clear();
+        for (i, &(ordinal, start)) in entries.iter().enumerate() {
+            let stop = entries.get(i + 1).map_or(end, |e| e.1);
+            self.spans.push((ordinal, start, stop));
+        }
+        self.spans.sort_unstable_by_key(|s| s.0);
+        if let Some(dup) = self.spans.windows(2).find_map(|w| match w {
+            [a, b] if a.0 == b.0 => Some(a.0),
+            _ => None,
+        }) {
+            return Err(corrupt(format!("two fields share ordinal {dup}")));
+        }
+        self.scratch.clear();
+        for &(_, start, stop) in &self.spans {
+            let bytes = self
+                .out
+                .get(start..stop)
+                .ok_or_else(|| corrupt("element out of range"))?;
+            self.scratch.extend_from_slice(bytes);
+        }
+        self.out.truncate(first);
+        self.out.extend_from_slice(&self.scratch);
+        Ok(())
+    }
+
+    /// Closes every open container and returns the BSON bytes.
+    fn finish(&mut self) -> Result<Vec<u8>, DocError> {
+        while !self.frames.is_empty() {
+            self.close_top()?;
+        }
+        let out = std::mem::take(&mut self.out);
+        if let Some(size) = self.expected_size.take()
+            && usize::try_from(size).ok() != Some(out.len())
+        {
+            return Err(corrupt(format!(
+                "root header records {size} bytes, the document has {}",
+                out.len()
+            )));
+        }
+        Ok(out)
+    }
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
+    let start = out.len();
+    loop {
+        out.push(b'0' + (n % 10) as u8);
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if let Some(digits) = out.get_mut(start..) {
+        digits.reverse();
+    }
+}
+
+fn into_document(bytes: Vec<u8>) -> Result<RawDocumentBuf, DocError> {
+    RawDocumentBuf::from_bytes(bytes).map_err(|e| corrupt(e.to_string()))
+}
+
+/// Rebuilds one document from all its nodes in key order (the root header first, as a range
+/// scan of `id_key` returns them). `id_key_len` is the length of the document's `id_key`, i.e.
+/// of the first key. Fields come back in ordinal order at every level, arrays in index order;
+/// any inconsistency is [`DocError::Corrupt`] (an empty iterator too).
+pub fn decode_document<K, V>(
+    id_key_len: usize,
+    nodes: impl IntoIterator<Item = (K, V)>,
+) -> Result<RawDocumentBuf, DocError>
+where
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let mut it = nodes.into_iter();
+    let Some((k0, v0)) = it.next() else {
+        return Err(corrupt("document has no nodes"));
+    };
+    let key = k0.as_ref();
+    if key.len() != id_key_len {
+        return Err(corrupt("first node is not the document's root"));
+    }
+    let node = parse_value(v0.as_ref())?;
+    if !matches!(node, Node::Root { .. }) {
+        return Err(corrupt("first node is not a root header"));
+    }
+    let mut b = Builder::default();
+    b.begin(key, node)?;
+    for (k, v) in it {
+        b.push(k.as_ref(), v.as_ref())?;
+    }
+    into_document(b.finish()?)
+}
+
+/// Rebuilds the value of one node from the node and its descendants in key order (a prefix
+/// scan of its [`node_key`]); `prefix_len` is the length of that key. Returns `None` when
+/// `nodes` is empty (no such path), a leaf's value, or the rebuilt object or array (the whole
+/// document when the node is a root header).
+pub fn decode_subtree<K, V>(
+    prefix_len: usize,
+    nodes: impl IntoIterator<Item = (K, V)>,
+) -> Result<Option<RawBson>, DocError>
+where
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let mut it = nodes.into_iter();
+    let Some((k0, v0)) = it.next() else {
+        return Ok(None);
+    };
+    let key = k0.as_ref();
+    if key.len() != prefix_len {
+        return Err(corrupt("first node is not the subtree's root"));
+    }
+    let node = parse_value(v0.as_ref())?;
+    if let Node::Leaf {
+        element_type,
+        value,
+        ..
+    } = node
+    {
+        if it.next().is_some() {
+            return Err(corrupt("a leaf has descendants"));
+        }
+        return element_to_raw_bson(element_type as u8, value).map(Some);
+    }
+    let mut b = Builder::default();
+    b.begin(key, node)?;
+    for (k, v) in it {
+        b.push(k.as_ref(), v.as_ref())?;
+    }
+    let bytes = b.finish()?;
+    match node {
+        Node::Array { .. } => element_to_raw_bson(KIND_ARRAY, &bytes).map(Some),
+        _ => into_document(bytes).map(|d| Some(RawBson::Document(d))),
+    }
+}
+
+/// An owned value from a type byte and raw value bytes, parsed (and so validated) by the bson
+/// crate; appending it to a document writes `value` back unchanged.
+fn element_to_raw_bson(ty: u8, value: &[u8]) -> Result<RawBson, DocError> {
+    let total = value.len() + 7;
+    let len = i32::try_from(total).map_err(|_| corrupt("value exceeds 2 GiB"))?;
+    let mut holder = Vec::with_capacity(total);
+    holder.extend_from_slice(&len.to_le_bytes());
+    holder.push(ty);
+    holder.push(0x00);
+    holder.extend_from_slice(value);
+    holder.push(0x00);
+    let doc = RawDocument::from_bytes(&holder).map_err(|e| corrupt(e.to_string()))?;
+    match doc.iter().next() {
+        // `RawBson::from` sorts regex flags; keep them byte for byte.
+        Some(Ok((_, RawBsonRef::RegularExpression(re)))) => {
+            Ok(RawBson::RegularExpression(bson::Regex {
+                pattern: re.pattern.into(),
+                options: re.options.into(),
+            }))
+        }
+        Some(Ok((_, v))) => Ok(RawBson::from(v)),
+        Some(Err(e)) => Err(corrupt(e.to_string())),
+        None => Err(corrupt("empty value")),
+    }
+}
+
+enum AsmState {
+    Idle,
+    Open,
+    Failed(DocError),
+}
+
+/// Splits a key-ordered scan over many documents into documents.
+///
+/// Feed every `(key, value)` of the scan to [`push`](Self::push) in order, then call
+/// [`finish`](Self::finish). A document starts at a root header ([`is_root`]) and extends to
+/// the next one, which holds because documents occupy disjoint contiguous key ranges and the
+/// root header is the smallest key of its range. Each document yields exactly one result, when
+/// the next root header arrives (from `push`) or at `finish`: the document, or the first
+/// error found in it; the scan can continue after an error. Nodes before the first root header
+/// form one failed document. Buffers are reused between documents.
+pub struct DocAssembler {
+    builder: Builder,
+    state: AsmState,
+}
+
+impl Default for DocAssembler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DocAssembler {
+    /// An assembler with no document open.
+    pub fn new() -> Self {
+        DocAssembler {
+            builder: Builder::default(),
+            state: AsmState::Idle,
+        }
+    }
+
+    /// Adds the next node of the scan; returns the previous document when this node starts a
+    /// new one.
+    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<Option<RawDocumentBuf>, DocError> {
+        if is_root(value) {
+            let previous = self.take();
+            self.state = match parse_value(value).and_then(|n| self.builder.begin(key, n)) {
+                Ok(()) => AsmState::Open,
+                Err(e) => AsmState::Failed(e),
+            };
+            return previous;
+        }
+        match &self.state {
+            AsmState::Open => {
+                if let Err(e) = self.builder.push(key, value) {
+                    self.state = AsmState::Failed(e);
+                }
+            }
+            AsmState::Failed(_) => {}
+            AsmState::Idle => {
+                self.state = AsmState::Failed(corrupt("node before any root header in the scan"));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Ends the scan, returning the last document if one is open.
+    pub fn finish(&mut self) -> Result<Option<RawDocumentBuf>, DocError> {
+        self.take()
+    }
+
+    fn take(&mut self) -> Result<Option<RawDocumentBuf>, DocError> {
+        match std::mem::replace(&mut self.state, AsmState::Idle) {
+            AsmState::Idle => Ok(None),
+            AsmState::Open => into_document(self.builder.finish()?).map(Some),
+            AsmState::Failed(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_and_reject_bad_encodings() {
+        for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            let mut pos = 0;
+            assert_eq!(get_varint(&out, &mut pos).unwrap(), v);
+            assert_eq!(pos, out.len());
+        }
+        let mut pos = 0;
+        assert!(get_varint(&[0x80], &mut pos).is_err(), "truncated");
+        let mut pos = 0;
+        assert!(get_varint(&[0x80, 0x00], &mut pos).is_err(), "non-minimal");
+        let mut pos = 0;
+        assert!(
+            get_varint(
+                &[0xFF; 9].iter().copied().chain([0x02]).collect::<Vec<_>>(),
+                &mut pos
+            )
+            .is_err(),
+            "overflow"
+        );
+        let mut pos = 0;
+        assert!(get_varint(&[0xFF; 11], &mut pos).is_err(), "too long");
+    }
+
+    #[test]
+    fn decimal_names() {
+        for n in [0u32, 7, 10, 99, 1000, u32::MAX] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+}

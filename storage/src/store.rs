@@ -1,0 +1,824 @@
+//! The store: collections of documents on an [`Engine`], with the catalog and statistics.
+//!
+//! # Writing a document, end to end
+//! 1. The caller runs [`Store::write`] with a closure; it gets a [`WriteTxn`] over a fresh
+//!    serializable engine transaction.
+//! 2. [`WriteTxn::collection`] resolves `db.coll` *inside* the transaction by reading the
+//!    collection's catalog record, so a concurrent `drop`/`rename` that commits first makes
+//!    this transaction conflict instead of writing into a dropped collection.
+//! 3. [`WriteTxn::insert`] encodes `_id` with [`crate::keys`] (the document key), reads that
+//!    key (an insert must read what it could collide with: fjall's blind writes never
+//!    conflict), encodes the nodes with [`crate::doc::encode_document`] and writes them, and
+//!    adds to the collection's statistics delta.
+//! 4. On commit the deltas are written as blind keys (no counter contention), the engine
+//!    commits (a conflict reruns the closure, up to a limit), and for durable writes
+//!    [`GroupCommit`] waits for an fsync shared with concurrent writers.
+//!
+//! Reads ([`Store::read`]) use an engine snapshot: a document is one prefix scan, so it is
+//! never torn; scans resume from a key, so cursors pin neither memory nor old versions.
+//!
+//! DDL (create, drop, rename) is serialized by one mutex, commits its catalog change durably,
+//! swaps the in-memory [`Catalog`], and only then drops the spaces it freed. On open, spaces
+//! with no catalog record (a crash between those steps) are dropped.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+
+use crate::catalog::{
+    Catalog, CollectionMeta, NEXT_ID_KEY, SCHEMA_VERSION, STATS_PREFIX, Stats, VERSION_KEY,
+    collection_key, read_stats, stats_key, stats_prefix,
+};
+use crate::doc::{self, DocAssembler, DocError};
+use crate::engine::group_commit::GroupCommit;
+use crate::engine::{CATALOG_SPACE, Engine, EngineError, Read, SpaceId, Tx, prefix_end};
+use crate::error::{Result, StorageError};
+use crate::{display, keys, namespace};
+
+/// How many times a conflicting transaction is rerun before giving up.
+pub const MAX_RETRIES: usize = 100;
+
+/// Deltas beyond which a collection's statistics are folded into one key.
+const FOLD_THRESHOLD: usize = 256;
+
+/// How durable a commit must be before the write returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The journal write reached the OS (survives a process crash).
+    Buffered,
+    /// The journal is fsynced (survives a machine crash); `j: true`.
+    Journal,
+}
+
+/// Options for a store.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreOptions {
+    /// Treat every write as [`Durability::Journal`] (`--sync`).
+    pub sync_always: bool,
+}
+
+/// The store.
+pub struct Store {
+    engine: Arc<dyn Engine>,
+    group: GroupCommit,
+    catalog: RwLock<Arc<Catalog>>,
+    ddl: Mutex<()>,
+    stats_seq: AtomicU64,
+    opts: StoreOptions,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("opts", &self.opts).finish()
+    }
+}
+
+fn poisoned() -> StorageError {
+    StorageError::Engine(EngineError::Io("lock poisoned".into()))
+}
+
+fn doc_error(e: DocError) -> StorageError {
+    match e {
+        DocError::TooDeep { limit } => StorageError::TooDeep(format!(
+            "cannot insert document because it exceeds {limit} levels of nesting"
+        )),
+        DocError::KeyTooLong { len, max } => StorageError::KeyTooLong(format!(
+            "a field path of the document is too long to store ({len} bytes with its _id; the limit is {max})"
+        )),
+        DocError::TooLarge { size, max } => StorageError::DocumentTooLarge { size, max },
+        DocError::Malformed(m) => StorageError::BadValue(m),
+        DocError::Corrupt(m) => StorageError::Corrupt(m),
+    }
+}
+
+fn key_error(e: keys::KeyError) -> StorageError {
+    match e {
+        keys::KeyError::DepthExceeded { limit } => StorageError::TooDeep(format!(
+            "cannot insert document because its _id exceeds {limit} levels of nesting"
+        )),
+        other => StorageError::BadValue(other.to_string()),
+    }
+}
+
+/// The document key for an `_id` value.
+pub fn id_key(id: RawBsonRef<'_>) -> Result<Vec<u8>> {
+    let mut k = Vec::with_capacity(16);
+    keys::encode_value(&mut k, id, false).map_err(key_error)?;
+    Ok(k)
+}
+
+fn be_u64(b: &[u8]) -> Option<u64> {
+    <[u8; 8]>::try_from(b).ok().map(u64::from_be_bytes)
+}
+
+impl Store {
+    /// Opens the store on `engine`: initialises or checks the catalog, loads it, and drops
+    /// spaces no collection owns.
+    pub fn open(engine: Arc<dyn Engine>, opts: StoreOptions) -> Result<Store> {
+        let store = Store {
+            engine,
+            group: GroupCommit::default(),
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            ddl: Mutex::new(()),
+            stats_seq: AtomicU64::new(1),
+            opts,
+        };
+        let mut tx = store.engine.begin()?;
+        match tx.get(CATALOG_SPACE, VERSION_KEY)? {
+            None => {
+                tx.put(CATALOG_SPACE, VERSION_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                tx.put(CATALOG_SPACE, NEXT_ID_KEY, &1u64.to_be_bytes())?;
+                tx.commit()?;
+                store.engine.sync()?;
+            }
+            Some(v) => {
+                let version = <[u8; 4]>::try_from(&*v)
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| StorageError::Corrupt("catalog version".into()))?;
+                if version > SCHEMA_VERSION {
+                    return Err(StorageError::Corrupt(format!(
+                        "the data directory has catalog version {version}, newer than this server's {SCHEMA_VERSION}; upgrade Cairn"
+                    )));
+                }
+            }
+        }
+        let snap = store.engine.snapshot()?;
+        let cat = Catalog::load(&*snap)?;
+        let mut max_seq = 0;
+        for kv in snap.prefix(CATALOG_SPACE, &[STATS_PREFIX])? {
+            let (k, _) = kv?;
+            max_seq = max_seq.max(k.get(9..17).and_then(be_u64).unwrap_or(0));
+        }
+        drop(snap);
+        store.stats_seq.store(max_seq + 1, Ordering::Relaxed);
+        let owned: std::collections::HashSet<SpaceId> = cat.all().map(|m| m.id).collect();
+        for space in store.engine.spaces() {
+            if space != CATALOG_SPACE && !owned.contains(&space) {
+                store.engine.drop_space(space)?;
+            }
+        }
+        for meta in cat.all() {
+            let _ = store.fold_stats(meta.id);
+        }
+        *store.catalog.write().map_err(|_| poisoned())? = Arc::new(cat);
+        Ok(store)
+    }
+
+    /// The engine (for benchmarks and tests).
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
+    /// The committed catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// A collection's metadata, if it exists.
+    pub fn collection(&self, db: &str, name: &str) -> Option<Arc<CollectionMeta>> {
+        self.catalog().get(db, name).cloned()
+    }
+
+    fn swap_catalog(&self, c: Catalog) -> Result<()> {
+        *self.catalog.write().map_err(|_| poisoned())? = Arc::new(c);
+        Ok(())
+    }
+
+    /// Runs `f` in a DDL transaction with conflict retries, then makes it durable.
+    fn ddl_tx<R>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<R>) -> Result<R> {
+        let mut attempt = 0;
+        loop {
+            let mut tx = self.engine.begin()?;
+            let r = f(&mut *tx);
+            let r = match r {
+                Ok(v) => tx.commit().map(|_| v).map_err(StorageError::from),
+                Err(e) => Err(e),
+            };
+            match r {
+                Err(e) if e.is_transient() && attempt < MAX_RETRIES => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_micros(50 * attempt as u64));
+                }
+                Err(e) => return Err(e),
+                Ok(v) => {
+                    self.group.wait_durable(&*self.engine)?;
+                    return Ok(v);
+                }
+            }
+        }
+    }
+
+    /// Creates a collection with validated `options`. Returns false when an identical
+    /// collection already existed (MongoDB 7.0 treats that as success); an existing
+    /// collection with other options is NamespaceExists.
+    pub fn create_collection(&self, db: &str, name: &str, options: &RawDocument) -> Result<bool> {
+        namespace::check_collection_for_create(db, name)?;
+        let _ddl = self.ddl.lock().map_err(|_| poisoned())?;
+        let cat = self.catalog();
+        if let Some(existing) = cat.get(db, name) {
+            if existing.options.as_bytes() == options.as_bytes() {
+                return Ok(false);
+            }
+            return Err(StorageError::NamespaceExists(format!(
+                "namespace {db}.{name} already exists, but with different options: {}",
+                display::document(&existing.options)
+            )));
+        }
+        if let Some(other) = cat
+            .databases()
+            .into_iter()
+            .find(|d| d != db && d.eq_ignore_ascii_case(db))
+        {
+            return Err(StorageError::DatabaseDifferCase(format!(
+                "db already exists with different case already have: [{other}] trying to create [{db}]"
+            )));
+        }
+        let mut meta = CollectionMeta {
+            id: 0,
+            db: db.to_string(),
+            name: name.to_string(),
+            uuid: bson::Uuid::new().bytes(),
+            options: options.to_owned(),
+            created: bson::DateTime::now(),
+            indexes: vec![CollectionMeta::id_index_spec()],
+        };
+        let id = self.ddl_tx(|tx| {
+            let next = tx
+                .get(CATALOG_SPACE, NEXT_ID_KEY)?
+                .and_then(|b| be_u64(&b))
+                .ok_or_else(|| StorageError::Corrupt("catalog next id".into()))?;
+            tx.put(CATALOG_SPACE, NEXT_ID_KEY, &(next + 1).to_be_bytes())?;
+            meta.id = next;
+            self.engine.open_space(next)?;
+            tx.put(
+                CATALOG_SPACE,
+                &collection_key(db, name),
+                meta.to_bson().as_bytes(),
+            )?;
+            Ok(next)
+        });
+        let id = match id {
+            Ok(id) => id,
+            Err(e) => {
+                // A space opened for a failed attempt is not owned by anything.
+                if meta.id != 0 && cat.all().all(|m| m.id != meta.id) {
+                    let _ = self.engine.drop_space(meta.id);
+                }
+                return Err(e);
+            }
+        };
+        meta.id = id;
+        self.swap_catalog(self.catalog().with(meta))?;
+        Ok(true)
+    }
+
+    /// Returns the collection, creating it with default options if it does not exist
+    /// (writes create collections implicitly).
+    pub fn ensure_collection(&self, db: &str, name: &str) -> Result<Arc<CollectionMeta>> {
+        if let Some(m) = self.collection(db, name) {
+            return Ok(m);
+        }
+        namespace::check_write(db, name)?;
+        match self.create_collection(db, name, &RawDocumentBuf::new()) {
+            Ok(_) => {}
+            Err(StorageError::NamespaceExists(_)) => {}
+            Err(e) => return Err(e),
+        }
+        self.collection(db, name).ok_or_else(|| {
+            StorageError::NamespaceNotFound(format!(
+                "collection {db}.{name} was dropped concurrently"
+            ))
+        })
+    }
+
+    fn delete_stats(tx: &mut dyn Tx, space: SpaceId) -> Result<()> {
+        let keys: Vec<Vec<u8>> = tx
+            .prefix(CATALOG_SPACE, &stats_prefix(space))?
+            .map(|kv| kv.map(|(k, _)| k.to_vec()))
+            .collect::<std::result::Result<_, _>>()?;
+        for k in keys {
+            tx.delete(CATALOG_SPACE, &k)?;
+        }
+        Ok(())
+    }
+
+    /// Drops a collection; returns false if it did not exist. Costs the same whatever the
+    /// collection holds: the catalog record goes, then the whole space.
+    pub fn drop_collection(&self, db: &str, name: &str) -> Result<bool> {
+        let _ddl = self.ddl.lock().map_err(|_| poisoned())?;
+        let Some(meta) = self.catalog().get(db, name).cloned() else {
+            return Ok(false);
+        };
+        self.ddl_tx(|tx| {
+            tx.delete(CATALOG_SPACE, &collection_key(db, name))?;
+            Self::delete_stats(tx, meta.id)
+        })?;
+        self.swap_catalog(self.catalog().without(db, name))?;
+        self.engine.drop_space(meta.id)?;
+        Ok(true)
+    }
+
+    /// Drops every collection of a database.
+    pub fn drop_database(&self, db: &str) -> Result<()> {
+        let _ddl = self.ddl.lock().map_err(|_| poisoned())?;
+        let cat = self.catalog();
+        let metas: Vec<Arc<CollectionMeta>> = cat.in_database(db).cloned().collect();
+        if metas.is_empty() {
+            return Ok(());
+        }
+        self.ddl_tx(|tx| {
+            for m in &metas {
+                tx.delete(CATALOG_SPACE, &collection_key(&m.db, &m.name))?;
+                Self::delete_stats(tx, m.id)?;
+            }
+            Ok(())
+        })?;
+        let mut next = (*cat).clone();
+        for m in &metas {
+            next = next.without(&m.db, &m.name);
+        }
+        self.swap_catalog(next)?;
+        for m in &metas {
+            self.engine.drop_space(m.id)?;
+        }
+        Ok(())
+    }
+
+    /// Renames a collection, within or across databases, without touching its documents.
+    pub fn rename_collection(
+        &self,
+        from: (&str, &str),
+        to: (&str, &str),
+        drop_target: bool,
+    ) -> Result<()> {
+        namespace::check_collection_for_create(to.0, to.1)?;
+        let _ddl = self.ddl.lock().map_err(|_| poisoned())?;
+        let cat = self.catalog();
+        let Some(source) = cat.get(from.0, from.1).cloned() else {
+            return Err(StorageError::NamespaceNotFound(format!(
+                "Collection {}.{} doesn't exist.",
+                from.0, from.1
+            )));
+        };
+        let target = cat.get(to.0, to.1).cloned();
+        if target.is_some() && !drop_target {
+            return Err(StorageError::NamespaceExists(format!(
+                "Target collection {}.{} exists but dropTarget is not set",
+                to.0, to.1
+            )));
+        }
+        let mut renamed = (*source).clone();
+        renamed.db = to.0.to_string();
+        renamed.name = to.1.to_string();
+        if from.0 != to.0 {
+            // MongoDB gives a collection moved to another database a new UUID.
+            renamed.uuid = bson::Uuid::new().bytes();
+        }
+        self.ddl_tx(|tx| {
+            tx.delete(CATALOG_SPACE, &collection_key(from.0, from.1))?;
+            if let Some(t) = &target {
+                Self::delete_stats(tx, t.id)?;
+            }
+            tx.put(
+                CATALOG_SPACE,
+                &collection_key(to.0, to.1),
+                renamed.to_bson().as_bytes(),
+            )?;
+            Ok(())
+        })?;
+        self.swap_catalog(cat.without(from.0, from.1).with(renamed))?;
+        if let Some(t) = target {
+            self.engine.drop_space(t.id)?;
+        }
+        Ok(())
+    }
+
+    /// Document count and BSON bytes of a collection (exact, as of now).
+    pub fn stats(&self, meta: &CollectionMeta) -> Result<Stats> {
+        let snap = self.engine.snapshot()?;
+        let (stats, _, n) = read_stats(&*snap, meta.id)?;
+        drop(snap);
+        if n > FOLD_THRESHOLD {
+            let _ = self.fold_stats(meta.id);
+        }
+        Ok(stats)
+    }
+
+    /// Bytes the collection's space occupies on disk.
+    pub fn storage_size(&self, meta: &CollectionMeta) -> u64 {
+        self.engine.space_disk_size(meta.id)
+    }
+
+    /// Folds a collection's statistics deltas into one (best effort: a conflict with a
+    /// concurrent writer simply leaves the deltas for next time).
+    pub fn fold_stats(&self, space: SpaceId) -> Result<()> {
+        let mut tx = self.engine.begin()?;
+        let (total, _, n) = read_stats(&*tx, space)?;
+        if n <= 1 {
+            return Ok(());
+        }
+        Self::delete_stats(&mut *tx, space)?;
+        let seq = self.stats_seq.fetch_add(1, Ordering::Relaxed);
+        tx.put(CATALOG_SPACE, &stats_key(space, seq), &total.encode())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Runs `f` in a write transaction, rerunning it on conflicts, committing, and waiting for
+    /// the requested durability.
+    pub fn write<R>(
+        &self,
+        durability: Durability,
+        mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let mut attempt = 0;
+        loop {
+            let mut t = WriteTxn {
+                store: self,
+                tx: self.engine.begin()?,
+                deltas: BTreeMap::new(),
+            };
+            let r = f(&mut t).and_then(|v| t.commit().map(|_| v));
+            match r {
+                Ok(v) => {
+                    if durability == Durability::Journal || self.opts.sync_always {
+                        self.group.wait_durable(&*self.engine)?;
+                    }
+                    return Ok(v);
+                }
+                // A space that vanished mid-transaction belongs to a collection dropped or
+                // renamed concurrently: this transaction read its catalog record, so it would
+                // conflict anyway. Rerun it against the current catalog.
+                Err(e)
+                    if (e.is_transient()
+                        || matches!(e, StorageError::Engine(EngineError::NoSuchSpace(_))))
+                        && attempt < MAX_RETRIES =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_micros(20 * attempt as u64));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A read snapshot.
+    pub fn read(&self) -> Result<ReadTxn> {
+        Ok(ReadTxn {
+            snap: self.engine.snapshot()?,
+        })
+    }
+
+    /// How many fsyncs group commit has run.
+    pub fn syncs(&self) -> u64 {
+        self.group.syncs()
+    }
+}
+
+/// A write transaction; see [`Store::write`].
+pub struct WriteTxn<'s> {
+    store: &'s Store,
+    tx: Box<dyn Tx>,
+    deltas: BTreeMap<SpaceId, Stats>,
+}
+
+impl WriteTxn<'_> {
+    /// Resolves `db.name` inside this transaction (see the module doc); `None` if it does not
+    /// exist as of this transaction's snapshot.
+    pub fn collection(&mut self, db: &str, name: &str) -> Result<Option<Arc<CollectionMeta>>> {
+        let Some(record) = self.tx.get(CATALOG_SPACE, &collection_key(db, name))? else {
+            return Ok(None);
+        };
+        let id = RawDocument::from_bytes(&*record)
+            .ok()
+            .and_then(|d| d.get_i64("id").ok());
+        match self.store.collection(db, name) {
+            Some(m) if Some(m.id as i64) == id => Ok(Some(m)),
+            _ => Ok(Some(Arc::new(CollectionMeta::from_bson(&record)?))),
+        }
+    }
+
+    /// Inserts a document whose first field is `_id`. A document with an existing `_id` is
+    /// a [`StorageError::DuplicateKey`] and writes nothing.
+    pub fn insert(&mut self, coll: &CollectionMeta, doc: &RawDocument) -> Result<()> {
+        let id = match doc.iter().next() {
+            Some(Ok((k, v))) if k.as_str() == "_id" => v,
+            _ => {
+                return Err(StorageError::BadValue(
+                    "a stored document must start with its _id".into(),
+                ));
+            }
+        };
+        let key = id_key(id)?;
+        if self.tx.get(coll.id, &key)?.is_some() {
+            let mut kv = RawDocumentBuf::new();
+            kv.append(bson::raw::cstr!("_id"), id);
+            return Err(StorageError::DuplicateKey {
+                namespace: coll.namespace(),
+                index: "_id_".into(),
+                key_pattern: bson::rawdoc! {"_id": 1},
+                key_display: display::document(&kv),
+                key_value: kv,
+            });
+        }
+        let enc = doc::encode_document(&key, doc).map_err(doc_error)?;
+        for (k, v) in &enc.nodes {
+            self.tx.put(coll.id, k, v)?;
+        }
+        self.deltas.entry(coll.id).or_default().add(Stats {
+            count: 1,
+            size: i64::from(enc.bson_size),
+        });
+        Ok(())
+    }
+
+    /// The document with this `_id`, as of this transaction (including its own writes).
+    pub fn get(&self, coll: &CollectionMeta, id: RawBsonRef<'_>) -> Result<Option<RawDocumentBuf>> {
+        get_document(&*self.tx, coll.id, &id_key(id)?)
+    }
+
+    /// Deletes the document with this `_id`; returns whether one existed.
+    pub fn delete(&mut self, coll: &CollectionMeta, id: RawBsonRef<'_>) -> Result<bool> {
+        let key = id_key(id)?;
+        let nodes: Vec<(Vec<u8>, Vec<u8>)> = self
+            .tx
+            .prefix(coll.id, &key)?
+            .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<std::result::Result<_, _>>()?;
+        let Some((_, root)) = nodes.first() else {
+            return Ok(false);
+        };
+        let size = match doc::parse_value(root).map_err(doc_error)? {
+            doc::Node::Root { bson_size, .. } => i64::from(bson_size),
+            _ => {
+                return Err(StorageError::Corrupt(
+                    "document without a root header".into(),
+                ));
+            }
+        };
+        for (k, _) in &nodes {
+            self.tx.delete(coll.id, k)?;
+        }
+        self.deltas.entry(coll.id).or_default().add(Stats {
+            count: -1,
+            size: -size,
+        });
+        Ok(true)
+    }
+
+    /// Keys written so far in this transaction.
+    pub fn writes(&self) -> usize {
+        self.tx.writes()
+    }
+
+    /// Keys read so far in this transaction.
+    pub fn reads(&self) -> usize {
+        self.tx.reads()
+    }
+
+    fn commit(self) -> Result<()> {
+        let WriteTxn {
+            store,
+            mut tx,
+            deltas,
+        } = self;
+        for (space, delta) in deltas {
+            if !delta.is_zero() {
+                let seq = store.stats_seq.fetch_add(1, Ordering::Relaxed);
+                tx.put(CATALOG_SPACE, &stats_key(space, seq), &delta.encode())?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+fn get_document(r: &dyn Read, space: SpaceId, key: &[u8]) -> Result<Option<RawDocumentBuf>> {
+    let nodes: Vec<(crate::engine::Bytes, crate::engine::Bytes)> =
+        r.prefix(space, key)?
+            .collect::<std::result::Result<_, _>>()?;
+    if nodes.is_empty() {
+        return Ok(None);
+    }
+    doc::decode_document(key.len(), nodes)
+        .map(Some)
+        .map_err(doc_error)
+}
+
+/// One batch of a collection scan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanBatch {
+    /// The matching documents, in scan order.
+    pub docs: Vec<RawDocumentBuf>,
+    /// Where the next batch continues, or `None` when the scan is complete: for a forward
+    /// scan the inclusive start key, for a reverse scan the exclusive end key.
+    pub resume: Option<Vec<u8>>,
+    /// Documents examined (matching or not).
+    pub examined: usize,
+}
+
+/// Limits of one scan batch.
+#[derive(Debug, Clone, Copy)]
+pub struct ScanLimits {
+    /// Stop after this many matching documents.
+    pub max_docs: usize,
+    /// Stop once the matching documents reach this many BSON bytes (always at least one).
+    pub max_bytes: usize,
+    /// Stop after examining this many documents (bounds the work of a selective filter).
+    pub max_examined: usize,
+    /// Whether the first matching document may exceed `max_bytes` on its own (a batch
+    /// always makes progress); false when the caller already holds documents.
+    pub first_may_exceed: bool,
+}
+
+impl ScanLimits {
+    /// Up to `max_docs` documents, no byte or work bound.
+    pub fn docs(max_docs: usize) -> ScanLimits {
+        ScanLimits {
+            max_docs,
+            max_bytes: usize::MAX,
+            max_examined: usize::MAX,
+            first_may_exceed: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Keep scanning.
+    More,
+    /// The batch is full including this document.
+    FullAfter,
+    /// The batch is full; this document starts the next one.
+    FullBefore,
+}
+
+/// A read snapshot; see [`Store::read`].
+pub struct ReadTxn {
+    snap: Box<dyn crate::engine::Snapshot>,
+}
+
+impl ReadTxn {
+    /// The document with this `_id`.
+    pub fn get(&self, coll: &CollectionMeta, id: RawBsonRef<'_>) -> Result<Option<RawDocumentBuf>> {
+        get_document(&*self.snap, coll.id, &id_key(id)?)
+    }
+
+    /// Documents in `_id` order starting at `from` (inclusive; `None` = the beginning), until
+    /// `max_docs` documents or `max_bytes` of BSON (always at least one document).
+    pub fn scan(
+        &self,
+        coll: &CollectionMeta,
+        from: Option<&[u8]>,
+        max_docs: usize,
+        max_bytes: usize,
+    ) -> Result<ScanBatch> {
+        self.scan_where(
+            coll,
+            from,
+            false,
+            ScanLimits {
+                max_docs,
+                max_bytes,
+                max_examined: usize::MAX,
+                first_may_exceed: true,
+            },
+            &mut |_| true,
+        )
+    }
+
+    /// Scans documents in `_id` order (descending with `reverse`), keeping those `pred`
+    /// accepts, from `resume` (see [`ScanBatch::resume`]; `None` = the first document).
+    /// The returned resume position lies just after the last document *examined*, so no
+    /// document is skipped or repeated across batches.
+    pub fn scan_where(
+        &self,
+        coll: &CollectionMeta,
+        resume: Option<&[u8]>,
+        reverse: bool,
+        limits: ScanLimits,
+        pred: &mut dyn FnMut(&RawDocument) -> bool,
+    ) -> Result<ScanBatch> {
+        use std::ops::Bound;
+        let mut out = ScanBatch {
+            docs: Vec::new(),
+            resume: None,
+            examined: 0,
+        };
+        let mut bytes = 0usize;
+        // Offers one complete document to the batch.
+        let mut take = |doc: RawDocumentBuf, out: &mut ScanBatch| -> Take {
+            if !pred(&doc) {
+                out.examined += 1;
+                return if out.examined >= limits.max_examined {
+                    Take::FullAfter
+                } else {
+                    Take::More
+                };
+            }
+            let len = doc.as_bytes().len();
+            if out.docs.len() >= limits.max_docs
+                || ((!out.docs.is_empty() || !limits.first_may_exceed)
+                    && bytes.saturating_add(len) > limits.max_bytes)
+            {
+                // It belongs to the next batch.
+                return Take::FullBefore;
+            }
+            out.examined += 1;
+            bytes += len;
+            out.docs.push(doc);
+            if out.docs.len() >= limits.max_docs
+                || bytes >= limits.max_bytes
+                || out.examined >= limits.max_examined
+            {
+                Take::FullAfter
+            } else {
+                Take::More
+            }
+        };
+        if limits.max_docs == 0 {
+            return Err(StorageError::BadValue(
+                "a scan batch needs max_docs >= 1".into(),
+            ));
+        }
+        if reverse {
+            let end = resume.map_or(Bound::Unbounded, Bound::Excluded);
+            let iter = self.snap.range(coll.id, Bound::Unbounded, end, true)?;
+            let mut pending: Vec<(crate::engine::Bytes, crate::engine::Bytes)> = Vec::new();
+            for kv in iter {
+                let (k, v) = kv?;
+                let root = doc::is_root(&v);
+                pending.push((k, v));
+                if root {
+                    let root_key = pending.last().map(|(k, _)| k.to_vec()).unwrap_or_default();
+                    pending.reverse();
+                    let doc = doc::decode_document(root_key.len(), pending.drain(..))
+                        .map_err(doc_error)?;
+                    match take(doc, &mut out) {
+                        Take::More => {}
+                        // Reverse resume is exclusive: the next batch ends below this key.
+                        Take::FullAfter => {
+                            out.resume = Some(root_key);
+                            return Ok(out);
+                        }
+                        Take::FullBefore => {
+                            out.resume = document_end(&root_key);
+                            return Ok(out);
+                        }
+                    }
+                }
+            }
+            return Ok(out);
+        }
+        let start = resume.map_or(Bound::Unbounded, Bound::Included);
+        let iter = self.snap.range(coll.id, start, Bound::Unbounded, false)?;
+        let mut asm = DocAssembler::new();
+        let mut current_root: Option<Vec<u8>> = None;
+        for kv in iter {
+            let (k, v) = kv?;
+            if doc::is_root(&v) {
+                let starting = k.to_vec();
+                if let Some(done) = asm.push(&k, &v).map_err(doc_error)? {
+                    match take(done, &mut out) {
+                        Take::More => {}
+                        Take::FullAfter => {
+                            out.resume = Some(starting);
+                            return Ok(out);
+                        }
+                        Take::FullBefore => {
+                            out.resume = current_root;
+                            return Ok(out);
+                        }
+                    }
+                }
+                current_root = Some(starting);
+            } else {
+                asm.push(&k, &v).map_err(doc_error)?;
+            }
+        }
+        if let Some(done) = asm.finish().map_err(doc_error)?
+            && take(done, &mut out) == Take::FullBefore
+        {
+            out.resume = current_root;
+        }
+        Ok(out)
+    }
+
+    /// The underlying snapshot, for statistics and tests.
+    pub fn snapshot(&self) -> &dyn Read {
+        &*self.snap
+    }
+}
+
+/// Collection names of a database as stored (for listCollections without a catalog copy).
+pub fn collection_names(cat: &Catalog, db: &str) -> Vec<String> {
+    cat.in_database(db).map(|m| m.name.clone()).collect()
+}
+
+/// The end of the key range of one document (exclusive), given its key.
+pub fn document_end(key: &[u8]) -> Option<Vec<u8>> {
+    prefix_end(key)
+}

@@ -1,0 +1,486 @@
+//! Store behaviour on both engines: DDL, document round trips, scans, statistics, restart,
+//! and concurrency.
+
+use std::sync::Arc;
+
+use bson::{RawBsonRef, RawDocumentBuf, rawdoc};
+use cairn_storage::engine::Engine;
+use cairn_storage::engine::fjall::{FjallEngine, FjallOptions};
+use cairn_storage::engine::memory::MemoryEngine;
+use cairn_storage::{Durability, StorageError, Store, StoreOptions};
+
+const OPTS: StoreOptions = StoreOptions { sync_always: false };
+
+fn engines() -> Vec<(Arc<dyn Engine>, Option<tempfile::TempDir>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let fjall: Arc<dyn Engine> =
+        Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
+    vec![(Arc::new(MemoryEngine::new()), None), (fjall, Some(dir))]
+}
+
+fn insert_all(
+    store: &Store,
+    db: &str,
+    coll: &str,
+    docs: &[RawDocumentBuf],
+) -> Vec<Result<(), StorageError>> {
+    let meta = store.ensure_collection(db, coll).unwrap();
+    store
+        .write(Durability::Buffered, |tx| {
+            Ok(docs.iter().map(|d| tx.insert(&meta, d)).collect::<Vec<_>>())
+        })
+        .unwrap()
+}
+
+#[test]
+fn create_list_drop() {
+    for (engine, _dir) in engines() {
+        let store = Store::open(engine, OPTS).unwrap();
+        assert!(store.create_collection("db", "a", &rawdoc! {}).unwrap());
+        assert!(
+            !store.create_collection("db", "a", &rawdoc! {}).unwrap(),
+            "identical create is ok"
+        );
+        match store.create_collection("db", "a", &rawdoc! {"x": 1}) {
+            Err(StorageError::NamespaceExists(m)) => {
+                assert!(m.contains("different options"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        store.create_collection("db", "b", &rawdoc! {}).unwrap();
+        store.create_collection("other", "c", &rawdoc! {}).unwrap();
+        let cat = store.catalog();
+        assert_eq!(cat.databases(), vec!["db".to_string(), "other".to_string()]);
+        assert_eq!(
+            cat.in_database("db")
+                .map(|m| m.name.clone())
+                .collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert!(matches!(
+            store.create_collection("DB", "x", &rawdoc! {}),
+            Err(StorageError::DatabaseDifferCase(_))
+        ));
+        assert!(matches!(
+            store.create_collection("db", "system.foo", &rawdoc! {}),
+            Err(StorageError::InvalidNamespace(_))
+        ));
+        let id = store.collection("db", "a").unwrap().id;
+        assert!(store.engine().spaces().contains(&id));
+        assert!(store.drop_collection("db", "a").unwrap());
+        assert!(!store.drop_collection("db", "a").unwrap());
+        assert!(!store.engine().spaces().contains(&id), "space dropped");
+        store.drop_database("db").unwrap();
+        assert_eq!(store.catalog().databases(), vec!["other".to_string()]);
+    }
+}
+
+#[test]
+fn documents_round_trip_and_collide_across_numeric_types() {
+    for (engine, _dir) in engines() {
+        let store = Store::open(engine, OPTS).unwrap();
+        let docs = vec![
+            rawdoc! {"_id": 1, "z": 1, "a": {"y": [1, 2.5, "s", {"k": null}], "b": true}},
+            rawdoc! {"_id": "x", "n": bson::Decimal128::from_bytes([0; 16])},
+            rawdoc! {"_id": {"a": 1}, "d": bson::DateTime::from_millis(-5)},
+        ];
+        let r = insert_all(&store, "db", "c", &docs);
+        assert!(r.iter().all(|r| r.is_ok()), "{r:?}");
+        let meta = store.collection("db", "c").unwrap();
+        let read = store.read().unwrap();
+        for d in &docs {
+            let id = d.get("_id").unwrap().unwrap();
+            assert_eq!(
+                read.get(&meta, id).unwrap().as_ref(),
+                Some(d),
+                "byte-identical"
+            );
+        }
+        // 1.0 and NumberLong(1) find and collide with _id 1
+        assert_eq!(
+            read.get(&meta, RawBsonRef::Double(1.0)).unwrap().as_ref(),
+            Some(&docs[0])
+        );
+        let r = insert_all(&store, "db", "c", &[rawdoc! {"_id": 1_i64, "dup": true}]);
+        match &r[0] {
+            Err(StorageError::DuplicateKey {
+                key_display, index, ..
+            }) => {
+                assert_eq!(key_display, "{ _id: 1 }");
+                assert_eq!(index, "_id_");
+                assert_eq!(
+                    r[0].as_ref().unwrap_err().to_string(),
+                    "E11000 duplicate key error collection: db.c index: _id_ dup key: { _id: 1 }"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let stats = store.stats(&meta).unwrap();
+        assert_eq!(stats.count, 3);
+        assert_eq!(
+            stats.size,
+            docs.iter().map(|d| d.as_bytes().len() as i64).sum::<i64>()
+        );
+        // delete
+        assert!(
+            store
+                .write(Durability::Buffered, |tx| tx
+                    .delete(&meta, RawBsonRef::String("x")))
+                .unwrap()
+        );
+        assert_eq!(store.stats(&meta).unwrap().count, 2);
+        assert!(
+            store
+                .read()
+                .unwrap()
+                .get(&meta, RawBsonRef::String("x"))
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
+#[test]
+fn scans_come_in_id_order_and_resume() {
+    for (engine, _dir) in engines() {
+        let store = Store::open(engine, OPTS).unwrap();
+        // insert in scrambled order, mixed types: numbers < strings < objects
+        let mut docs = Vec::new();
+        for i in (0..50).rev() {
+            docs.push(rawdoc! {"_id": i, "v": i});
+        }
+        docs.push(rawdoc! {"_id": "s"});
+        docs.push(rawdoc! {"_id": 2.5});
+        insert_all(&store, "db", "c", &docs);
+        let meta = store.collection("db", "c").unwrap();
+        let mut seen = Vec::new();
+        let mut from: Option<Vec<u8>> = None;
+        let mut batches = 0;
+        loop {
+            let read = store.read().unwrap();
+            let b = read.scan(&meta, from.as_deref(), 7, usize::MAX).unwrap();
+            batches += 1;
+            assert!(b.docs.len() <= 7);
+            seen.extend(b.docs);
+            match b.resume {
+                Some(r) => from = Some(r),
+                None => break,
+            }
+        }
+        assert!(batches >= 8);
+        let ids: Vec<String> = seen
+            .iter()
+            .map(|d| format!("{:?}", d.get("_id").unwrap().unwrap()))
+            .collect();
+        assert_eq!(seen.len(), 52, "{ids:?}");
+        assert_eq!(
+            seen[3].get("_id").unwrap().unwrap(),
+            RawBsonRef::Double(2.5)
+        );
+        assert_eq!(
+            seen[51].get("_id").unwrap().unwrap(),
+            RawBsonRef::String("s")
+        );
+        // byte limit: at least one doc per batch
+        let read = store.read().unwrap();
+        let b = read.scan(&meta, None, 100, 1).unwrap();
+        assert_eq!(b.docs.len(), 1);
+        assert!(b.resume.is_some());
+    }
+}
+
+#[test]
+fn rename_within_and_across_databases() {
+    for (engine, _dir) in engines() {
+        let store = Store::open(engine, OPTS).unwrap();
+        insert_all(&store, "a", "x", &[rawdoc! {"_id": 1}]);
+        insert_all(&store, "a", "y", &[rawdoc! {"_id": 2}]);
+        let uuid = store.collection("a", "x").unwrap().uuid;
+        store
+            .rename_collection(("a", "x"), ("a", "z"), false)
+            .unwrap();
+        assert!(store.collection("a", "x").is_none());
+        let z = store.collection("a", "z").unwrap();
+        assert_eq!(z.uuid, uuid, "same-db rename keeps the uuid");
+        assert_eq!(store.stats(&z).unwrap().count, 1);
+        assert!(matches!(
+            store.rename_collection(("a", "z"), ("a", "y"), false),
+            Err(StorageError::NamespaceExists(_))
+        ));
+        let y_space = store.collection("a", "y").unwrap().id;
+        store
+            .rename_collection(("a", "z"), ("b", "y"), false)
+            .unwrap();
+        store
+            .rename_collection(("b", "y"), ("a", "y"), true)
+            .unwrap();
+        assert!(
+            !store.engine().spaces().contains(&y_space),
+            "dropTarget dropped the target"
+        );
+        let y = store.collection("a", "y").unwrap();
+        assert_ne!(y.uuid, uuid, "cross-db rename gets a new uuid");
+        let read = store.read().unwrap();
+        assert!(read.get(&y, RawBsonRef::Int32(1)).unwrap().is_some());
+        assert!(read.get(&y, RawBsonRef::Int32(2)).unwrap().is_none());
+        assert!(matches!(
+            store.rename_collection(("a", "nope"), ("a", "q"), false),
+            Err(StorageError::NamespaceNotFound(_))
+        ));
+    }
+}
+
+#[test]
+fn everything_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = rawdoc! {"_id": bson::oid::ObjectId::new(), "10": "ten", "9": "nine", "": {"": []}};
+    {
+        let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
+        let store = Store::open(e, OPTS).unwrap();
+        insert_all(&store, "db", "c", std::slice::from_ref(&doc));
+        store.create_collection("db", "empty", &rawdoc! {}).unwrap();
+        // an orphan space, as if a crash hit between DDL steps
+        store.engine().open_space(999).unwrap();
+        store.engine().sync().unwrap();
+    }
+    let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
+    assert!(e.spaces().contains(&999));
+    let store = Store::open(e, OPTS).unwrap();
+    assert!(
+        !store.engine().spaces().contains(&999),
+        "orphan space removed"
+    );
+    let meta = store.collection("db", "c").unwrap();
+    let got = store
+        .read()
+        .unwrap()
+        .get(&meta, doc.get("_id").unwrap().unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.as_bytes(), doc.as_bytes());
+    assert_eq!(store.stats(&meta).unwrap().count, 1);
+    assert!(store.collection("db", "empty").is_some());
+    // ids keep increasing: a new collection never reuses a space
+    store.create_collection("db", "new", &rawdoc! {}).unwrap();
+    assert!(store.collection("db", "new").unwrap().id > meta.id);
+}
+
+#[test]
+fn concurrent_inserts_lose_nothing_and_duplicates_have_one_winner() {
+    for (engine, _dir) in engines() {
+        let store = Arc::new(Store::open(engine, OPTS).unwrap());
+        store.create_collection("db", "c", &rawdoc! {}).unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    let meta = store.collection("db", "c").unwrap();
+                    let mut won = 0;
+                    for i in 0..50 {
+                        let unique = rawdoc! {"_id": format!("t{t}-{i}")};
+                        store
+                            .write(Durability::Buffered, |tx| tx.insert(&meta, &unique))
+                            .unwrap();
+                        let contested = rawdoc! {"_id": i, "by": t};
+                        match store.write(Durability::Buffered, |tx| tx.insert(&meta, &contested)) {
+                            Ok(()) => won += 1,
+                            Err(StorageError::DuplicateKey { .. }) => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                    won
+                })
+            })
+            .collect();
+        let won: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(won, 50, "each contested _id inserted exactly once");
+        let meta = store.collection("db", "c").unwrap();
+        assert_eq!(store.stats(&meta).unwrap().count, 8 * 50 + 50);
+        let b = store
+            .read()
+            .unwrap()
+            .scan(&meta, None, usize::MAX, usize::MAX)
+            .unwrap();
+        assert_eq!(b.docs.len(), 450);
+    }
+}
+
+#[test]
+fn writes_racing_with_drops_never_land_in_a_dropped_collection() {
+    for (engine, _dir) in engines() {
+        let store = Arc::new(Store::open(engine, OPTS).unwrap());
+        let writer = {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for i in 0..300 {
+                    let d = rawdoc! {"_id": i};
+                    store
+                        .write(Durability::Buffered, |tx| {
+                            let meta = match tx.collection("db", "c")? {
+                                Some(m) => m,
+                                None => return Ok(()),
+                            };
+                            tx.insert(&meta, &d)
+                        })
+                        .unwrap();
+                }
+            })
+        };
+        for _ in 0..30 {
+            let _ = store.create_collection("db", "c", &rawdoc! {});
+            store.drop_collection("db", "c").unwrap();
+        }
+        writer.join().unwrap();
+        // whatever survived is consistent: stats match a scan
+        if let Some(meta) = store.collection("db", "c") {
+            let n = store
+                .read()
+                .unwrap()
+                .scan(&meta, None, usize::MAX, usize::MAX)
+                .unwrap()
+                .docs
+                .len();
+            assert_eq!(store.stats(&meta).unwrap().count as usize, n);
+        }
+    }
+}
+
+#[test]
+fn insert_writes_one_key_per_node() {
+    let store = Store::open(Arc::new(MemoryEngine::new()), OPTS).unwrap();
+    let meta = store.ensure_collection("db", "c").unwrap();
+    let d = rawdoc! {"_id": 1, "a": 1, "b": {"c": 2}, "arr": [1, 2, 3]};
+    let (writes, reads) = store
+        .write(Durability::Buffered, |tx| {
+            tx.insert(&meta, &d)?;
+            Ok((tx.writes(), tx.reads()))
+        })
+        .unwrap();
+    // root, _id, a, b, b.c, arr, arr.0, arr.1, arr.2 = 9 nodes; one read (the _id key)
+    assert_eq!(writes, 9);
+    assert_eq!(reads, 1);
+}
+
+#[test]
+fn durable_writes_share_fsyncs() {
+    let engine = Arc::new(MemoryEngine::new());
+    let store = Arc::new(Store::open(engine.clone(), OPTS).unwrap());
+    let meta = store.ensure_collection("db", "c").unwrap();
+    let before = store.syncs();
+    let threads: Vec<_> = (0..16)
+        .map(|t| {
+            let (store, meta) = (store.clone(), meta.clone());
+            std::thread::spawn(move || {
+                for i in 0..20 {
+                    let d = rawdoc! {"_id": t * 100 + i};
+                    store
+                        .write(Durability::Journal, |tx| tx.insert(&meta, &d))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let syncs = store.syncs() - before;
+    assert!((1..=320).contains(&syncs), "{syncs}");
+    assert_eq!(store.stats(&meta).unwrap().count, 320);
+}
+
+#[test]
+fn limits_are_clean_errors() {
+    let store = Store::open(Arc::new(MemoryEngine::new()), OPTS).unwrap();
+    let meta = store.ensure_collection("db", "c").unwrap();
+    // nesting beyond 180 levels
+    let mut deep = rawdoc! {"x": 1};
+    for _ in 0..200 {
+        deep = rawdoc! {"n": deep};
+    }
+    let mut d = rawdoc! {"_id": 1};
+    d.append(bson::raw::cstr!("deep"), deep);
+    match store.write(Durability::Buffered, |tx| tx.insert(&meta, &d)) {
+        Err(StorageError::TooDeep(m)) => assert!(m.contains("180 levels"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // an _id too long for a key
+    let d = rawdoc! {"_id": "k".repeat(70_000)};
+    assert!(matches!(
+        store.write(Durability::Buffered, |tx| tx.insert(&meta, &d)),
+        Err(StorageError::KeyTooLong(_))
+    ));
+    // nothing half-written
+    assert_eq!(store.stats(&meta).unwrap().count, 0);
+    let b = store
+        .read()
+        .unwrap()
+        .scan(&meta, None, 10, usize::MAX)
+        .unwrap();
+    assert!(b.docs.is_empty());
+}
+
+#[test]
+fn filtered_and_reverse_scans_resume_exactly() {
+    use cairn_storage::ScanLimits;
+    for (engine, _dir) in engines() {
+        let store = Store::open(engine, OPTS).unwrap();
+        let docs: Vec<RawDocumentBuf> = (0..100)
+            .map(|i| rawdoc! {"_id": i, "even": i % 2 == 0})
+            .collect();
+        insert_all(&store, "db", "c", &docs);
+        let meta = store.collection("db", "c").unwrap();
+        for reverse in [false, true] {
+            let mut got = Vec::new();
+            let mut resume: Option<Vec<u8>> = None;
+            loop {
+                let read = store.read().unwrap();
+                let limits = ScanLimits {
+                    max_docs: 7,
+                    max_bytes: usize::MAX,
+                    max_examined: 11,
+                    first_may_exceed: true,
+                };
+                let b = read
+                    .scan_where(&meta, resume.as_deref(), reverse, limits, &mut |d| {
+                        d.get_bool("even").unwrap()
+                    })
+                    .unwrap();
+                assert!(b.docs.len() <= 7 && b.examined <= 11);
+                got.extend(b.docs.iter().map(|d| d.get_i32("_id").unwrap()));
+                match b.resume {
+                    Some(r) => resume = Some(r),
+                    None => break,
+                }
+            }
+            let mut expected: Vec<i32> = (0..100).filter(|i| i % 2 == 0).collect();
+            if reverse {
+                expected.reverse();
+            }
+            assert_eq!(got, expected, "reverse={reverse}");
+        }
+        // a byte limit never splits or repeats documents, and a batch has at least one
+        for reverse in [false, true] {
+            let mut n = 0;
+            let mut resume: Option<Vec<u8>> = None;
+            loop {
+                let read = store.read().unwrap();
+                let limits = ScanLimits {
+                    max_docs: 1000,
+                    max_bytes: 60,
+                    max_examined: usize::MAX,
+                    first_may_exceed: true,
+                };
+                let b = read
+                    .scan_where(&meta, resume.as_deref(), reverse, limits, &mut |_| true)
+                    .unwrap();
+                assert!(!b.docs.is_empty());
+                n += b.docs.len();
+                match b.resume {
+                    Some(r) => resume = Some(r),
+                    None => break,
+                }
+            }
+            assert_eq!(n, 100);
+        }
+    }
+}
