@@ -62,6 +62,7 @@ COPY .ci/container/rootfs/etc/passwd .ci/container/rootfs/etc/group /etc/
 COPY --chown=999:999 .ci/container/rootfs/data/ /data/
 COPY --chmod=0755 .ci/out/cairn /usr/local/bin/cairn
 ENV CAIRN_BIND=0.0.0.0 \
+    CAIRN_LOG_FORMAT=json \
     CAIRN_PORT=27017 \
     CAIRN_DATA_DIR=/data/db
 USER 999:999
@@ -82,6 +83,7 @@ COPY .ci/container/rootfs/etc/passwd .ci/container/rootfs/etc/group /etc/
 COPY --chown=999:999 .ci/container/rootfs/data/ /data/
 COPY --from=builder /out/cairn /usr/local/bin/cairn
 ENV CAIRN_BIND=0.0.0.0 \
+    CAIRN_LOG_FORMAT=json \
     CAIRN_PORT=27017 \
     CAIRN_DATA_DIR=/data/db
 USER 999:999

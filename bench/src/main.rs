@@ -6,14 +6,19 @@
 //! OP_MSG `ping` round trips against a freshly spawned release `cairn`, next to the same
 //! bytes bounced off a raw TCP echo server (the network floor), and through the official Rust
 //! driver.
+//!
+//! `cargo run -p cairn-bench --release -- storage [--seconds S] [--clients N]`:
+//! insertMany of 100k 10-field documents and `_id` point reads (1 and N clients), next to
+//! raw fjall writing and reading the same key-value pairs.
 
 mod harness;
 mod ping;
+mod storage;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
-        eprintln!("usage: cairn-bench <ping> [--seconds S] [--clients N]");
+        eprintln!("usage: cairn-bench <ping|storage> [--seconds S] [--clients N]");
         std::process::exit(2);
     };
     let opts = if bench == "echo-server" {
@@ -28,6 +33,7 @@ fn main() {
     match bench.as_str() {
         "ping" => rt.block_on(ping::run(&opts)),
         "echo-server" => rt.block_on(ping::echo_server_main()),
+        "storage" => rt.block_on(storage::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);

@@ -49,12 +49,38 @@ fn log_level(s: &ServerState) -> RawBson {
     })
 }
 
+/// `logComponentVerbosity`: the global verbosity; Cairn has no per-component settings, so
+/// every component inherits it (-1, as MongoDB reports an unset component).
+fn log_component_verbosity(s: &ServerState) -> RawBson {
+    let level = match log_level(s) {
+        RawBson::Int32(l) => l,
+        _ => 0,
+    };
+    let mut d = rawdoc! {"verbosity": level};
+    for c in ["command", "control", "network", "query", "storage"] {
+        if let Ok(k) = <&bson::raw::CStr>::try_from(c) {
+            d.append(k, rawdoc! {"verbosity": -1});
+        }
+    }
+    RawBson::Document(d)
+}
+
 /// The parameters, sorted by name.
 static PARAMETERS: &[Parameter] = &[
+    Parameter {
+        name: "cursorTimeoutMillis",
+        settable_at_startup: true,
+        value: |s| RawBson::Int64(i64::try_from(s.config.cursor_timeout_ms).unwrap_or(i64::MAX)),
+    },
     Parameter {
         name: "featureCompatibilityVersion",
         settable_at_startup: false,
         value: |_| RawBson::Document(rawdoc! {"version": "7.0"}),
+    },
+    Parameter {
+        name: "logComponentVerbosity",
+        settable_at_startup: true,
+        value: log_component_verbosity,
     },
     Parameter {
         name: "logLevel",

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::catalog::{
     Catalog, CollectionMeta, NEXT_ID_KEY, SCHEMA_VERSION, STATS_PREFIX, Stats, VERSION_KEY,
@@ -569,6 +569,253 @@ impl WriteTxn<'_> {
         Ok(true)
     }
 
+    /// The document with this key (`E(_id)`), read whole.
+    pub fn get_by_key(&self, coll: &CollectionMeta, key: &[u8]) -> Result<Option<RawDocumentBuf>> {
+        get_document(&*self.tx, coll.id, key)
+    }
+
+    /// Reads the root header of the document with key `key` and the subtrees of the named
+    /// top-level fields (one prefix scan each) — what a targeted update needs, and no more.
+    /// `None` when the document does not exist.
+    pub fn read_fields(
+        &self,
+        coll: &CollectionMeta,
+        key: &[u8],
+        names: &[&str],
+    ) -> Result<Option<DocView>> {
+        let Some(root) = self.tx.get(coll.id, key)? else {
+            return Ok(None);
+        };
+        let (next_ordinal, bson_size, child_count) =
+            match doc::parse_value(&root).map_err(doc_error)? {
+                doc::Node::Root {
+                    next_ordinal,
+                    bson_size,
+                    child_count,
+                } => (next_ordinal, bson_size, child_count),
+                _ => {
+                    return Err(StorageError::Corrupt(
+                        "document key without a root header".into(),
+                    ));
+                }
+            };
+        let mut fields = Vec::new();
+        for name in names {
+            if fields.iter().any(|f: &FieldState| f.name == *name) {
+                continue;
+            }
+            let fk = doc::node_key(key, &[doc::PathPart::Field(name)]).map_err(doc_error)?;
+            let nodes: Vec<(Vec<u8>, Vec<u8>)> = self
+                .tx
+                .prefix(coll.id, &fk)?
+                .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<std::result::Result<_, _>>()?;
+            let Some((_, first)) = nodes.first() else {
+                continue;
+            };
+            let ordinal = doc::parse_value(first)
+                .map_err(doc_error)?
+                .ordinal()
+                .ok_or_else(|| StorageError::Corrupt("field node without ordinal".into()))?;
+            let value = doc::decode_subtree(fk.len(), nodes.iter().map(|(k, v)| (k, v)))
+                .map_err(doc_error)?
+                .ok_or_else(|| StorageError::Corrupt("empty field subtree".into()))?;
+            fields.push(FieldState {
+                name: (*name).to_string(),
+                ordinal,
+                value,
+                nodes,
+            });
+        }
+        Ok(Some(DocView {
+            key: key.to_vec(),
+            next_ordinal,
+            bson_size,
+            child_count,
+            fields,
+        }))
+    }
+
+    /// Writes new values for top-level fields of the document `view` was read from:
+    /// `(name, Some(value))` sets a field (a new field is appended after the existing ones, in
+    /// the order given), `(name, None)` removes it. Every field named must have been read
+    /// into `view`. Only nodes whose bytes change are written; removed nodes are deleted;
+    /// the root header (size, field count, next ordinal) is rewritten only if it changed.
+    pub fn write_fields(
+        &mut self,
+        coll: &CollectionMeta,
+        view: &DocView,
+        changes: &[(String, Option<RawBson>)],
+    ) -> Result<()> {
+        let limits = doc::Limits::default();
+        let mut next_ordinal = view.next_ordinal;
+        let mut size = i64::from(view.bson_size);
+        let mut count = i64::from(view.child_count);
+        for (name, new) in changes {
+            let old = view.field(name);
+            let fk = doc::node_key(&view.key, &[doc::PathPart::Field(name)]).map_err(doc_error)?;
+            let ordinal = match old {
+                Some(f) => f.ordinal,
+                None => {
+                    let o = next_ordinal;
+                    next_ordinal += 1;
+                    o
+                }
+            };
+            let new_nodes = match new {
+                Some(v) => doc::encode_subtree(&fk, ordinal, v.as_raw_bson_ref(), 1, &limits)
+                    .map_err(doc_error)?,
+                None => Vec::new(),
+            };
+            let old_nodes: &[(Vec<u8>, Vec<u8>)] = old.map_or(&[], |f| f.nodes.as_slice());
+            let stored: std::collections::HashMap<&[u8], &[u8]> = old_nodes
+                .iter()
+                .map(|(k, v)| (k.as_slice(), v.as_slice()))
+                .collect();
+            let mut kept = std::collections::HashSet::new();
+            for (k, v) in &new_nodes {
+                kept.insert(k.as_slice());
+                if stored.get(k.as_slice()) != Some(&v.as_slice()) {
+                    self.tx.put(coll.id, k, v)?;
+                }
+            }
+            for (k, _) in old_nodes {
+                if !kept.contains(k.as_slice()) {
+                    self.tx.delete(coll.id, k)?;
+                }
+            }
+            if let Some(f) = old {
+                size -= element_size(name, f.value.as_raw_bson_ref()) as i64;
+                count -= 1;
+            }
+            if let Some(v) = new {
+                size += element_size(name, v.as_raw_bson_ref()) as i64;
+                count += 1;
+            }
+        }
+        let size =
+            usize::try_from(size).map_err(|_| StorageError::Corrupt("negative size".into()))?;
+        if size > doc::MAX_BSON_SIZE {
+            return Err(StorageError::DocumentTooLarge {
+                size,
+                max: doc::MAX_BSON_SIZE,
+            });
+        }
+        let root = doc::Node::Root {
+            next_ordinal,
+            bson_size: u32::try_from(size).unwrap_or(u32::MAX),
+            child_count: u32::try_from(count).unwrap_or(0),
+        };
+        if next_ordinal != view.next_ordinal
+            || size != view.bson_size as usize
+            || count != i64::from(view.child_count)
+        {
+            self.tx.put(coll.id, &view.key, &root.to_bytes())?;
+        }
+        let delta = size as i64 - i64::from(view.bson_size);
+        if delta != 0 {
+            self.deltas.entry(coll.id).or_default().add(Stats {
+                count: 0,
+                size: delta,
+            });
+        }
+        Ok(())
+    }
+
+    /// Replaces the document whose key is `key` with `new` (same `_id`), writing only the
+    /// nodes whose bytes change and deleting the ones that disappear. Returns false when no
+    /// document has that key.
+    pub fn replace(
+        &mut self,
+        coll: &CollectionMeta,
+        key: &[u8],
+        new: &RawDocument,
+    ) -> Result<bool> {
+        let stored: Vec<(Vec<u8>, Vec<u8>)> = self
+            .tx
+            .prefix(coll.id, key)?
+            .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<std::result::Result<_, _>>()?;
+        let Some((_, root)) = stored.first() else {
+            return Ok(false);
+        };
+        let old_size = match doc::parse_value(root).map_err(doc_error)? {
+            doc::Node::Root { bson_size, .. } => i64::from(bson_size),
+            _ => {
+                return Err(StorageError::Corrupt(
+                    "document key without a root header".into(),
+                ));
+            }
+        };
+        let enc = doc::encode_document(key, new).map_err(doc_error)?;
+        let old: std::collections::HashMap<&[u8], &[u8]> = stored
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
+        let mut kept = std::collections::HashSet::new();
+        for (k, v) in &enc.nodes {
+            kept.insert(k.as_slice());
+            if old.get(k.as_slice()) != Some(&v.as_slice()) {
+                self.tx.put(coll.id, k, v)?;
+            }
+        }
+        for (k, _) in &stored {
+            if !kept.contains(k.as_slice()) {
+                self.tx.delete(coll.id, k)?;
+            }
+        }
+        let delta = i64::from(enc.bson_size) - old_size;
+        if delta != 0 {
+            self.deltas.entry(coll.id).or_default().add(Stats {
+                count: 0,
+                size: delta,
+            });
+        }
+        Ok(true)
+    }
+
+    /// Deletes the document with this key; returns whether one existed.
+    pub fn delete_by_key(&mut self, coll: &CollectionMeta, key: &[u8]) -> Result<bool> {
+        let nodes: Vec<(Vec<u8>, Vec<u8>)> = self
+            .tx
+            .prefix(coll.id, key)?
+            .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<std::result::Result<_, _>>()?;
+        let Some((_, root)) = nodes.first() else {
+            return Ok(false);
+        };
+        let size = match doc::parse_value(root).map_err(doc_error)? {
+            doc::Node::Root { bson_size, .. } => i64::from(bson_size),
+            _ => {
+                return Err(StorageError::Corrupt(
+                    "document without a root header".into(),
+                ));
+            }
+        };
+        for (k, _) in &nodes {
+            self.tx.delete(coll.id, k)?;
+        }
+        self.deltas.entry(coll.id).or_default().add(Stats {
+            count: -1,
+            size: -size,
+        });
+        Ok(true)
+    }
+
+    /// Scans documents like [`ReadTxn::scan_where`], but inside this transaction: the
+    /// documents read join its read set (an update that read a document conflicts with a
+    /// concurrent write to it).
+    pub fn scan_where(
+        &self,
+        coll: &CollectionMeta,
+        resume: Option<&[u8]>,
+        reverse: bool,
+        limits: ScanLimits,
+        pred: &mut dyn FnMut(&RawDocument) -> bool,
+    ) -> Result<ScanBatch> {
+        scan_where(&*self.tx, coll, resume, reverse, limits, pred)
+    }
+
     /// Keys written so far in this transaction.
     pub fn writes(&self) -> usize {
         self.tx.writes()
@@ -606,6 +853,56 @@ fn get_document(r: &dyn Read, space: SpaceId, key: &[u8]) -> Result<Option<RawDo
     doc::decode_document(key.len(), nodes)
         .map(Some)
         .map_err(doc_error)
+}
+
+/// A stored top-level field, as [`WriteTxn::read_fields`] read it.
+#[derive(Debug, Clone)]
+pub struct FieldState {
+    /// The field name.
+    pub name: String,
+    /// Its position among the document's fields.
+    pub ordinal: u64,
+    /// Its value.
+    pub value: RawBson,
+    /// The stored nodes of its subtree, in key order.
+    nodes: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The parts of a stored document a targeted update read.
+#[derive(Debug, Clone)]
+pub struct DocView {
+    /// The document key (`E(_id)`).
+    pub key: Vec<u8>,
+    next_ordinal: u64,
+    bson_size: u32,
+    child_count: u32,
+    /// The requested fields that exist, in request order.
+    pub fields: Vec<FieldState>,
+}
+
+impl DocView {
+    /// A field read into the view, if it exists.
+    pub fn field(&self, name: &str) -> Option<&FieldState> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// The BSON size of the whole document.
+    pub fn bson_size(&self) -> u32 {
+        self.bson_size
+    }
+
+    /// Number of top-level fields of the whole document.
+    pub fn field_count(&self) -> u32 {
+        self.child_count
+    }
+}
+
+/// Bytes a field takes in its document: type byte, name, NUL, value.
+pub fn element_size(name: &str, v: RawBsonRef<'_>) -> usize {
+    let mut holder = RawDocumentBuf::new();
+    holder.append(bson::raw::cstr!(""), v);
+    // holder = 4 (length) + 1 (type) + 1 (empty name's NUL) + value + 1 (terminator)
+    holder.as_bytes().len() - 5 + name.len()
 }
 
 /// One batch of a collection scan.
@@ -702,115 +999,127 @@ impl ReadTxn {
         limits: ScanLimits,
         pred: &mut dyn FnMut(&RawDocument) -> bool,
     ) -> Result<ScanBatch> {
-        use std::ops::Bound;
-        let mut out = ScanBatch {
-            docs: Vec::new(),
-            resume: None,
-            examined: 0,
-        };
-        let mut bytes = 0usize;
-        // Offers one complete document to the batch.
-        let mut take = |doc: RawDocumentBuf, out: &mut ScanBatch| -> Take {
-            if !pred(&doc) {
-                out.examined += 1;
-                return if out.examined >= limits.max_examined {
-                    Take::FullAfter
-                } else {
-                    Take::More
-                };
-            }
-            let len = doc.as_bytes().len();
-            if out.docs.len() >= limits.max_docs
-                || ((!out.docs.is_empty() || !limits.first_may_exceed)
-                    && bytes.saturating_add(len) > limits.max_bytes)
-            {
-                // It belongs to the next batch.
-                return Take::FullBefore;
-            }
-            out.examined += 1;
-            bytes += len;
-            out.docs.push(doc);
-            if out.docs.len() >= limits.max_docs
-                || bytes >= limits.max_bytes
-                || out.examined >= limits.max_examined
-            {
-                Take::FullAfter
-            } else {
-                Take::More
-            }
-        };
-        if limits.max_docs == 0 {
-            return Err(StorageError::BadValue(
-                "a scan batch needs max_docs >= 1".into(),
-            ));
-        }
-        if reverse {
-            let end = resume.map_or(Bound::Unbounded, Bound::Excluded);
-            let iter = self.snap.range(coll.id, Bound::Unbounded, end, true)?;
-            let mut pending: Vec<(crate::engine::Bytes, crate::engine::Bytes)> = Vec::new();
-            for kv in iter {
-                let (k, v) = kv?;
-                let root = doc::is_root(&v);
-                pending.push((k, v));
-                if root {
-                    let root_key = pending.last().map(|(k, _)| k.to_vec()).unwrap_or_default();
-                    pending.reverse();
-                    let doc = doc::decode_document(root_key.len(), pending.drain(..))
-                        .map_err(doc_error)?;
-                    match take(doc, &mut out) {
-                        Take::More => {}
-                        // Reverse resume is exclusive: the next batch ends below this key.
-                        Take::FullAfter => {
-                            out.resume = Some(root_key);
-                            return Ok(out);
-                        }
-                        Take::FullBefore => {
-                            out.resume = document_end(&root_key);
-                            return Ok(out);
-                        }
-                    }
-                }
-            }
-            return Ok(out);
-        }
-        let start = resume.map_or(Bound::Unbounded, Bound::Included);
-        let iter = self.snap.range(coll.id, start, Bound::Unbounded, false)?;
-        let mut asm = DocAssembler::new();
-        let mut current_root: Option<Vec<u8>> = None;
-        for kv in iter {
-            let (k, v) = kv?;
-            if doc::is_root(&v) {
-                let starting = k.to_vec();
-                if let Some(done) = asm.push(&k, &v).map_err(doc_error)? {
-                    match take(done, &mut out) {
-                        Take::More => {}
-                        Take::FullAfter => {
-                            out.resume = Some(starting);
-                            return Ok(out);
-                        }
-                        Take::FullBefore => {
-                            out.resume = current_root;
-                            return Ok(out);
-                        }
-                    }
-                }
-                current_root = Some(starting);
-            } else {
-                asm.push(&k, &v).map_err(doc_error)?;
-            }
-        }
-        if let Some(done) = asm.finish().map_err(doc_error)?
-            && take(done, &mut out) == Take::FullBefore
-        {
-            out.resume = current_root;
-        }
-        Ok(out)
+        scan_where(&*self.snap, coll, resume, reverse, limits, pred)
     }
 
     /// The underlying snapshot, for statistics and tests.
     pub fn snapshot(&self) -> &dyn Read {
         &*self.snap
     }
+}
+
+/// The scan behind [`ReadTxn::scan_where`] and [`WriteTxn::scan_where`].
+fn scan_where(
+    r: &dyn Read,
+    coll: &CollectionMeta,
+    resume: Option<&[u8]>,
+    reverse: bool,
+    limits: ScanLimits,
+    pred: &mut dyn FnMut(&RawDocument) -> bool,
+) -> Result<ScanBatch> {
+    use std::ops::Bound;
+    let mut out = ScanBatch {
+        docs: Vec::new(),
+        resume: None,
+        examined: 0,
+    };
+    let mut bytes = 0usize;
+    // Offers one complete document to the batch.
+    let mut take = |doc: RawDocumentBuf, out: &mut ScanBatch| -> Take {
+        if !pred(&doc) {
+            out.examined += 1;
+            return if out.examined >= limits.max_examined {
+                Take::FullAfter
+            } else {
+                Take::More
+            };
+        }
+        let len = doc.as_bytes().len();
+        if out.docs.len() >= limits.max_docs
+            || ((!out.docs.is_empty() || !limits.first_may_exceed)
+                && bytes.saturating_add(len) > limits.max_bytes)
+        {
+            // It belongs to the next batch.
+            return Take::FullBefore;
+        }
+        out.examined += 1;
+        bytes += len;
+        out.docs.push(doc);
+        if out.docs.len() >= limits.max_docs
+            || bytes >= limits.max_bytes
+            || out.examined >= limits.max_examined
+        {
+            Take::FullAfter
+        } else {
+            Take::More
+        }
+    };
+    if limits.max_docs == 0 {
+        return Err(StorageError::BadValue(
+            "a scan batch needs max_docs >= 1".into(),
+        ));
+    }
+    if reverse {
+        let end = resume.map_or(Bound::Unbounded, Bound::Excluded);
+        let iter = r.range(coll.id, Bound::Unbounded, end, true)?;
+        let mut pending: Vec<(crate::engine::Bytes, crate::engine::Bytes)> = Vec::new();
+        for kv in iter {
+            let (k, v) = kv?;
+            let root = doc::is_root(&v);
+            pending.push((k, v));
+            if root {
+                let root_key = pending.last().map(|(k, _)| k.to_vec()).unwrap_or_default();
+                pending.reverse();
+                let doc =
+                    doc::decode_document(root_key.len(), pending.drain(..)).map_err(doc_error)?;
+                match take(doc, &mut out) {
+                    Take::More => {}
+                    // Reverse resume is exclusive: the next batch ends below this key.
+                    Take::FullAfter => {
+                        out.resume = Some(root_key);
+                        return Ok(out);
+                    }
+                    Take::FullBefore => {
+                        out.resume = document_end(&root_key);
+                        return Ok(out);
+                    }
+                }
+            }
+        }
+        return Ok(out);
+    }
+    let start = resume.map_or(Bound::Unbounded, Bound::Included);
+    let iter = r.range(coll.id, start, Bound::Unbounded, false)?;
+    let mut asm = DocAssembler::new();
+    let mut current_root: Option<Vec<u8>> = None;
+    for kv in iter {
+        let (k, v) = kv?;
+        if doc::is_root(&v) {
+            let starting = k.to_vec();
+            if let Some(done) = asm.push(&k, &v).map_err(doc_error)? {
+                match take(done, &mut out) {
+                    Take::More => {}
+                    Take::FullAfter => {
+                        out.resume = Some(starting);
+                        return Ok(out);
+                    }
+                    Take::FullBefore => {
+                        out.resume = current_root;
+                        return Ok(out);
+                    }
+                }
+            }
+            current_root = Some(starting);
+        } else {
+            asm.push(&k, &v).map_err(doc_error)?;
+        }
+    }
+    if let Some(done) = asm.finish().map_err(doc_error)?
+        && take(done, &mut out) == Take::FullBefore
+    {
+        out.resume = current_root;
+    }
+    Ok(out)
 }
 
 /// Collection names of a database as stored (for listCollections without a catalog copy).

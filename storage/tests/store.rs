@@ -484,3 +484,196 @@ fn filtered_and_reverse_scans_resume_exactly() {
         }
     }
 }
+
+mod targeted_updates {
+    use super::*;
+    use bson::{RawArrayBuf, RawBson};
+    use cairn_storage::store::id_key;
+
+    fn setup(doc: RawDocumentBuf) -> (Store, Arc<cairn_storage::catalog::CollectionMeta>, Vec<u8>) {
+        let store = Store::open(Arc::new(MemoryEngine::new()), OPTS).unwrap();
+        insert_all(&store, "db", "c", &[doc.clone()]);
+        let meta = store.collection("db", "c").unwrap();
+        let key = id_key(doc.get("_id").unwrap().unwrap()).unwrap();
+        (store, meta, key)
+    }
+
+    fn array(n: i32) -> RawArrayBuf {
+        let mut a = RawArrayBuf::new();
+        for i in 0..n {
+            a.push(i);
+        }
+        a
+    }
+
+    /// Applies `f` to the fields read, returns (reads, writes) of the transaction.
+    fn update(
+        store: &Store,
+        meta: &cairn_storage::catalog::CollectionMeta,
+        key: &[u8],
+        names: &[&str],
+        f: impl Fn(&cairn_storage::store::DocView) -> Vec<(String, Option<RawBson>)>,
+    ) -> (usize, usize) {
+        store
+            .write(Durability::Buffered, |tx| {
+                let view = tx.read_fields(meta, key, names)?.unwrap();
+                let changes = f(&view);
+                let before = tx.writes();
+                let reads = tx.reads();
+                tx.write_fields(meta, &view, &changes)?;
+                Ok((reads, tx.writes() - before))
+            })
+            .unwrap()
+    }
+
+    fn check(
+        store: &Store,
+        meta: &cairn_storage::catalog::CollectionMeta,
+        expected: &RawDocumentBuf,
+    ) {
+        let got = store
+            .read()
+            .unwrap()
+            .get(meta, expected.get("_id").unwrap().unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            got.as_bytes(),
+            expected.as_bytes(),
+            "{got:?} vs {expected:?}"
+        );
+        assert_eq!(
+            store.stats(meta).unwrap().size,
+            expected.as_bytes().len() as i64
+        );
+    }
+
+    #[test]
+    fn inc_rewrites_one_leaf() {
+        let (store, meta, key) = setup(rawdoc! {"_id": 1, "a": 5, "big": array(500), "z": "s"});
+        let (reads, writes) = update(&store, &meta, &key, &["a"], |v| {
+            let a = v.field("a").unwrap().value.as_i32().unwrap();
+            vec![("a".into(), Some(RawBson::Int32(a + 1)))]
+        });
+        assert_eq!(
+            writes, 1,
+            "only the leaf (same size, root header unchanged)"
+        );
+        assert!(reads <= 2, "root header and the field: {reads}");
+        check(
+            &store,
+            &meta,
+            &rawdoc! {"_id": 1, "a": 6, "big": array(500), "z": "s"},
+        );
+        // a type change that grows the document rewrites the leaf and the root header
+        let (_, writes) = update(&store, &meta, &key, &["a"], |_| {
+            vec![("a".into(), Some(RawBson::Int64(7)))]
+        });
+        assert_eq!(writes, 2);
+        check(
+            &store,
+            &meta,
+            &rawdoc! {"_id": 1, "a": 7_i64, "big": array(500), "z": "s"},
+        );
+    }
+
+    #[test]
+    fn appending_to_a_large_array_writes_constant_keys() {
+        let (store, meta, key) = setup(rawdoc! {"_id": 1, "tags": array(1000)});
+        let (reads, writes) = update(&store, &meta, &key, &["tags"], |v| {
+            let RawBson::Array(a) = &v.field("tags").unwrap().value else {
+                panic!()
+            };
+            let mut a = a.clone();
+            a.push(1000);
+            vec![("tags".into(), Some(RawBson::Array(a)))]
+        });
+        assert_eq!(writes, 3, "new element + array header + root header");
+        assert!(reads >= 1001, "the array's key range was read: {reads}");
+        check(&store, &meta, &rawdoc! {"_id": 1, "tags": array(1001)});
+    }
+
+    #[test]
+    fn removing_from_an_array_rewrites_only_the_shifted_tail() {
+        let (store, meta, key) = setup(rawdoc! {"_id": 1, "v": array(100)});
+        // remove element 90: elements 91..99 shift down, the last key goes
+        let (_, writes) = update(&store, &meta, &key, &["v"], |_| {
+            let mut a = RawArrayBuf::new();
+            for i in (0..100).filter(|i| *i != 90) {
+                a.push(i);
+            }
+            vec![("v".into(), Some(RawBson::Array(a)))]
+        });
+        // 9 shifted elements + 1 deleted key + array header + root header
+        assert_eq!(writes, 12);
+        let mut expected = RawArrayBuf::new();
+        for i in (0..100).filter(|i| *i != 90) {
+            expected.push(i);
+        }
+        check(&store, &meta, &rawdoc! {"_id": 1, "v": expected});
+    }
+
+    #[test]
+    fn new_fields_append_and_removed_fields_disappear() {
+        let (store, meta, key) = setup(rawdoc! {"_id": 1, "b": 1, "a": {"x": [1, {"y": 2}]}});
+        update(&store, &meta, &key, &["a", "new2", "new1"], |_| {
+            vec![
+                ("new2".into(), Some(RawBson::String("second".into()))),
+                ("new1".into(), Some(RawBson::Document(rawdoc! {"k": 1}))),
+                ("a".into(), None),
+            ]
+        });
+        check(
+            &store,
+            &meta,
+            &rawdoc! {"_id": 1, "b": 1, "new2": "second", "new1": {"k": 1}},
+        );
+        // re-adding a removed field puts it last
+        update(&store, &meta, &key, &["a"], |_| {
+            vec![("a".into(), Some(RawBson::Int32(0)))]
+        });
+        check(
+            &store,
+            &meta,
+            &rawdoc! {"_id": 1, "b": 1, "new2": "second", "new1": {"k": 1}, "a": 0},
+        );
+    }
+
+    #[test]
+    fn replace_writes_only_differences() {
+        let (store, meta, key) = setup(rawdoc! {"_id": 1, "a": 1, "b": array(50), "c": "x"});
+        let new = rawdoc! {"_id": 1, "a": 1, "b": array(50), "c": "y"};
+        let writes = store
+            .write(Durability::Buffered, |tx| {
+                let before = tx.writes();
+                assert!(tx.replace(&meta, &key, &new)?);
+                Ok(tx.writes() - before)
+            })
+            .unwrap();
+        assert_eq!(writes, 1);
+        check(&store, &meta, &new);
+        let smaller = rawdoc! {"_id": 1, "z": true};
+        store
+            .write(Durability::Buffered, |tx| tx.replace(&meta, &key, &smaller))
+            .unwrap();
+        check(&store, &meta, &smaller);
+    }
+
+    #[test]
+    fn growing_past_16_mib_is_refused() {
+        let (store, meta, key) = setup(rawdoc! {"_id": 1, "s": "x".repeat(9 * 1024 * 1024)});
+        let r = store.write(Durability::Buffered, |tx| {
+            let view = tx.read_fields(&meta, &key, &["t"])?.unwrap();
+            tx.write_fields(
+                &meta,
+                &view,
+                &[(
+                    "t".into(),
+                    Some(RawBson::String("y".repeat(9 * 1024 * 1024))),
+                )],
+            )
+        });
+        assert!(matches!(r, Err(StorageError::DocumentTooLarge { .. })));
+        assert_eq!(store.stats(&meta).unwrap().count, 1);
+    }
+}
