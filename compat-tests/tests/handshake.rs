@@ -165,7 +165,7 @@ async fn ping_and_strict_fields() {
 async fn unknown_commands_and_case_sensitivity() {
     let s = TestServer::start();
     let c = s.client().await;
-    for name in ["nosuch", "PING", "Hello", "find"] {
+    for name in ["nosuch", "PING", "Hello", "Find", "fInd"] {
         assert_eq!(
             run_err(&c, "test", doc! {name: 1}).await,
             (59, "CommandNotFound".into()),

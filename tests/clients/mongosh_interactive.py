@@ -2,9 +2,11 @@
 
     python mongosh_interactive.py /path/to/mongosh mongodb://127.0.0.1:PORT/
 
-Waits for the prompt, types `db.version()`, expects 7.0.0 and a new prompt, types `exit`, and
-expects mongosh to end with status 0. The prompt must show that mongosh sees a mongos
-(`[direct: mongos] test>`). Exits 1 with the transcript on any mismatch or timeout.
+Waits for the prompt, types `db.version()` and expects 7.0.0; then `use cairn_pty`, inserts a
+document, finds it by `_id`, checks `show dbs` / `show collections`, drops the database; types
+`exit` and expects mongosh to end with status 0. Every answer must be followed by a new prompt.
+The prompt must show that mongosh sees a mongos (`[direct: mongos] test>`). Exits 1 with the
+transcript on any mismatch or timeout.
 """
 
 from __future__ import annotations
@@ -83,9 +85,27 @@ if m.group(2) != "mongos":
 prompt = m.group(0).strip()
 mark = len(clean(transcript))
 
-type_line("db.version()")
-read_until(re.compile(r"db\.version\(\)\n(.*\n)*?7\.0\.0\n(.*\n)*?.*> $"), mark, "7.0.0 and the next prompt")
-mark = len(clean(transcript))
+def step(line: str, answer: str, what: str) -> None:
+    """Types `line`; expects a line starting with `answer` (a regex) after the echo, then a prompt.
+
+    The echo itself is not matched: mongosh redraws the input line as it highlights and
+    autocompletes, so the cleaned echo can hold repeated fragments. The answer must start on a
+    line of its own after the echo line."""
+    global mark
+    type_line(line)
+    read_until(re.compile(r"\n(.*\n)*?" + answer + r"\n(.*\n)*?.*> $"), mark, f"{what} and the next prompt")
+    mark = len(clean(transcript))
+
+
+step("db.version()", r"7\.0\.0", "7.0.0")
+step("use cairn_pty", r"switched to db cairn_pty", "'switched to db cairn_pty'")
+step("db.things.insertOne({_id: 42, word: 'hello pty', n: NumberLong('7')})",
+     r"\{ acknowledged: true, insertedId: 42 \}", "an insertOne result with insertedId: 42")
+step("db.things.findOne({_id: 42})", r"\{ _id: 42, word: 'hello pty', n: Long\('7'\) \}",
+     "the inserted document")
+step("show collections", r"things\s*", "the collection in 'show collections'")
+step("show dbs", r"cairn_pty\s.*", "the database in 'show dbs'")
+step("db.dropDatabase()", r"\{ ok: 1, dropped: 'cairn_pty' \}", "dropDatabase's reply")
 
 type_line("exit")
 deadline = time.monotonic() + STEP_TIMEOUT
@@ -106,4 +126,5 @@ while status is None:
 code = os.waitstatus_to_exitcode(status)
 if code != 0:
     fail(f"mongosh exited with status {code}")
-print(f"prompt {prompt!r}; db.version() printed 7.0.0; exit status 0")
+print(f"prompt {prompt!r}; db.version() printed 7.0.0; inserted and found a document; "
+      "show collections/dbs; dropDatabase; exit status 0")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Real-client smoke tests: PyMongo, the Node.js driver and mongosh (scripted and interactive
-# through a pseudo-terminal) against a freshly started cairn server.
+# Real-client smoke tests: PyMongo, the Node.js driver, the Go driver and mongosh (scripted and interactive
+# through a pseudo-terminal) against a freshly started cairn server; and a PyMongo storage
+# test (storage_pymongo.py) that runs its own server and restarts it on the same data dir.
 #
 #   bash tests/clients/run.sh
 #
@@ -142,8 +143,32 @@ run_suite() {
 log "PyMongo"
 run_suite pymongo "$PY" "$HERE/smoke_pymongo.py" "$URI"
 
+# Its own server on its own data dir: it stops (SIGTERM, SIGKILL) and restarts the server
+# itself to check that documents of every BSON type survive restarts byte for byte.
+log "PyMongo storage round trip across restarts"
+run_suite storage "$PY" "$HERE/storage_pymongo.py" "$BIN" "$WORK/storage"
+
 log "Node.js driver"
 run_suite node node "$HERE/smoke_node.mjs" "$URI"
+
+# The Go driver, as Debian packages it: built offline in GOPATH mode (no module proxy).
+GO_DRIVER=/usr/share/gocode/src/go.mongodb.org/mongo-driver
+if ! command -v go >/dev/null 2>&1 || [ ! -d "$GO_DRIVER" ]; then
+    log "installing Go and the MongoDB Go driver (apt)"
+    [ "$(id -u)" = 0 ] || die "Go and golang-mongodb-mongo-driver-dev are missing and installing them needs root"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go golang-mongodb-mongo-driver-dev >"$WORK/apt-go.log" 2>&1 ||
+        { apt-get update -q >>"$WORK/apt-go.log" 2>&1 &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go golang-mongodb-mongo-driver-dev >>"$WORK/apt-go.log" 2>&1; } ||
+        die "apt-get install golang-go golang-mongodb-mongo-driver-dev failed (see $WORK/apt-go.log)"
+fi
+log "Go driver"
+if (cd "$HERE/go" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$WORK/gocache" GOFLAGS= \
+    go build -o "$WORK/smoke_go" ./smoke_go.go) >"$WORK/go-build.log" 2>&1; then
+    run_suite go "$WORK/smoke_go" "$URI"
+else
+    sed 's/^/  /' "$WORK/go-build.log"
+    bad "go: building the Go smoke test failed"
+fi
 
 # mongosh gets its own home (history, logs, config) and a global config that turns off
 # telemetry and the update check (no network beyond this machine).
@@ -182,6 +207,17 @@ expect_eval "mongosh: an unknown command throws code 59 CommandNotFound" \
     '(() => { try { db.runCommand({definitelyNotACommand: 1}); return "no error"; } catch (e) { return e.code + " " + e.codeName; } })()' \
     equals "59 CommandNotFound"
 expect_eval "mongosh: db.serverStatus().process is mongos" 'db.serverStatus().process' equals "mongos"
+# Storage through mongosh (database cairn_mongosh is used by these checks only). Canonical
+# EJSON shows the BSON types: a JS integer is stored as int32, 1.5 as a double.
+# shellcheck disable=SC2016 # the `$`s are EJSON, not shell
+expect_eval "mongosh: insertOne then findOne({_id}) round-trips types and field order" \
+    'const d = db.getSiblingDB("cairn_mongosh"); const r = d.c.insertOne({a: 1, s: "x", f: 1.5, n: NumberLong("5"), dec: NumberDecimal("1.10"), arr: [1, {b: null}]}); const f = d.c.findOne({_id: r.insertedId}); EJSON.stringify({...f, _id: f._id.equals(r.insertedId)}, {relaxed: false})' \
+    equals '{"_id":true,"a":{"$numberInt":"1"},"s":"x","f":{"$numberDouble":"1.5"},"n":{"$numberLong":"5"},"dec":{"$numberDecimal":"1.10"},"arr":[{"$numberInt":"1"},{"b":null}]}'
+expect_eval "mongosh: db.getCollectionNames()" \
+    'JSON.stringify(db.getSiblingDB("cairn_mongosh").getCollectionNames())' equals '["c"]'
+expect_eval "mongosh: db.adminCommand({listDatabases: 1}) lists cairn_mongosh" \
+    'db.adminCommand({listDatabases: 1}).databases.map((d) => d.name).includes("cairn_mongosh")' equals "true"
+expect_eval "mongosh: 'show dbs' lists cairn_mongosh" 'show dbs' contains "cairn_mongosh"
 
 if out="$(HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
     timeout 180 "$PY" "$HERE/mongosh_interactive.py" "$MONGOSH" "$URI" 2>&1)"; then

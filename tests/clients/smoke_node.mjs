@@ -13,7 +13,7 @@
 // with zlib, which the driver implements with Node's built-in zlib.
 
 import assert from 'node:assert/strict';
-import { Long, MongoClient, MongoServerError, ObjectId } from 'mongodb';
+import { Long, MongoBulkWriteError, MongoClient, MongoServerError, ObjectId } from 'mongodb';
 
 const uri = process.argv[2] ?? 'mongodb://127.0.0.1:27017/';
 const TIMEOUT_MS = 10_000;
@@ -41,6 +41,7 @@ const heartbeats = [];
 const client = new MongoClient(withOption(uri, 'compressors=zlib'), {
   serverSelectionTimeoutMS: TIMEOUT_MS,
   appName: 'cairn-smoke-node',
+  monitorCommands: true,
 });
 client.on('serverHeartbeatSucceeded', (e) => heartbeats.push(e.reply));
 const admin = client.db().admin();
@@ -115,6 +116,99 @@ await check('compressors=zlib: the server agrees to zlib', async () => {
   const s = await admin.command({ serverStatus: 1 });
   assert.equal(s.ok, 1);
   return `network.bytesIn ${s.network?.bytesIn}, physicalBytesIn ${s.network?.physicalBytesIn}`;
+});
+
+// --- storage: insertMany, find over getMore, duplicate keys, the catalog, drop ---------------
+
+const DB = 'cairn_node';
+const db = client.db(DB);
+const items = db.collection('items');
+const started = [];
+const succeeded = [];
+client.on('commandStarted', (e) => started.push(e));
+client.on('commandSucceeded', (e) => succeeded.push(e));
+const ITEMS = Array.from({ length: 7 }, (_, i) => ({ _id: i, s: `v${i}`, sq: i * i, tags: ['t', i] }));
+
+await check('insertMany 7 documents', async () => {
+  await db.dropDatabase();
+  const r = await items.insertMany(ITEMS);
+  assert.equal(r.acknowledged, true);
+  assert.equal(r.insertedCount, ITEMS.length);
+  assert.deepEqual(Object.values(r.insertedIds), ITEMS.map((d) => d._id));
+  return `insertedCount ${r.insertedCount}`;
+});
+
+await check('find with batchSize 2 iterates across getMore batches', async () => {
+  started.length = 0;
+  succeeded.length = 0;
+  const got = [];
+  for await (const d of items.find({}).batchSize(2)) got.push(d);
+  assert.deepEqual(got, ITEMS);
+  const getMores = started.filter((e) => e.commandName === 'getMore');
+  assert.ok(getMores.length >= 3, `${getMores.length} getMore commands for 7 documents in batches of 2`);
+  assert.ok(getMores.every((e) => e.command.batchSize === 2), 'getMore without batchSize 2');
+  const batches = succeeded
+    .filter((e) => e.commandName === 'find' || e.commandName === 'getMore')
+    .map((e) => (e.reply.cursor.firstBatch ?? e.reply.cursor.nextBatch).length);
+  assert.ok(batches.every((n) => n <= 2), `batch sizes ${batches}`);
+  const lastId = succeeded.at(-1).reply.cursor.id;
+  assert.equal(Number(lastId), 0, `the last batch leaves cursor id ${lastId}`);
+  const killed = started.filter((e) => e.commandName === 'killCursors').length;
+  assert.equal(killed, 0, 'an exhausted cursor was killed');
+  return `batches ${batches.join('+')}`;
+});
+
+await check('find by _id, by equality; sort _id -1 with limit', async () => {
+  assert.deepEqual(await items.findOne({ _id: 4 }), ITEMS[4]);
+  assert.equal(await items.findOne({ _id: 99 }), null);
+  assert.deepEqual(await items.find({ s: 'v3' }).toArray(), [ITEMS[3]]);
+  const top = await items.find().sort({ _id: -1 }).limit(3).toArray();
+  assert.deepEqual(top.map((d) => d._id), [6, 5, 4]);
+});
+
+await check('duplicate _id -> MongoServerError code 11000 (insertOne and ordered insertMany)', async () => {
+  await assert.rejects(items.insertOne({ _id: 3, s: 'again' }), (e) => {
+    assert.ok(e instanceof MongoServerError, `${e?.name}: ${e?.message}`);
+    assert.equal(e.code, 11000);
+    assert.deepEqual(e.keyValue, { _id: 3 });
+    assert.match(e.message, /E11000 duplicate key error/);
+    return true;
+  });
+  await assert.rejects(items.insertMany([{ _id: 100 }, { _id: 2 }, { _id: 101 }]), (e) => {
+    assert.ok(e instanceof MongoBulkWriteError, `${e?.name}: ${e?.message}`);
+    assert.equal(e.code, 11000);
+    assert.equal(e.insertedCount, 1);
+    assert.equal(e.writeErrors.length, 1);
+    assert.equal(e.writeErrors[0].index, 1);
+    assert.equal(e.writeErrors[0].code, 11000);
+    return true;
+  });
+  assert.deepEqual(await items.findOne({ _id: 100 }), { _id: 100 });
+  assert.equal(await items.findOne({ _id: 101 }), null, 'ordered insertMany went on after the error');
+  assert.deepEqual(await items.findOne({ _id: 3 }), ITEMS[3]);
+});
+
+await check('listCollections / listDatabases', async () => {
+  await db.createCollection('other');
+  const colls = await db.listCollections().toArray();
+  const names = colls.map((c) => c.name).sort();
+  assert.deepEqual(names, ['items', 'other']);
+  assert.ok(colls.every((c) => c.type === 'collection'), `types ${colls.map((c) => c.type)}`);
+  const only = await db.listCollections({}, { nameOnly: true }).toArray();
+  assert.deepEqual(only.map((c) => c.name).sort(), names);
+  const dbs = await admin.listDatabases();
+  assert.ok(dbs.databases.some((d) => d.name === DB), `${DB} not in ${dbs.databases.map((d) => d.name)}`);
+  return `collections ${names}; databases ${dbs.databases.map((d) => d.name)}`;
+});
+
+await check('drop a collection, then the database', async () => {
+  assert.equal(await items.drop(), true);
+  const names = (await db.listCollections().toArray()).map((c) => c.name);
+  assert.deepEqual(names, ['other']);
+  assert.deepEqual(await items.find().toArray(), []);
+  assert.equal(await db.dropDatabase(), true);
+  const dbs = (await admin.listDatabases()).databases.map((d) => d.name);
+  assert.ok(!dbs.includes(DB), `${DB} still listed after dropDatabase: ${dbs}`);
 });
 
 await client.close();
