@@ -261,6 +261,13 @@ check(parsed.get("net", {}).get("bindIp") in ("0.0.0.0", ["0.0.0.0"]),
       f"getCmdLineOpts: bindIp 0.0.0.0 from the image env (parsed: {parsed!r})")
 check(parsed.get("storage", {}).get("dbPath") == "/data/db",
       f"getCmdLineOpts: dbPath /data/db from the image env (parsed: {parsed!r})")
+# The non-root server can write its volume: a journaled insert, read back.
+from pymongo import WriteConcern
+coll = client.ctr.get_collection("persist", write_concern=WriteConcern(j=True))
+coll.drop()
+coll.insert_one({"_id": "kept", "n": 42, "nested": {"list": [1, 2, 3]}})
+check(coll.find_one({"_id": "kept"}) == {"_id": "kept", "n": 42, "nested": {"list": [1, 2, 3]}},
+      "pymongo: a j:true insert into /data/db reads back")
 client.close()
 sys.exit(1 if failures else 0)
 PY
@@ -281,6 +288,34 @@ if "${PODMAN[@]}" logs "$CTR" 2>&1 | grep -q '"msg":"Shutdown complete"'; then
     ok "server logged 'Shutdown complete'"
 else
     bad "no 'Shutdown complete' in the container log"
+fi
+
+# --- 8. restart on the same volume: the data is still there ----------------------------------
+"${PODMAN[@]}" start "$CTR" >/dev/null 2>>"$WORK/run.err" || bad "podman start (restart) failed"
+deadline=$((SECONDS + READY_SECS))
+ready=0
+while [ "$SECONDS" -lt "$deadline" ]; do
+    if [ "$("${PODMAN[@]}" logs "$CTR" 2>/dev/null | grep -c "\"msg\":\"Waiting for connections\"")" -ge 2 ]; then
+        ready=1
+        break
+    fi
+    sleep 0.2
+done
+if [ "$ready" = 1 ]; then
+    if "$VENV/bin/python" - "$PORT" <<'PY'; then
+import sys
+from pymongo import MongoClient
+c = MongoClient(f"mongodb://127.0.0.1:{sys.argv[1]}/", serverSelectionTimeoutMS=10000)
+doc = c.ctr.persist.find_one({"_id": "kept"})
+sys.exit(0 if doc == {"_id": "kept", "n": 42, "nested": {"list": [1, 2, 3]}} else 1)
+PY
+        ok "after a container restart the document is still in the /data/db volume"
+    else
+        bad "the document written before the restart is missing"
+    fi
+    "${PODMAN[@]}" stop -t 30 "$CTR" >/dev/null 2>&1 || bad "podman stop (after restart) failed"
+else
+    bad "the restarted container did not become ready within ${READY_SECS}s"
 fi
 
 log "done in $((SECONDS - T0))s"
