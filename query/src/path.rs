@@ -80,7 +80,11 @@ impl FieldPath {
     /// (`a.b` is a prefix of `a.b.c`, not of `a.bc`).
     pub fn is_prefix_of(&self, other: &FieldPath) -> bool {
         self.parts.len() <= other.parts.len()
-            && self.parts.iter().zip(other.parts.iter()).all(|(a, b)| a == b)
+            && self
+                .parts
+                .iter()
+                .zip(other.parts.iter())
+                .all(|(a, b)| a == b)
     }
 }
 
@@ -126,13 +130,12 @@ pub fn visit<'a, F>(doc: &'a RawDocument, path: &FieldPath, leaf: LeafArrays, mu
 where
     F: FnMut(PathValue<'a>) -> ControlFlow<()>,
 {
-    let parts: Vec<&str> = path.parts.iter().map(String::as_str).collect();
     let mut w = Walker {
         leaf,
         f: &mut f,
         depth: 0,
     };
-    w.doc(doc, &parts, None).is_break()
+    w.doc(doc, &path.parts, None).is_break()
 }
 
 /// Every value `path` reaches in `doc`, in order.
@@ -203,17 +206,26 @@ struct Walker<'f, 'a> {
 }
 
 impl<'a> Walker<'_, 'a> {
-    fn emit(&mut self, value: Option<RawBsonRef<'a>>, array_index: Option<usize>) -> ControlFlow<()> {
+    fn emit(
+        &mut self,
+        value: Option<RawBsonRef<'a>>,
+        array_index: Option<usize>,
+    ) -> ControlFlow<()> {
         (self.f)(PathValue { value, array_index })
     }
 
     /// `getFieldDottedOrArray` followed by the BEGIN state of `BSONElementIterator::more`.
     /// `outer` is the array position inherited from an enclosing traversal.
-    fn doc(&mut self, doc: &'a RawDocument, parts: &[&str], outer: Option<usize>) -> ControlFlow<()> {
+    fn doc(
+        &mut self,
+        doc: &'a RawDocument,
+        parts: &[String],
+        outer: Option<usize>,
+    ) -> ControlFlow<()> {
         let mut cur = doc;
         let mut i = 0;
         loop {
-            let Some(&name) = parts.get(i) else {
+            let Some(name) = parts.get(i) else {
                 // Only reachable for an empty path; treat as the field "".
                 return self.emit(field(cur, ""), outer);
             };
@@ -250,7 +262,7 @@ impl<'a> Walker<'_, 'a> {
     }
 
     /// An array met with `rest` (non-empty) still to resolve (the IN_ARRAY state).
-    fn array(&mut self, a: &'a RawArray, rest: &[&str], outer: Option<usize>) -> ControlFlow<()> {
+    fn array(&mut self, a: &'a RawArray, rest: &[String], outer: Option<usize>) -> ControlFlow<()> {
         if self.depth >= MAX_TRAVERSAL_DEPTH {
             return ControlFlow::Continue(());
         }
@@ -260,8 +272,13 @@ impl<'a> Walker<'_, 'a> {
         r
     }
 
-    fn array_inner(&mut self, a: &'a RawArray, rest: &[&str], outer: Option<usize>) -> ControlFlow<()> {
-        let Some((&next, after)) = rest.split_first() else {
+    fn array_inner(
+        &mut self,
+        a: &'a RawArray,
+        rest: &[String],
+        outer: Option<usize>,
+    ) -> ControlFlow<()> {
+        let Some((next, after)) = rest.split_first() else {
             return ControlFlow::Continue(());
         };
         for (idx, el) in a.into_iter().enumerate() {
@@ -299,7 +316,11 @@ mod tests {
     use super::*;
     use bson::rawdoc;
 
-    fn vals(doc: &RawDocument, path: &str, leaf: LeafArrays) -> Vec<(Option<String>, Option<usize>)> {
+    fn vals(
+        doc: &RawDocument,
+        path: &str,
+        leaf: LeafArrays,
+    ) -> Vec<(Option<String>, Option<usize>)> {
         values(doc, &FieldPath::new(path), leaf)
             .into_iter()
             .map(|v| (v.value.map(cairn_storage::display::value), v.array_index))
@@ -323,9 +344,16 @@ mod tests {
         let d = rawdoc! { "a": [1, [2]] };
         assert_eq!(
             vals(&d, "a", LeafArrays::Traverse),
-            vec![s("1", Some(0)), s("[ 2 ]", Some(1)), s("[ 1, [ 2 ] ]", None)]
+            vec![
+                s("1", Some(0)),
+                s("[ 2 ]", Some(1)),
+                s("[ 1, [ 2 ] ]", None)
+            ]
         );
-        assert_eq!(vals(&d, "a", LeafArrays::Whole), vec![s("[ 1, [ 2 ] ]", None)]);
+        assert_eq!(
+            vals(&d, "a", LeafArrays::Whole),
+            vec![s("[ 1, [ 2 ] ]", None)]
+        );
     }
 
     #[test]
@@ -333,7 +361,12 @@ mod tests {
         let d = rawdoc! { "a": [{ "b": 1 }, { "c": 1 }, 5, { "b": [7] }] };
         assert_eq!(
             vals(&d, "a.b", LeafArrays::Traverse),
-            vec![s("1", Some(0)), (None, Some(1)), s("7", Some(3)), s("[ 7 ]", Some(3))]
+            vec![
+                s("1", Some(0)),
+                (None, Some(1)),
+                s("7", Some(3)),
+                s("[ 7 ]", Some(3))
+            ]
         );
         let scalars = rawdoc! { "a": [1, 2] };
         assert!(vals(&scalars, "a.b", LeafArrays::Traverse).is_empty());
@@ -348,10 +381,127 @@ mod tests {
             vec![(None, Some(0)), (None, Some(1)), s("2", None)]
         );
         let nested = rawdoc! { "a": [[5, 6]] };
-        assert_eq!(vals(&nested, "a.0.1", LeafArrays::Traverse), vec![s("6", Some(1))]);
-        assert_eq!(vals(&nested, "a.0", LeafArrays::Traverse), vec![s("[ 5, 6 ]", Some(0))]);
+        assert_eq!(
+            vals(&nested, "a.0.1", LeafArrays::Traverse),
+            vec![s("6", Some(1))]
+        );
+        assert_eq!(
+            vals(&nested, "a.0", LeafArrays::Traverse),
+            vec![s("[ 5, 6 ]", Some(0))]
+        );
         let named = rawdoc! { "a": { "0": 3 } };
-        assert_eq!(vals(&named, "a.0", LeafArrays::Traverse), vec![s("3", None)]);
+        assert_eq!(
+            vals(&named, "a.0", LeafArrays::Traverse),
+            vec![s("3", None)]
+        );
+    }
+
+    // The cases below are MongoDB's src/mongo/db/matcher/path_test.cpp (BSONElementIterator).
+
+    #[test]
+    fn mongo_nested1() {
+        let d = rawdoc! { "a": [{ "b": 5 }, 3, {}, { "b": [9, 11] }, { "b": 7 }] };
+        assert_eq!(
+            vals(&d, "a.b", LeafArrays::Traverse),
+            vec![
+                s("5", Some(0)),
+                (None, Some(2)),
+                s("9", Some(3)),
+                s("11", Some(3)),
+                s("[ 9, 11 ]", Some(3)),
+                s("7", Some(4)),
+            ]
+        );
+        assert_eq!(
+            vals(&d, "a.b", LeafArrays::Whole),
+            vec![
+                s("5", Some(0)),
+                (None, Some(2)),
+                s("[ 9, 11 ]", Some(3)),
+                s("7", Some(4))
+            ]
+        );
+    }
+
+    #[test]
+    fn mongo_partial_matches() {
+        assert_eq!(
+            vals(&rawdoc! { "a": 4 }, "a.b", LeafArrays::Traverse),
+            vec![(None, None)]
+        );
+        assert!(vals(&rawdoc! { "a": [4] }, "a.b", LeafArrays::Traverse).is_empty());
+        assert_eq!(
+            vals(&rawdoc! { "a": { "b": [] } }, "a.b", LeafArrays::Traverse),
+            vec![s("[]", None)]
+        );
+    }
+
+    #[test]
+    fn mongo_array_index() {
+        let d1 = rawdoc! { "a": [5, 7, 3] };
+        assert_eq!(
+            vals(&d1, "a.1", LeafArrays::Traverse),
+            vec![s("7", Some(1))]
+        );
+        let d2 = rawdoc! { "a": [5, [2, 4], 3] };
+        assert_eq!(
+            vals(&d2, "a.1", LeafArrays::Traverse),
+            vec![s("[ 2, 4 ]", Some(1))]
+        );
+        let d3 = rawdoc! { "a": [5, { "1": 4 }, 3] };
+        assert_eq!(
+            vals(&d3, "a.1", LeafArrays::Traverse),
+            vec![s("4", Some(1)), s("{ 1: 4 }", None)]
+        );
+        let n1 = rawdoc! { "a": [5, { "b": 4 }, 3] };
+        assert_eq!(
+            vals(&n1, "a.1.b", LeafArrays::Traverse),
+            vec![(None, Some(1)), s("4", None)]
+        );
+        let n2 = rawdoc! { "a": [5, [{ "b": 4 }], 3] };
+        assert_eq!(
+            vals(&n2, "a.1.b", LeafArrays::Traverse),
+            vec![s("4", Some(0))]
+        );
+    }
+
+    #[test]
+    fn mongo_offsets() {
+        let d = rawdoc! { "a": [{ "b": [2, 3] }, { "b": [4, 5] }] };
+        assert_eq!(
+            vals(&d, "a.b", LeafArrays::Traverse),
+            vec![
+                s("2", Some(0)),
+                s("3", Some(0)),
+                s("[ 2, 3 ]", Some(0)),
+                s("4", Some(1)),
+                s("5", Some(1)),
+                s("[ 4, 5 ]", Some(1)),
+            ]
+        );
+        // SERVER-14886: explicit and implicit traversal at once.
+        assert_eq!(
+            vals(&d, "a.0.b", LeafArrays::Traverse),
+            vec![
+                (None, Some(0)),
+                s("2", Some(0)),
+                s("3", Some(1)),
+                s("[ 2, 3 ]", None),
+                (None, Some(1)),
+            ]
+        );
+    }
+
+    #[test]
+    fn long_array_without_matches() {
+        // SERVER-15899: {a: [{b: []}, …]} with "a.b.x" yields nothing, quickly.
+        let mut arr = bson::RawArrayBuf::new();
+        for _ in 0..100_000 {
+            arr.push(rawdoc! { "b": [] });
+        }
+        let mut d = bson::RawDocumentBuf::new();
+        d.append(bson::raw::cstr!("a"), arr);
+        assert!(vals(&d, "a.b.x", LeafArrays::Traverse).is_empty());
     }
 
     #[test]
