@@ -27,6 +27,7 @@ pub mod config;
 pub mod connection;
 pub mod cursor;
 pub mod error;
+pub mod exec;
 pub mod healthcheck;
 pub mod logging;
 pub mod server;

@@ -310,6 +310,29 @@ impl Filter {
         matches!(&self.root, Expr::And(c) if c.is_empty())
     }
 
+    /// The top-level fields the filter reads, or `None` when it needs the whole document
+    /// (`$expr`, `$where`…). A document holding only these fields (plus `_id`) matches exactly
+    /// when the whole document does, so a targeted update can read just these subtrees.
+    pub fn top_level_fields(&self) -> Option<Vec<String>> {
+        fn walk(e: &Expr, out: &mut Vec<String>) -> bool {
+            match e {
+                Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => v.iter().all(|c| walk(c, out)),
+                Expr::Not(c) => walk(c, out),
+                Expr::AlwaysTrue | Expr::AlwaysFalse => true,
+                Expr::Path(p) => {
+                    let head = p.path.head().to_string();
+                    if !out.contains(&head) {
+                        out.push(head);
+                    }
+                    true
+                }
+                Expr::Extension(_) => false,
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut out).then_some(out)
+    }
+
     /// Whether `doc` matches.
     pub fn matches(&self, doc: &RawDocument) -> bool {
         self.root.eval(doc, None)

@@ -32,8 +32,11 @@ use crate::state::ServerState;
 pub mod build_info;
 pub mod coll_stats;
 pub mod connection_status;
+pub mod count;
 pub mod create;
 pub mod db_stats;
+pub mod delete;
+pub mod distinct;
 pub mod drop;
 pub mod drop_database;
 pub mod end_sessions;
@@ -165,8 +168,11 @@ pub static REGISTRY: &[&Command] = &[
     &build_info::COMMAND,
     &coll_stats::COMMAND,
     &connection_status::COMMAND,
+    &count::COMMAND,
     &create::COMMAND,
     &db_stats::COMMAND,
+    &delete::COMMAND,
+    &distinct::COMMAND,
     &drop::COMMAND,
     &drop_database::COMMAND,
     &end_sessions::COMMAND,

@@ -1,0 +1,105 @@
+//! `count`: how many documents match. `{count: coll, query, skip, limit}` → `{n, ok}`.
+//!
+//! Without a query (or with `{}`) the answer comes from the collection's statistics, which
+//! are kept exact transactionally (MongoDB answers from metadata the same way); otherwise
+//! the matching documents are counted. `skip` applies first, then `limit` (a negative limit
+//! counts as its absolute value, as in MongoDB).
+
+use bson::{RawBsonRef, rawdoc};
+use cairn_query::filter::Filter;
+
+use super::coll_stats::append_number;
+use super::{
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_document, type_name,
+};
+use crate::blocking;
+use crate::error::{CommandError, ErrorCode};
+use crate::exec::scan_matching;
+
+/// `count`.
+pub static COMMAND: Command = Command {
+    name: "count",
+    aliases: &[],
+    help: "count objects in collection",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: true,
+    api_v1: true,
+    fields: Fields::Strict(&["query", "skip", "limit", "hint", "collation", "fields"]),
+    counter: Counter::Command,
+    kill_on_disconnect: false,
+    run,
+};
+
+fn signed(body: &bson::RawDocument, field: &str) -> Result<i64, CommandError> {
+    match body.get(field) {
+        Ok(None) | Ok(Some(RawBsonRef::Null)) => Ok(0),
+        Ok(Some(RawBsonRef::Int32(i))) => Ok(i64::from(i)),
+        Ok(Some(RawBsonRef::Int64(i))) => Ok(i),
+        Ok(Some(RawBsonRef::Double(d))) => Ok(d as i64),
+        Ok(Some(other)) => Err(CommandError::new(
+            ErrorCode::TypeMismatch,
+            format!(
+                "BSON field 'count.{field}' is the wrong type '{}', expected types '[long, int, decimal, double']",
+                type_name(&other)
+            ),
+        )),
+        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    }
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let coll = collection_arg(&inv.req)?.to_string();
+        let db = inv.req.db.to_string();
+        let query = opt_document(body, "count", "query")?;
+        let filter = match query {
+            Some(q) => Filter::parse(q)?,
+            None => Filter::parse(&rawdoc! {})?,
+        };
+        let skip = signed(body, "skip")?;
+        if skip < 0 {
+            return Err(CommandError::new(
+                ErrorCode::Location(51024),
+                format!("BSON field 'skip' value must be >= 0, actual value '{skip}'"),
+            ));
+        }
+        let limit = signed(body, "limit")?.unsigned_abs();
+        let store = inv.server.store.clone();
+        let n = blocking::run(move || {
+            let total: u64 = if filter.is_empty() {
+                match store.collection(&db, &coll) {
+                    Some(meta) => u64::try_from(store.stats(&meta)?.count).unwrap_or(0),
+                    None => 0,
+                }
+            } else {
+                let mut n = 0u64;
+                let cap = if limit == 0 {
+                    u64::MAX
+                } else {
+                    limit.saturating_add(skip as u64)
+                };
+                scan_matching(&store, &db, &coll, &filter, |_| {
+                    n += 1;
+                    Ok(n < cap)
+                })?;
+                n
+            };
+            let after_skip = total.saturating_sub(skip as u64);
+            Ok(if limit == 0 {
+                after_skip
+            } else {
+                after_skip.min(limit)
+            })
+        })
+        .await?;
+        let mut out = bson::RawDocumentBuf::new();
+        append_number(
+            &mut out,
+            bson::raw::cstr!("n"),
+            i64::try_from(n).unwrap_or(i64::MAX),
+        );
+        Ok(out.into())
+    })
+}

@@ -1,0 +1,187 @@
+//! `delete`: remove documents. `{delete: coll, deletes: [{q, limit: 0|1, collation, hint}],
+//! ordered, writeConcern}` → `{n, [writeErrors], [writeConcernError], ok}`.
+//!
+//! Each statement's filter is parsed up front (a bad filter is that statement's write
+//! error); `limit: 1` removes the first match in `_id` order, `limit: 0` every match. Each
+//! document disappears atomically (all its keys in one transaction); a multi-document delete
+//! runs as several transactions (see [`crate::exec`]). Ordered statements stop at the
+//! first error.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use bson::{RawBsonRef, RawDocument};
+use cairn_query::filter::Filter;
+
+use super::insert::write_reply;
+use super::{
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_strict_bool, type_name,
+};
+use crate::blocking;
+use crate::error::{CommandError, ErrorCode};
+use crate::exec::{Step, for_each_match};
+use crate::write_concern::WriteConcern;
+
+/// `delete`.
+pub static COMMAND: Command = Command {
+    name: "delete",
+    aliases: &[],
+    help: "delete documents",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: false,
+    api_v1: true,
+    fields: Fields::Strict(&["deletes", "ordered", "let", "bypassDocumentValidation"]),
+    counter: Counter::SelfCounted,
+    kill_on_disconnect: false,
+    run,
+};
+
+struct Statement {
+    filter: Filter,
+    limit_one: bool,
+}
+
+fn parse_statement(i: usize, d: &RawDocument) -> Result<Statement, CommandError> {
+    let mut q = None;
+    let mut limit = None;
+    for el in d.iter() {
+        let (k, v) = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match k.as_str() {
+            "q" => match v {
+                RawBsonRef::Document(f) => q = Some(f),
+                other => {
+                    return Err(CommandError::wrong_type(
+                        "delete.deletes.q",
+                        type_name(&other),
+                        "object",
+                    ));
+                }
+            },
+            "limit" => {
+                let n = match v {
+                    RawBsonRef::Int32(i) => i64::from(i),
+                    RawBsonRef::Int64(i) => i,
+                    RawBsonRef::Double(f) => f as i64,
+                    other => {
+                        return Err(CommandError::wrong_type(
+                            "delete.deletes.limit",
+                            type_name(&other),
+                            "long",
+                        ));
+                    }
+                };
+                if n != 0 && n != 1 {
+                    return Err(CommandError::new(
+                        ErrorCode::FailedToParse,
+                        format!("The limit field in delete objects must be 0 or 1. Got {n}"),
+                    ));
+                }
+                limit = Some(n == 1);
+            }
+            "collation" => {
+                if !matches!(v, RawBsonRef::Document(c) if matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple")))))
+                {
+                    return Err(CommandError::new(
+                        ErrorCode::NotImplemented,
+                        "collations other than simple are not supported by Cairn yet",
+                    ));
+                }
+            }
+            "hint" => {}
+            other => {
+                return Err(CommandError::unknown_field(
+                    &format!("delete.deletes.{i}"),
+                    other,
+                ));
+            }
+        }
+    }
+    let q = q.ok_or_else(|| CommandError::missing_field("delete.deletes.q"))?;
+    let limit_one = limit.ok_or_else(|| CommandError::missing_field("delete.deletes.limit"))?;
+    Ok(Statement {
+        filter: Filter::parse(q)?,
+        limit_one,
+    })
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let coll = collection_arg(&inv.req)?.to_string();
+        let db = inv.req.db.to_string();
+        cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
+        let ordered = opt_strict_bool(body, "delete", "ordered")?.unwrap_or(true);
+        let wc = WriteConcern::from_command(body)?;
+        let stmts = match body.get("deletes") {
+            Ok(Some(RawBsonRef::Array(a))) => a,
+            Ok(Some(other)) => {
+                return Err(CommandError::wrong_type(
+                    "delete.deletes",
+                    type_name(&other),
+                    "array",
+                ));
+            }
+            _ => return Err(CommandError::missing_field("delete.deletes")),
+        };
+        let mut parsed: Vec<Result<Statement, CommandError>> = Vec::new();
+        for (i, el) in stmts.into_iter().enumerate() {
+            let el = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            let RawBsonRef::Document(d) = el else {
+                return Err(CommandError::wrong_type(
+                    &format!("delete.deletes.{i}"),
+                    type_name(&el),
+                    "object",
+                ));
+            };
+            parsed.push(parse_statement(i, d));
+        }
+        if parsed.is_empty() || parsed.len() > super::insert::MAX_BATCH {
+            return Err(CommandError::new(
+                ErrorCode::InvalidLength,
+                format!(
+                    "Write batch sizes must be between 1 and {}. Got {} operations.",
+                    super::insert::MAX_BATCH,
+                    parsed.len()
+                ),
+            ));
+        }
+        inv.server
+            .opcounters
+            .delete
+            .fetch_add(parsed.len() as i64, Relaxed);
+        let store = inv.server.store.clone();
+        let durability = wc.durability();
+        let (n, errors) = blocking::run(move || {
+            let mut n = 0usize;
+            let mut errors = Vec::new();
+            for (i, st) in parsed.into_iter().enumerate() {
+                let r = st.and_then(|st| {
+                    for_each_match(
+                        &store,
+                        &db,
+                        &coll,
+                        &st.filter,
+                        durability,
+                        st.limit_one,
+                        |tx, meta, key, _doc| {
+                            tx.delete_by_key(meta, key)?;
+                            Ok(Step::Continue)
+                        },
+                    )
+                });
+                match r {
+                    Ok(k) => n += k,
+                    Err(e) => {
+                        errors.push((i, e));
+                        if ordered {
+                            break;
+                        }
+                    }
+                }
+            }
+            Ok((n, errors))
+        })
+        .await?;
+        Ok(write_reply(n, &errors, &wc).into())
+    })
+}

@@ -1,0 +1,106 @@
+//! `distinct`: the distinct values of a field among matching documents.
+//!
+//! `{distinct: coll, key, query}` → `{values: [...], ok}`. Values are gathered along the
+//! dotted `key` with MongoDB's path rules (arrays of documents traversed); an array value
+//! contributes its elements (one level), not itself. Duplicates are removed by MongoDB's
+//! comparison (so `1`, `NumberLong(1)` and `1.0` are one value, the first seen kept), and the
+//! values come back in BSON comparison order. More than 16 MiB of values is error 17217.
+
+use bson::{RawArrayBuf, RawBson, RawBsonRef, rawdoc};
+use cairn_query::filter::Filter;
+use cairn_query::path::{FieldPath, LeafArrays, values};
+use cairn_storage::compare::compare_values;
+
+use super::{
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_document, type_name,
+};
+use crate::blocking;
+use crate::error::{CommandError, ErrorCode};
+use crate::exec::scan_matching;
+
+/// `distinct`.
+pub static COMMAND: Command = Command {
+    name: "distinct",
+    aliases: &[],
+    help: "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: true,
+    api_v1: true,
+    fields: Fields::Strict(&["key", "query", "hint", "collation"]),
+    counter: Counter::Command,
+    kill_on_disconnect: false,
+    run,
+};
+
+fn insert_sorted(set: &mut Vec<RawBson>, v: RawBsonRef<'_>, bytes: &mut usize) {
+    match set.binary_search_by(|x| compare_values(x.as_raw_bson_ref(), v)) {
+        Ok(_) => {}
+        Err(pos) => {
+            let owned = RawBson::from(v);
+            *bytes += std::mem::size_of_val(&owned) + 16;
+            set.insert(pos, owned);
+        }
+    }
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let coll = collection_arg(&inv.req)?.to_string();
+        let db = inv.req.db.to_string();
+        let key = match body.get("key") {
+            Ok(Some(RawBsonRef::String(k))) => k.to_string(),
+            Ok(Some(other)) => {
+                return Err(CommandError::wrong_type(
+                    "distinct.key",
+                    type_name(&other),
+                    "string",
+                ));
+            }
+            _ => return Err(CommandError::missing_field("distinct.key")),
+        };
+        if key.is_empty() {
+            return Err(CommandError::bad_value(
+                "FieldPath cannot be constructed with empty string",
+            ));
+        }
+        let filter = match opt_document(body, "distinct", "query")? {
+            Some(q) => Filter::parse(q)?,
+            None => Filter::parse(&rawdoc! {})?,
+        };
+        let store = inv.server.store.clone();
+        let set = blocking::run(move || {
+            let path = FieldPath::new(&key);
+            let mut set: Vec<RawBson> = Vec::new();
+            let mut bytes = 0usize;
+            scan_matching(&store, &db, &coll, &filter, |doc| {
+                for pv in values(&doc, &path, LeafArrays::Whole) {
+                    match pv.value {
+                        Some(RawBsonRef::Array(a)) => {
+                            for el in a.into_iter().flatten() {
+                                insert_sorted(&mut set, el, &mut bytes);
+                            }
+                        }
+                        Some(v) => insert_sorted(&mut set, v, &mut bytes),
+                        None => {}
+                    }
+                }
+                Ok(bytes < 16 * 1024 * 1024)
+            })?;
+            if bytes >= 16 * 1024 * 1024 {
+                return Err(CommandError::new(
+                    ErrorCode::Location(17217),
+                    "distinct too big, 16mb cap",
+                ));
+            }
+            Ok(set)
+        })
+        .await?;
+        let mut arr = RawArrayBuf::new();
+        for v in set {
+            arr.push(v);
+        }
+        Ok(rawdoc! {"values": arr}.into())
+    })
+}
