@@ -85,6 +85,12 @@ pub struct Config {
     )]
     pub cursor_timeout_ms: u64,
 
+    /// Whether queries may spill to disk when `allowDiskUse` is not given (MongoDB's
+    /// `allowDiskUseByDefault`, true by default since 6.0).
+    #[arg(long = "allow-disk-use-by-default", env = "CAIRN_ALLOW_DISK_USE_BY_DEFAULT",
+          default_value_t = true, action = clap::ArgAction::Set)]
+    pub allow_disk_use_by_default: bool,
+
     /// Seconds to let in-flight commands finish after SIGINT/SIGTERM before closing.
     #[arg(
         long = "shutdown-timeout-secs",

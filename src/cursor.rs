@@ -22,6 +22,8 @@ use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use std::sync::Arc;
 
 use cairn_query::filter::Filter;
+use cairn_query::projection::Projection;
+use cairn_query::sort::SortedDocs;
 use cairn_storage::{ScanLimits, Store};
 
 use crate::error::{CommandError, ErrorCode};
@@ -29,11 +31,13 @@ use crate::error::{CommandError, ErrorCode};
 /// MongoDB's default `cursorTimeoutMillis`.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// Directory under the data directory where sorts spill.
+pub const SPILL_DIR: &str = "_tmp";
+
 /// Largest batch in bytes (MongoDB bounds batches by the 16 MiB document limit).
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
 
 /// Where a cursor's documents come from.
-#[derive(Debug)]
 pub enum Source {
     /// A collection scan in `_id` order (descending with `reverse`).
     Scan {
@@ -54,6 +58,55 @@ pub enum Source {
     },
     /// Precomputed documents.
     Buffered(VecDeque<RawDocumentBuf>),
+    /// The output of a sort (in memory or merged from spill files).
+    Sorted(SortedDocs),
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Scan {
+                db, coll, reverse, ..
+            } => {
+                write!(f, "Scan({db}.{coll}, reverse: {reverse})")
+            }
+            Source::Buffered(q) => write!(f, "Buffered({})", q.len()),
+            Source::Sorted(_) => write!(f, "Sorted"),
+        }
+    }
+}
+
+/// What happens to each document on its way out: the projection (which for positional
+/// `field.$` needs the filter's match details).
+#[derive(Debug)]
+pub struct Output {
+    /// The projection.
+    pub projection: Projection,
+    /// The query's filter, for positional projections.
+    pub filter: Option<Arc<Filter>>,
+}
+
+impl Output {
+    /// Applies the projection to one document.
+    pub fn apply(&self, doc: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
+        let details = if self.projection.has_positional() {
+            self.filter.as_ref().and_then(|f| f.match_details(doc))
+        } else {
+            None
+        };
+        self.projection
+            .apply(doc, details.as_ref())
+            .map_err(|e| executor_error(CommandError::from(e)))
+    }
+}
+
+/// MongoDB's prefix for errors raised while a query executes.
+pub fn executor_error(mut e: CommandError) -> CommandError {
+    e.message = format!(
+        "Executor error during find command :: caused by :: {}",
+        e.message
+    );
+    e
 }
 
 /// One open cursor.
@@ -67,6 +120,8 @@ pub struct Cursor {
     pub source: Source,
     /// Documents the cursor may still return (`limit`), if limited.
     pub remaining: Option<u64>,
+    /// Post-processing of each returned document.
+    pub output: Option<Arc<Output>>,
     /// The `lsid.id` bytes of the session that created it.
     pub lsid: Option<Vec<u8>>,
     /// Exempt from the idle timeout.
@@ -287,6 +342,25 @@ pub fn next_batch(
             let done = q.is_empty();
             (out, done)
         }
+        Source::Sorted(docs) => {
+            let mut out = Vec::new();
+            let mut bytes = 0;
+            let mut done = false;
+            while out.len() < max_docs && bytes < MAX_BATCH_BYTES / 2 {
+                match docs.next() {
+                    Some(Ok(d)) => {
+                        bytes += d.as_bytes().len();
+                        out.push(d);
+                    }
+                    Some(Err(e)) => return Err(executor_error(CommandError::from(e))),
+                    None => {
+                        done = true;
+                        break;
+                    }
+                }
+            }
+            (out, done)
+        }
         Source::Scan {
             db,
             coll,
@@ -354,6 +428,13 @@ pub fn next_batch(
     if let Some(r) = &mut cursor.remaining {
         *r = r.saturating_sub(docs.len() as u64);
     }
+    let docs = match &cursor.output {
+        Some(o) => docs
+            .iter()
+            .map(|d| o.apply(d))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => docs,
+    };
     let exhausted = exhausted || cursor.remaining == Some(0);
     Ok((docs, exhausted))
 }
@@ -369,6 +450,7 @@ mod tests {
             ns: ns.into(),
             source: Source::Buffered(VecDeque::new()),
             remaining: None,
+            output: None,
             lsid,
             no_timeout: false,
             last_used: Instant::now(),
@@ -417,6 +499,7 @@ mod tests {
             ns: "db.c".into(),
             source: Source::Buffered(VecDeque::new()),
             remaining: None,
+            output: None,
             lsid: None,
             no_timeout: true,
             last_used: Instant::now(),

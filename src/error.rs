@@ -38,6 +38,12 @@ macro_rules! error_codes {
                 }
             }
 
+            /// The named code for a number, or `Location(n)` when MongoDB gives it no name.
+            pub fn from_code(n: i32) -> ErrorCode {
+                $(if n == $code { return ErrorCode::$name; })*
+                ErrorCode::Location(n)
+            }
+
             /// The `codeName`.
             pub fn name(self) -> Cow<'static, str> {
                 match self {
@@ -73,6 +79,18 @@ error_codes! {
     DatabaseDifferCase = 13297,
     DuplicateKey = 11000,
     KeyTooLong = 17280,
+    QueryExceededMemoryLimitNoDiskUseAllowed = 292,
+    MaxTimeMSExpired = 50,
+    PathNotViable = 28,
+    ConflictingUpdateOperators = 40,
+    ImmutableField = 66,
+    NoSuchKey = 4,
+    CannotBackfillArray = 34,
+    NotSingleValueField = 54,
+    InvalidDBRef = 55,
+    EmptyFieldName = 56,
+    NotExactValueField = 111,
+    NoMatchingDocument = 47,
     CommandNotFound = 59,
     InvalidOptions = 72,
     InvalidNamespace = 73,
@@ -311,7 +329,7 @@ impl From<cairn_query::QueryError> for CommandError {
             Q::DollarPrefixedFieldName(_) => ErrorCode::DollarPrefixedFieldName,
             Q::InvalidIdField(_) => ErrorCode::InvalidIdField,
             Q::NotImplemented(_) => ErrorCode::NotImplemented,
-            Q::Location(n, _) => ErrorCode::Location(*n),
+            Q::Location(n, _) => ErrorCode::from_code(*n),
         };
         CommandError::new(code, e.to_string())
     }
@@ -337,6 +355,12 @@ mod tests {
         assert_eq!(ErrorCode::CommandNotFound.code(), 59);
         assert_eq!(ErrorCode::CommandNotFound.name(), "CommandNotFound");
         assert_eq!(ErrorCode::Location(40571).name(), "Location40571");
+        assert_eq!(
+            ErrorCode::from_code(292).name(),
+            "QueryExceededMemoryLimitNoDiskUseAllowed"
+        );
+        assert_eq!(ErrorCode::from_code(15), ErrorCode::Overflow);
+        assert_eq!(ErrorCode::from_code(40415), ErrorCode::Location(40415));
         assert_eq!(ErrorCode::WriteConflict.code(), 112);
     }
 

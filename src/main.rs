@@ -75,6 +75,13 @@ fn main() -> ExitCode {
                "cannot create the data directory");
         return ExitCode::FAILURE;
     }
+    // Sort spill files are anonymous temporaries; clear any left by a crash.
+    let spill = config.data_dir.join(cairn::cursor::SPILL_DIR);
+    let _ = std::fs::remove_dir_all(&spill);
+    if let Err(e) = std::fs::create_dir_all(&spill) {
+        error!(id = 20557, path = %spill.display(), error = %e, "cannot create the spill directory");
+        return ExitCode::FAILURE;
+    }
     let store = match open_store(&config) {
         Ok(s) => s,
         Err(e) => {

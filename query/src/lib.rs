@@ -13,7 +13,10 @@ pub mod error;
 pub mod filter;
 pub mod insert;
 pub mod path;
+pub mod projection;
 pub mod regex;
+pub mod sort;
+pub mod update;
 
 pub use cairn_storage as storage;
 pub use error::{QueryError, Result};

@@ -9,22 +9,30 @@
 //!    may follow, a cursor remembers where to resume (no snapshot is pinned).
 //!
 //! Reply: `{cursor: {firstBatch, id, ns}, ok}` (MongoDB's field order for find).
-//! Not yet supported (NotImplemented): sorts other than by `_id`, projections, collations
-//! other than simple; tailable cursors need capped collections (BadValue as in MongoDB).
+//! Ordering: no sort, `$natural` or `{_id: ±1}` is the scan order itself; any other sort
+//! collects the matching documents into a [`Sorter`] (top-k when there is a `limit`; beyond
+//! 100 MB it spills to temporary files under `<data-dir>/_tmp`, or fails with 292 when
+//! `allowDiskUse` is false — MongoDB 7.0's default `allowDiskUseByDefault` is true).
+//! `skip`/`limit` apply after ordering, the projection last.
+//! Not yet supported (NotImplemented): collations other than simple, aggregation
+//! expressions in projections; tailable cursors need capped collections (BadValue as in
+//! MongoDB).
 
 use std::sync::Arc;
 
 use std::time::Instant;
 
-use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use bson::{RawArrayBuf, RawBsonRef, RawDocument, rawdoc};
 use cairn_query::filter::Filter;
+use cairn_query::projection::Projection;
+use cairn_query::sort::{DEFAULT_MEMORY_LIMIT_BYTES, SortSpec, Sorter};
 
 use super::{
     CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_bool, opt_count,
     opt_document, opt_strict_bool, type_name,
 };
 use crate::blocking;
-use crate::cursor::{Cursor, Source, next_batch, session_of};
+use crate::cursor::{Cursor, Output, Source, executor_error, next_batch, session_of};
 use crate::error::{CommandError, ErrorCode};
 
 /// Default first batch size.
@@ -76,30 +84,28 @@ fn not_implemented(what: &str) -> CommandError {
     )
 }
 
-/// The scan direction a sort specification asks for, if it is one the scan can serve.
-fn scan_direction(sort: Option<&RawDocument>) -> Result<bool, CommandError> {
-    let Some(sort) = sort else { return Ok(false) };
-    let mut it = sort.iter();
-    let Some(first) = it.next() else {
-        return Ok(false);
+/// How the documents are ordered.
+enum Order {
+    /// `_id` order, ascending or (with `true`) descending: the scan itself.
+    Scan(bool),
+    /// Sorted by a [`SortSpec`] after the scan.
+    Sort(SortSpec),
+}
+
+/// Chooses the order: no sort, a `$natural` sort or a sort on `_id` alone is served by the
+/// scan direction; anything else needs a sort.
+fn order(sort: Option<&RawDocument>) -> Result<Order, CommandError> {
+    let Some(sort) = sort else {
+        return Ok(Order::Scan(false));
     };
-    let (k, v) = first.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-    if it.next().is_some() || !(k.as_str() == "_id" || k.as_str() == "$natural") {
-        return Err(not_implemented("sorting on fields other than _id"));
+    let spec = SortSpec::parse(sort)?;
+    if let Some(forward) = spec.natural() {
+        return Ok(Order::Scan(!forward));
     }
-    let dir = match v {
-        RawBsonRef::Int32(i) => i64::from(i),
-        RawBsonRef::Int64(i) => i,
-        RawBsonRef::Double(d) => d as i64,
-        _ => 0,
-    };
-    match dir {
-        1 => Ok(false),
-        -1 => Ok(true),
-        _ => Err(CommandError::bad_value(format!(
-            "Illegal key in $sort specification: {}: {v:?}",
-            k.as_str()
-        ))),
+    match spec.fields() {
+        [] => Ok(Order::Scan(false)),
+        [f] if f.path == "_id" => Ok(Order::Scan(!f.ascending)),
+        _ => Ok(Order::Sort(spec)),
     }
 }
 
@@ -122,9 +128,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "error processing query: tailable cursor requested on non capped collection",
             ));
         }
-        if projection.is_some_and(|p| !p.is_empty()) {
-            return Err(not_implemented("projections"));
-        }
+        let projection = match projection {
+            Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
+            _ => None,
+        };
+        let allow_disk_use = opt_strict_bool(body, "find", "allowDiskUse")?
+            .unwrap_or(inv.server.config.allow_disk_use_by_default);
         if let Some(c) = opt_document(body, "find", "collation")?
             && !matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple"))))
         {
@@ -156,11 +165,18 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 ));
             }
         }
-        let reverse = scan_direction(sort)?;
-        let filter = match filter_doc {
+        let order = order(sort)?;
+        let filter = Arc::new(match filter_doc {
             Some(f) => Filter::parse(f)?,
             None => Filter::parse(&rawdoc! {})?,
-        };
+        });
+        let output = projection.map(|p| {
+            Arc::new(Output {
+                projection: p,
+                filter: Some(filter.clone()),
+            })
+        });
+        let spill_dir = inv.server.config.data_dir.join(crate::cursor::SPILL_DIR);
         let first_max =
             batch_size.map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
         let lsid = session_of(body);
@@ -170,30 +186,69 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             let Some(meta) = store.collection(&db, &coll) else {
                 return Ok((Vec::new(), 0));
             };
-            // A point read needs no cursor.
-            if let Some(id) = filter.id_equality() {
-                let read = store.read()?;
-                let doc = read.get(&meta, id.as_raw_bson_ref())?;
-                let docs: Vec<RawDocumentBuf> = doc
-                    .into_iter()
-                    .skip(usize::try_from(skip).unwrap_or(usize::MAX))
-                    .take(limit.map_or(usize::MAX, |l| l as usize))
-                    .collect();
-                return Ok((docs, 0));
-            }
-            let mut cursor = Cursor {
-                id: 0,
-                ns: format!("{db}.{coll}"),
-                source: Source::Scan {
+            let remaining = limit.map(|l| l as u64);
+            let source = match order {
+                // A point read needs no cursor.
+                Order::Scan(_) if filter.id_equality().is_some() => {
+                    let id = filter.id_equality().unwrap_or(bson::RawBson::Null);
+                    let read = store.read()?;
+                    let doc = read.get(&meta, id.as_raw_bson_ref())?;
+                    let mut docs = Vec::new();
+                    for d in doc
+                        .into_iter()
+                        .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+                        .take(limit.map_or(usize::MAX, |l| l as usize))
+                    {
+                        docs.push(match &output {
+                            Some(o) => o.apply(&d)?,
+                            None => d,
+                        });
+                    }
+                    return Ok((docs, 0));
+                }
+                Order::Scan(reverse) => Source::Scan {
                     db: db.clone(),
                     coll: coll.clone(),
                     space: meta.id,
                     resume: None,
                     reverse,
-                    filter: (!filter.is_empty()).then(|| Arc::new(filter)),
+                    filter: (!filter.is_empty()).then(|| filter.clone()),
                     skip: skip as u64,
                 },
-                remaining: limit.map(|l| l as u64),
+                Order::Sort(spec) => {
+                    let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
+                    let mut sorter = Sorter::new(
+                        spec,
+                        top_k,
+                        DEFAULT_MEMORY_LIMIT_BYTES,
+                        allow_disk_use,
+                        Some(spill_dir),
+                    );
+                    crate::exec::scan_matching(store, &db, &coll, &filter, |doc| {
+                        sorter
+                            .push(doc)
+                            .map(|_| true)
+                            .map_err(|e| executor_error(CommandError::from(e)))
+                    })?;
+                    let mut sorted = sorter
+                        .finish()
+                        .map_err(|e| executor_error(CommandError::from(e)))?;
+                    for _ in 0..skip {
+                        match sorted.next() {
+                            Some(Ok(_)) => {}
+                            Some(Err(e)) => return Err(executor_error(CommandError::from(e))),
+                            None => break,
+                        }
+                    }
+                    Source::Sorted(sorted)
+                }
+            };
+            let mut cursor = Cursor {
+                id: 0,
+                ns: format!("{db}.{coll}"),
+                source,
+                remaining,
+                output,
                 lsid,
                 no_timeout,
                 last_used: Instant::now(),

@@ -99,6 +99,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 ns: ns.clone(),
                 source: Source::Buffered(entries),
                 remaining: None,
+                output: None,
                 lsid: session_of(body),
                 no_timeout: false,
                 last_used: Instant::now(),
