@@ -312,6 +312,17 @@ impl From<StorageError> for CommandError {
     }
 }
 
+impl cairn_storage::TxError for CommandError {
+    fn retryable(&self) -> bool {
+        // WriteConflict comes only from storage conflicts, QueryPlanKilled from a space that
+        // vanished under a concurrent drop or rename (see StorageError's mapping above).
+        matches!(
+            self.code,
+            ErrorCode::WriteConflict | ErrorCode::QueryPlanKilled
+        )
+    }
+}
+
 impl From<cairn_storage::engine::EngineError> for CommandError {
     fn from(e: cairn_storage::engine::EngineError) -> CommandError {
         CommandError::from(StorageError::from(e))

@@ -52,10 +52,10 @@ where
         &Arc<CollectionMeta>,
         &[u8],
         &RawDocument,
-    ) -> Result<Step, StorageError>,
+    ) -> Result<Step, CommandError>,
 {
     if let Some(id) = filter.id_equality() {
-        let n = store.write(durability, |tx| {
+        let n = store.write(durability, |tx| -> Result<usize, CommandError> {
             let Some(meta) = tx.collection(db, coll)? else {
                 return Ok(0);
             };
@@ -71,7 +71,7 @@ where
     let mut resume: Option<Vec<u8>> = None;
     let mut total = 0usize;
     loop {
-        let (visited, next, stop) = store.write(durability, |tx| {
+        let (visited, next, stop) = store.write(durability, |tx| -> Result<_, CommandError> {
             let Some(meta) = tx.collection(db, coll)? else {
                 return Ok((0, None, true));
             };

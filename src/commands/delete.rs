@@ -164,7 +164,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         durability,
                         st.limit_one,
                         |tx, meta, key, _doc| {
-                            tx.delete_by_key(meta, key)?;
+                            tx.delete_by_key(meta, key).map_err(CommandError::from)?;
                             Ok(Step::Continue)
                         },
                     )

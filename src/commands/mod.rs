@@ -41,6 +41,7 @@ pub mod drop;
 pub mod drop_database;
 pub mod end_sessions;
 pub mod find;
+pub mod find_and_modify;
 pub mod fsync;
 pub mod get_cmd_line_opts;
 pub mod get_log;
@@ -56,6 +57,7 @@ pub mod list_databases;
 pub mod ping;
 pub mod rename_collection;
 pub mod server_status;
+pub mod update;
 pub mod whatsmyuri;
 
 /// A parsed request as a command sees it.
@@ -177,6 +179,7 @@ pub static REGISTRY: &[&Command] = &[
     &drop_database::COMMAND,
     &end_sessions::COMMAND,
     &find::COMMAND,
+    &find_and_modify::COMMAND,
     &fsync::COMMAND,
     &get_cmd_line_opts::COMMAND,
     &get_log::COMMAND,
@@ -193,6 +196,7 @@ pub static REGISTRY: &[&Command] = &[
     &ping::COMMAND,
     &rename_collection::COMMAND,
     &server_status::COMMAND,
+    &update::COMMAND,
     &whatsmyuri::COMMAND,
 ];
 

@@ -26,4 +26,6 @@ pub mod namespace;
 pub mod store;
 
 pub use error::{Result, StorageError};
-pub use store::{Durability, ReadTxn, ScanBatch, ScanLimits, Store, StoreOptions, WriteTxn};
+pub use store::{
+    Durability, ReadTxn, ScanBatch, ScanLimits, Store, StoreOptions, TxError, WriteTxn,
+};

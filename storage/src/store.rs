@@ -44,6 +44,21 @@ pub const MAX_RETRIES: usize = 100;
 /// Deltas beyond which a collection's statistics are folded into one key.
 const FOLD_THRESHOLD: usize = 256;
 
+/// An error a write-transaction closure may fail with.
+pub trait TxError: From<StorageError> {
+    /// Whether rerunning the whole transaction may succeed: a write conflict, or a space that
+    /// vanished because its collection was dropped or renamed concurrently (the transaction
+    /// read the collection's catalog record, so it would conflict anyway; a rerun resolves
+    /// the collection again).
+    fn retryable(&self) -> bool;
+}
+
+impl TxError for StorageError {
+    fn retryable(&self) -> bool {
+        self.is_transient() || matches!(self, StorageError::Engine(EngineError::NoSuchSpace(_)))
+    }
+}
+
 /// How durable a commit must be before the write returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
@@ -428,35 +443,34 @@ impl Store {
     }
 
     /// Runs `f` in a write transaction, rerunning it on conflicts, committing, and waiting for
-    /// the requested durability.
-    pub fn write<R>(
+    /// the requested durability. `f` may fail with any error type that can carry a storage
+    /// error and say whether it is worth a rerun ([`TxError`]).
+    pub fn write<R, E: TxError>(
         &self,
         durability: Durability,
-        mut f: impl FnMut(&mut WriteTxn<'_>) -> Result<R>,
-    ) -> Result<R> {
+        mut f: impl FnMut(&mut WriteTxn<'_>) -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E> {
         let mut attempt = 0;
         loop {
             let mut t = WriteTxn {
                 store: self,
-                tx: self.engine.begin()?,
+                tx: self
+                    .engine
+                    .begin()
+                    .map_err(|e| E::from(StorageError::from(e)))?,
                 deltas: BTreeMap::new(),
             };
-            let r = f(&mut t).and_then(|v| t.commit().map(|_| v));
+            let r = f(&mut t).and_then(|v| t.commit().map(|_| v).map_err(E::from));
             match r {
                 Ok(v) => {
                     if durability == Durability::Journal || self.opts.sync_always {
-                        self.group.wait_durable(&*self.engine)?;
+                        self.group
+                            .wait_durable(&*self.engine)
+                            .map_err(|e| E::from(StorageError::from(e)))?;
                     }
                     return Ok(v);
                 }
-                // A space that vanished mid-transaction belongs to a collection dropped or
-                // renamed concurrently: this transaction read its catalog record, so it would
-                // conflict anyway. Rerun it against the current catalog.
-                Err(e)
-                    if (e.is_transient()
-                        || matches!(e, StorageError::Engine(EngineError::NoSuchSpace(_))))
-                        && attempt < MAX_RETRIES =>
-                {
+                Err(e) if e.retryable() && attempt < MAX_RETRIES => {
                     attempt += 1;
                     std::thread::sleep(Duration::from_micros(20 * attempt as u64));
                 }

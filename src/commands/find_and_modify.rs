@@ -1,0 +1,259 @@
+//! `findAndModify` (alias `findandmodify`): atomically modify or remove one document and
+//! return it.
+//!
+//! `{findAndModify: coll, query, sort, remove, update, new, fields, upsert, arrayFilters}` →
+//! `{lastErrorObject: {n, [updatedExisting], [upserted]}, value: <doc or null>, ok}`.
+//!
+//! The document is chosen and changed in the same storage transaction: with a `sort`, every
+//! matching document is read in that transaction and the first in sort order kept (O(1)
+//! memory), so a concurrent change to what was read makes the transaction rerun. `value` is
+//! the document before the change, or after it with `new: true`, projected by `fields`.
+
+use bson::raw::cstr;
+use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use cairn_query::filter::Filter;
+use cairn_query::projection::Projection;
+use cairn_query::sort::SortSpec;
+use cairn_query::update::Update;
+use cairn_storage::store::id_key;
+use cairn_storage::{ScanLimits, StorageError};
+
+use super::update::write_applied;
+use super::{
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_document, truthy,
+    type_name,
+};
+use crate::blocking;
+use crate::error::{CommandError, ErrorCode};
+use crate::write_concern::WriteConcern;
+
+/// `findAndModify`.
+pub static COMMAND: Command = Command {
+    name: "findAndModify",
+    aliases: &["findandmodify"],
+    help: "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}\n{ findAndModify: \"collection\", query: {processed:false}, remove: true, sort: {priority:-1}}\nEither update or remove is required, all other fields have default values.\nOutput is in the \"value\" field\n",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: false,
+    api_v1: true,
+    fields: Fields::Strict(&[
+        "query",
+        "sort",
+        "remove",
+        "update",
+        "new",
+        "fields",
+        "upsert",
+        "arrayFilters",
+        "bypassDocumentValidation",
+        "collation",
+        "hint",
+        "let",
+    ]),
+    counter: Counter::Command,
+    kill_on_disconnect: false,
+    run,
+};
+
+fn failed(msg: &str) -> CommandError {
+    CommandError::new(ErrorCode::FailedToParse, msg)
+}
+
+fn flag(body: &RawDocument, field: &str) -> bool {
+    matches!(body.get(field), Ok(Some(v)) if truthy(&v))
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let coll = collection_arg(&inv.req)?.to_string();
+        let db = inv.req.db.to_string();
+        cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
+        let wc = WriteConcern::from_command(body)?;
+        let remove = flag(body, "remove");
+        let new = flag(body, "new");
+        let upsert = flag(body, "upsert");
+        let update_spec = body.get("update").ok().flatten();
+        match (remove, update_spec.is_some()) {
+            (false, false) => {
+                return Err(failed("Either an update or remove=true must be specified"));
+            }
+            (true, true) => return Err(failed("Cannot specify both an update and remove=true")),
+            _ => {}
+        }
+        if remove && upsert {
+            return Err(failed("Cannot specify both upsert=true and remove=true"));
+        }
+        if remove && new {
+            return Err(failed(
+                "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
+            ));
+        }
+        let filter = match opt_document(body, "findAndModify", "query")? {
+            Some(q) => Filter::parse(q)?,
+            None => Filter::parse(&rawdoc! {})?,
+        };
+        let sort = match opt_document(body, "findAndModify", "sort")? {
+            Some(s) => Some(SortSpec::parse(s)?).filter(|s| !s.is_empty()),
+            None => None,
+        };
+        let projection = match opt_document(body, "findAndModify", "fields")? {
+            Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
+            _ => None,
+        };
+        let array_filters = match body.get("arrayFilters") {
+            Ok(Some(RawBsonRef::Array(a))) => Some(a),
+            Ok(Some(other)) => {
+                return Err(CommandError::wrong_type(
+                    "findAndModify.arrayFilters",
+                    type_name(&other),
+                    "array",
+                ));
+            }
+            _ => None,
+        };
+        if let Ok(Some(c)) = body.get("collation")
+            && !matches!(c, RawBsonRef::Document(d) if matches!(d.get("locale"), Ok(Some(RawBsonRef::String("simple")))))
+        {
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                "collations other than simple are not supported by Cairn yet",
+            ));
+        }
+        let update = match update_spec {
+            Some(u) => Some(Update::parse(u, array_filters, upsert)?),
+            None => None,
+        };
+        let server = inv.server.clone();
+        let durability = wc.durability();
+        let is_update = update.is_some();
+        let (n, updated_existing, upserted, value) = blocking::run(move || {
+            let store = &server.store;
+            let now = || (bson::DateTime::now(), server.clock.next());
+            let found = store.write(
+                durability,
+                |tx| -> Result<Option<(RawDocumentBuf, RawDocumentBuf)>, CommandError> {
+                    let Some(meta) = tx.collection(&db, &coll)? else {
+                        return Ok(None);
+                    };
+                    // Choose the document inside this transaction.
+                    let chosen: Option<RawDocumentBuf> = if let (Some(id), None) =
+                        (filter.id_equality(), &sort)
+                    {
+                        tx.get_by_key(&meta, &id_key(id.as_raw_bson_ref())?)?
+                    } else {
+                        let mut best: Option<RawDocumentBuf> = None;
+                        let mut resume: Option<Vec<u8>> = None;
+                        loop {
+                            let limits = ScanLimits {
+                                max_docs: if sort.is_some() { 1000 } else { 1 },
+                                max_bytes: usize::MAX,
+                                max_examined: usize::MAX,
+                                first_may_exceed: true,
+                            };
+                            let batch =
+                                tx.scan_where(&meta, resume.as_deref(), false, limits, &mut |d| {
+                                    filter.matches(d)
+                                })?;
+                            for d in batch.docs {
+                                best = match (best, &sort) {
+                                    (None, _) => Some(d),
+                                    (Some(b), Some(spec)) => {
+                                        let ord =
+                                            spec.try_compare(&d, &b).map_err(CommandError::from)?;
+                                        Some(if ord == std::cmp::Ordering::Less {
+                                            d
+                                        } else {
+                                            b
+                                        })
+                                    }
+                                    (Some(b), None) => Some(b),
+                                };
+                            }
+                            if sort.is_none() && best.is_some() {
+                                break;
+                            }
+                            match batch.resume {
+                                Some(r) => resume = Some(r),
+                                None => break,
+                            }
+                        }
+                        best
+                    };
+                    let Some(doc) = chosen else {
+                        return Ok(None);
+                    };
+                    let key = id_key(doc.get("_id").ok().flatten().unwrap_or(RawBsonRef::Null))?;
+                    match &update {
+                        None => {
+                            tx.delete_by_key(&meta, &key)?;
+                            Ok(Some((doc.clone(), doc)))
+                        }
+                        Some(u) => {
+                            let details = if u.is_positional() {
+                                filter.match_details(&doc)
+                            } else {
+                                None
+                            };
+                            let applied = u.apply(&doc, details.as_ref(), &now)?;
+                            if applied.modified {
+                                write_applied(tx, &meta, &key, u.kind(), &applied)?;
+                            }
+                            Ok(Some((doc, applied.doc)))
+                        }
+                    }
+                },
+            )?;
+            match found {
+                Some((before, after)) => {
+                    let value = if new { after } else { before };
+                    Ok((1, update.is_some(), None, Some(value)))
+                }
+                None if upsert => {
+                    let Some(u) = &update else {
+                        return Ok((0, false, None, None));
+                    };
+                    let doc = u.upsert_document(&filter, &now)?;
+                    let prepared =
+                        cairn_query::insert::prepare(&doc, || server.clock.next())?.into_owned();
+                    let id = prepared
+                        .get("_id")
+                        .ok()
+                        .flatten()
+                        .map(RawBson::from)
+                        .unwrap_or(RawBson::Null);
+                    let meta = store.ensure_collection(&db, &coll)?;
+                    store.write(durability, |tx| -> Result<(), StorageError> {
+                        tx.insert(&meta, &prepared)
+                    })?;
+                    let value = if new { Some(prepared) } else { None };
+                    Ok((1, false, Some(id), value))
+                }
+                None => Ok((0, false, None, None)),
+            }
+        })
+        .await?;
+        let value = match (value, &projection) {
+            (Some(v), Some(p)) => Some(p.apply(&v, None)?),
+            (v, _) => v,
+        };
+        let mut leo = RawDocumentBuf::new();
+        leo.append(cstr!("n"), n);
+        if is_update {
+            leo.append(cstr!("updatedExisting"), updated_existing);
+        }
+        if let Some(id) = upserted {
+            leo.append(cstr!("upserted"), id);
+        }
+        let mut out = RawDocumentBuf::new();
+        out.append(cstr!("lastErrorObject"), leo);
+        match value {
+            Some(v) => out.append(cstr!("value"), v),
+            None => out.append(cstr!("value"), RawBson::Null),
+        }
+        if let Some(wce) = wc.error() {
+            out.append(cstr!("writeConcernError"), wce);
+        }
+        Ok(out.into())
+    })
+}

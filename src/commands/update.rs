@@ -1,0 +1,474 @@
+//! `update`: modify documents. `{update: coll, updates: [{q, u, upsert, multi,
+//! arrayFilters, collation, hint}], ordered, writeConcern}` →
+//! `{n, nModified, [upserted: [{index, _id}]], [writeErrors], [writeConcernError], ok}`.
+//!
+//! Each statement: the filter and update are parsed ([`Filter`], [`Update`]); then
+//! 1. a single-document statement whose filter is `{_id: v}` takes the *targeted* path: the
+//!    storage transaction reads the document's root header and only the top-level fields the
+//!    update touches ([`cairn_storage::WriteTxn::read_fields`]), applies the update to that
+//!    partial document, and writes only the nodes that changed
+//!    ([`cairn_storage::WriteTxn::write_fields`]) — `$inc` rewrites one key, `$push` the new
+//!    element and headers;
+//! 2. any other statement visits matching documents in `_id` order inside transactions
+//!    ([`crate::exec::for_each_match`]), applies the update to each whole document and writes
+//!    the changed fields the same way (replacements write the node diff);
+//! 3. when nothing matched and `upsert` is set, the document seeded from the filter's
+//!    equalities and the update is inserted (a concurrent insert of the same `_id` makes the
+//!    statement retry as an update).
+//!
+//! `n` counts matched documents (plus upserts), `nModified` only those that changed.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use bson::raw::cstr;
+use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use cairn_query::filter::Filter;
+use cairn_query::update::{Applied, Update, UpdateKind};
+use cairn_storage::catalog::CollectionMeta;
+use cairn_storage::store::id_key;
+use cairn_storage::{Durability, StorageError, Store, WriteTxn};
+
+use super::insert::write_error;
+use super::{
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_strict_bool, type_name,
+};
+use crate::blocking;
+use crate::error::{CommandError, ErrorCode};
+use crate::exec::{Step, for_each_match};
+use crate::state::ServerState;
+use crate::write_concern::WriteConcern;
+
+/// `update`.
+pub static COMMAND: Command = Command {
+    name: "update",
+    aliases: &[],
+    help: "update documents",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: false,
+    api_v1: true,
+    fields: Fields::Strict(&["updates", "ordered", "bypassDocumentValidation", "let"]),
+    counter: Counter::SelfCounted,
+    kill_on_disconnect: false,
+    run,
+};
+
+/// A parsed update statement.
+pub struct Statement {
+    /// The filter.
+    pub filter: Filter,
+    /// The update.
+    pub update: Update,
+    /// `upsert`.
+    pub upsert: bool,
+    /// `multi`.
+    pub multi: bool,
+}
+
+fn simple_collation(v: RawBsonRef<'_>) -> Result<(), CommandError> {
+    match v {
+        RawBsonRef::Document(c)
+            if matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple")))) =>
+        {
+            Ok(())
+        }
+        _ => Err(CommandError::new(
+            ErrorCode::NotImplemented,
+            "collations other than simple are not supported by Cairn yet",
+        )),
+    }
+}
+
+fn parse_statement(d: &RawDocument) -> Result<Statement, CommandError> {
+    let mut q = None;
+    let mut u = None;
+    let mut upsert = false;
+    let mut multi = false;
+    let mut array_filters: Option<&RawArray> = None;
+    for el in d.iter() {
+        let (k, v) = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match k.as_str() {
+            "q" => match v {
+                RawBsonRef::Document(f) => q = Some(f),
+                other => {
+                    return Err(CommandError::wrong_type(
+                        "update.updates.q",
+                        type_name(&other),
+                        "object",
+                    ));
+                }
+            },
+            "u" => u = Some(v),
+            "upsert" => match v {
+                RawBsonRef::Boolean(b) => upsert = b,
+                other => {
+                    return Err(CommandError::wrong_type(
+                        "update.updates.upsert",
+                        type_name(&other),
+                        "bool",
+                    ));
+                }
+            },
+            "multi" => match v {
+                RawBsonRef::Boolean(b) => multi = b,
+                other => {
+                    return Err(CommandError::wrong_type(
+                        "update.updates.multi",
+                        type_name(&other),
+                        "bool",
+                    ));
+                }
+            },
+            "arrayFilters" => match v {
+                RawBsonRef::Array(a) => array_filters = Some(a),
+                other => {
+                    return Err(CommandError::wrong_type(
+                        "update.updates.arrayFilters",
+                        type_name(&other),
+                        "array",
+                    ));
+                }
+            },
+            "collation" => simple_collation(v)?,
+            "hint" | "upsertSupplied" => {}
+            "c" => {
+                return Err(CommandError::new(
+                    ErrorCode::NotImplemented,
+                    "update constants ('c') are not supported by Cairn yet",
+                ));
+            }
+            other => return Err(CommandError::unknown_field("update.updates", other)),
+        }
+    }
+    let q = q.ok_or_else(|| CommandError::missing_field("update.updates.q"))?;
+    let u = u.ok_or_else(|| CommandError::missing_field("update.updates.u"))?;
+    let update = Update::parse(u, array_filters, upsert)?;
+    if multi && update.kind() == UpdateKind::Replacement {
+        return Err(CommandError::new(
+            ErrorCode::FailedToParse,
+            "multi update is not supported for replacement-style update",
+        ));
+    }
+    Ok(Statement {
+        filter: Filter::parse(q)?,
+        update,
+        upsert,
+        multi,
+    })
+}
+
+/// The outcome of one statement.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Matched documents.
+    pub matched: usize,
+    /// Modified documents.
+    pub modified: usize,
+    /// The `_id` of an upserted document.
+    pub upserted: Option<RawBson>,
+}
+
+/// Writes the result of applying an update to the stored document `key`: replacements as a
+/// node diff, operator updates as the changed top-level fields only.
+pub fn write_applied(
+    tx: &mut WriteTxn<'_>,
+    meta: &CollectionMeta,
+    key: &[u8],
+    kind: UpdateKind,
+    applied: &Applied,
+) -> Result<(), StorageError> {
+    if kind == UpdateKind::Replacement {
+        tx.replace(meta, key, &applied.doc)?;
+        return Ok(());
+    }
+    let names: Vec<&str> = applied
+        .changed_top_level
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let view = tx
+        .read_fields(meta, key, &names)?
+        .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?;
+    // Fields in the order the new document has them (new fields appended in that order),
+    // then the removed ones.
+    let mut changes: Vec<(String, Option<RawBson>)> = Vec::new();
+    for el in applied.doc.iter() {
+        let (k, v) = el.map_err(|e| StorageError::Corrupt(e.to_string()))?;
+        if applied.changed_top_level.iter().any(|c| c == k.as_str()) {
+            changes.push((k.as_str().to_string(), Some(RawBson::from(v))));
+        }
+    }
+    for name in &applied.changed_top_level {
+        if !changes.iter().any(|(n, _)| n == name) {
+            changes.push((name.clone(), None));
+        }
+    }
+    tx.write_fields(meta, &view, &changes)
+}
+
+/// A partial document (`_id` first, then the fields read, in their stored order) for
+/// applying an update that touches only those fields.
+fn partial_document(view: &cairn_storage::store::DocView) -> RawDocumentBuf {
+    let mut fields: Vec<&cairn_storage::store::FieldState> = view.fields.iter().collect();
+    fields.sort_by_key(|f| if f.name == "_id" { 0 } else { f.ordinal + 1 });
+    let mut d = RawDocumentBuf::new();
+    for f in fields {
+        if let Ok(k) = <&bson::raw::CStr>::try_from(f.name.as_str()) {
+            d.append(k, f.value.clone());
+        }
+    }
+    d
+}
+
+/// Runs one update statement (blocking).
+pub fn execute(
+    server: &ServerState,
+    db: &str,
+    coll: &str,
+    st: &Statement,
+    durability: Durability,
+) -> Result<Outcome, CommandError> {
+    let store: &Store = &server.store;
+    let now = || (bson::DateTime::now(), server.clock.next());
+    let mut out = Outcome::default();
+    let targeted = if st.multi {
+        None
+    } else {
+        match (
+            st.filter.id_equality(),
+            st.update.touched_top_level_fields(),
+            st.filter.top_level_fields(),
+        ) {
+            (Some(id), Some(mut fields), Some(filter_fields)) => {
+                for f in filter_fields {
+                    if !fields.contains(&f) {
+                        fields.push(f);
+                    }
+                }
+                if !fields.iter().any(|f| f == "_id") {
+                    fields.push("_id".to_string());
+                }
+                Some((id, fields))
+            }
+            _ => None,
+        }
+    };
+    if let Some((id, fields)) = targeted {
+        let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+        let r = store.write(durability, |tx| -> Result<(usize, usize), CommandError> {
+            let Some(meta) = tx.collection(db, coll)? else {
+                return Ok((0, 0));
+            };
+            let key = id_key(id.as_raw_bson_ref())?;
+            let Some(view) = tx.read_fields(&meta, &key, &names)? else {
+                return Ok((0, 0));
+            };
+            let partial = partial_document(&view);
+            let details = if st.update.is_positional() {
+                st.filter.match_details(&partial)
+            } else {
+                None
+            };
+            let applied = st
+                .update
+                .apply(&partial, details.as_ref(), &now)
+                .map_err(CommandError::from)?;
+            if applied.modified {
+                let changes = changes_of(&applied)?;
+                tx.write_fields(&meta, &view, &changes)?;
+            }
+            Ok((1, usize::from(applied.modified)))
+        });
+        let (matched, modified) = r?;
+        out.matched = matched;
+        out.modified = modified;
+    } else {
+        let kind = st.update.kind();
+        let mut modified = 0usize;
+        let matched = for_each_match(
+            store,
+            db,
+            coll,
+            &st.filter,
+            durability,
+            !st.multi,
+            |tx, meta, key, doc| {
+                let details = if st.update.is_positional() {
+                    st.filter.match_details(doc)
+                } else {
+                    None
+                };
+                let applied = st
+                    .update
+                    .apply(doc, details.as_ref(), &now)
+                    .map_err(CommandError::from)?;
+                if applied.modified {
+                    modified += 1;
+                    write_applied(tx, meta, key, kind, &applied).map_err(CommandError::from)?;
+                }
+                Ok(if st.multi { Step::Continue } else { Step::Stop })
+            },
+        )?;
+        out.matched = matched;
+        out.modified = modified;
+    }
+    if out.matched == 0 && st.upsert {
+        let doc = st.update.upsert_document(&st.filter, &now)?;
+        let prepared = cairn_query::insert::prepare(&doc, || server.clock.next())?.into_owned();
+        let id = prepared
+            .get("_id")
+            .ok()
+            .flatten()
+            .map(RawBson::from)
+            .unwrap_or(RawBson::Null);
+        let meta: Arc<CollectionMeta> = store.ensure_collection(db, coll)?;
+        match store.write(durability, |tx| -> Result<(), StorageError> {
+            tx.insert(&meta, &prepared)
+        }) {
+            Ok(()) => {
+                out.matched = 0;
+                out.upserted = Some(id);
+            }
+            Err(StorageError::DuplicateKey { .. }) if !st.multi => {
+                // Someone inserted the document meanwhile: apply the update to it instead.
+                return execute(
+                    server,
+                    db,
+                    coll,
+                    &Statement {
+                        filter: st.filter.clone(),
+                        update: st.update.clone(),
+                        upsert: false,
+                        multi: st.multi,
+                    },
+                    durability,
+                );
+            }
+            Err(e) => return Err(CommandError::from(e)),
+        }
+    }
+    Ok(out)
+}
+
+fn changes_of(applied: &Applied) -> Result<Vec<(String, Option<RawBson>)>, StorageError> {
+    let mut changes: Vec<(String, Option<RawBson>)> = Vec::new();
+    for el in applied.doc.iter() {
+        let (k, v) = el.map_err(|e| StorageError::Corrupt(e.to_string()))?;
+        if applied.changed_top_level.iter().any(|c| c == k.as_str()) {
+            changes.push((k.as_str().to_string(), Some(RawBson::from(v))));
+        }
+    }
+    for name in &applied.changed_top_level {
+        if !changes.iter().any(|(n, _)| n == name) {
+            changes.push((name.clone(), None));
+        }
+    }
+    Ok(changes)
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let coll = collection_arg(&inv.req)?.to_string();
+        let db = inv.req.db.to_string();
+        cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
+        let ordered = opt_strict_bool(body, "update", "ordered")?.unwrap_or(true);
+        let _ = opt_strict_bool(body, "update", "bypassDocumentValidation")?;
+        let wc = WriteConcern::from_command(body)?;
+        if body.get("let").ok().flatten().is_some() {
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                "let is not supported by Cairn yet",
+            ));
+        }
+        let stmts = match body.get("updates") {
+            Ok(Some(RawBsonRef::Array(a))) => a,
+            Ok(Some(other)) => {
+                return Err(CommandError::wrong_type(
+                    "update.updates",
+                    type_name(&other),
+                    "array",
+                ));
+            }
+            _ => return Err(CommandError::missing_field("update.updates")),
+        };
+        let mut parsed = Vec::new();
+        for (i, el) in stmts.into_iter().enumerate() {
+            let el = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            let RawBsonRef::Document(d) = el else {
+                return Err(CommandError::wrong_type(
+                    &format!("update.updates.{i}"),
+                    type_name(&el),
+                    "object",
+                ));
+            };
+            parsed.push(parse_statement(d));
+        }
+        if parsed.is_empty() || parsed.len() > super::insert::MAX_BATCH {
+            return Err(CommandError::new(
+                ErrorCode::InvalidLength,
+                format!(
+                    "Write batch sizes must be between 1 and {}. Got {} operations.",
+                    super::insert::MAX_BATCH,
+                    parsed.len()
+                ),
+            ));
+        }
+        inv.server
+            .opcounters
+            .update
+            .fetch_add(parsed.len() as i64, Relaxed);
+        let server = inv.server.clone();
+        let durability = wc.durability();
+        let (n, modified, upserted, errors) = blocking::run(move || {
+            let (mut n, mut modified) = (0usize, 0usize);
+            let mut upserted = Vec::new();
+            let mut errors = Vec::new();
+            for (i, st) in parsed.into_iter().enumerate() {
+                match st.and_then(|st| execute(&server, &db, &coll, &st, durability)) {
+                    Ok(o) => {
+                        n += o.matched;
+                        modified += o.modified;
+                        if let Some(id) = o.upserted {
+                            n += 1;
+                            upserted.push((i, id));
+                        }
+                    }
+                    Err(e) => {
+                        errors.push((i, e));
+                        if ordered {
+                            break;
+                        }
+                    }
+                }
+            }
+            Ok((n, modified, upserted, errors))
+        })
+        .await?;
+        let mut out = RawDocumentBuf::new();
+        out.append(cstr!("n"), i32::try_from(n).unwrap_or(i32::MAX));
+        out.append(
+            cstr!("nModified"),
+            i32::try_from(modified).unwrap_or(i32::MAX),
+        );
+        if !upserted.is_empty() {
+            let mut arr = RawArrayBuf::new();
+            for (i, id) in upserted {
+                arr.push(rawdoc! {"index": i32::try_from(i).unwrap_or(i32::MAX), "_id": id});
+            }
+            out.append(cstr!("upserted"), arr);
+        }
+        if !errors.is_empty() {
+            let mut arr = RawArrayBuf::new();
+            for (i, e) in &errors {
+                arr.push(write_error(*i, e));
+            }
+            out.append(cstr!("writeErrors"), arr);
+        }
+        if let Some(wce) = wc.error() {
+            out.append(cstr!("writeConcernError"), wce);
+        }
+        Ok(out.into())
+    })
+}
