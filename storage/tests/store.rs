@@ -26,7 +26,7 @@ fn insert_all(
 ) -> Vec<Result<(), StorageError>> {
     let meta = store.ensure_collection(db, coll).unwrap();
     store
-        .write(Durability::Buffered, |tx| {
+        .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
             Ok(docs.iter().map(|d| tx.insert(&meta, d)).collect::<Vec<_>>())
         })
         .unwrap()
@@ -279,10 +279,10 @@ fn concurrent_inserts_lose_nothing_and_duplicates_have_one_winner() {
                     for i in 0..50 {
                         let unique = rawdoc! {"_id": format!("t{t}-{i}")};
                         store
-                            .write(Durability::Buffered, |tx| tx.insert(&meta, &unique))
+                            .write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.insert(&meta, &unique) })
                             .unwrap();
                         let contested = rawdoc! {"_id": i, "by": t};
-                        match store.write(Durability::Buffered, |tx| tx.insert(&meta, &contested)) {
+                        match store.write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.insert(&meta, &contested) }) {
                             Ok(()) => won += 1,
                             Err(StorageError::DuplicateKey { .. }) => {}
                             Err(e) => panic!("{e}"),
@@ -315,7 +315,7 @@ fn writes_racing_with_drops_never_land_in_a_dropped_collection() {
                 for i in 0..300 {
                     let d = rawdoc! {"_id": i};
                     store
-                        .write(Durability::Buffered, |tx| {
+                        .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
                             let meta = match tx.collection("db", "c")? {
                                 Some(m) => m,
                                 None => return Ok(()),
@@ -351,7 +351,7 @@ fn insert_writes_one_key_per_node() {
     let meta = store.ensure_collection("db", "c").unwrap();
     let d = rawdoc! {"_id": 1, "a": 1, "b": {"c": 2}, "arr": [1, 2, 3]};
     let (writes, reads) = store
-        .write(Durability::Buffered, |tx| {
+        .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
             tx.insert(&meta, &d)?;
             Ok((tx.writes(), tx.reads()))
         })
@@ -374,7 +374,7 @@ fn durable_writes_share_fsyncs() {
                 for i in 0..20 {
                     let d = rawdoc! {"_id": t * 100 + i};
                     store
-                        .write(Durability::Journal, |tx| tx.insert(&meta, &d))
+                        .write(Durability::Journal, |tx| -> Result<_, StorageError> { tx.insert(&meta, &d) })
                         .unwrap();
                 }
             })
@@ -399,14 +399,14 @@ fn limits_are_clean_errors() {
     }
     let mut d = rawdoc! {"_id": 1};
     d.append(bson::raw::cstr!("deep"), deep);
-    match store.write(Durability::Buffered, |tx| tx.insert(&meta, &d)) {
+    match store.write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.insert(&meta, &d) }) {
         Err(StorageError::TooDeep(m)) => assert!(m.contains("180 levels"), "{m}"),
         other => panic!("{other:?}"),
     }
     // an _id too long for a key
     let d = rawdoc! {"_id": "k".repeat(70_000)};
     assert!(matches!(
-        store.write(Durability::Buffered, |tx| tx.insert(&meta, &d)),
+        store.write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.insert(&meta, &d) }),
         Err(StorageError::KeyTooLong(_))
     ));
     // nothing half-written
@@ -492,7 +492,7 @@ mod targeted_updates {
 
     fn setup(doc: RawDocumentBuf) -> (Store, Arc<cairn_storage::catalog::CollectionMeta>, Vec<u8>) {
         let store = Store::open(Arc::new(MemoryEngine::new()), OPTS).unwrap();
-        insert_all(&store, "db", "c", &[doc.clone()]);
+        insert_all(&store, "db", "c", std::slice::from_ref(&doc));
         let meta = store.collection("db", "c").unwrap();
         let key = id_key(doc.get("_id").unwrap().unwrap()).unwrap();
         (store, meta, key)
@@ -515,7 +515,7 @@ mod targeted_updates {
         f: impl Fn(&cairn_storage::store::DocView) -> Vec<(String, Option<RawBson>)>,
     ) -> (usize, usize) {
         store
-            .write(Durability::Buffered, |tx| {
+            .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
                 let view = tx.read_fields(meta, key, names)?.unwrap();
                 let changes = f(&view);
                 let before = tx.writes();
@@ -644,7 +644,7 @@ mod targeted_updates {
         let (store, meta, key) = setup(rawdoc! {"_id": 1, "a": 1, "b": array(50), "c": "x"});
         let new = rawdoc! {"_id": 1, "a": 1, "b": array(50), "c": "y"};
         let writes = store
-            .write(Durability::Buffered, |tx| {
+            .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
                 let before = tx.writes();
                 assert!(tx.replace(&meta, &key, &new)?);
                 Ok(tx.writes() - before)
@@ -654,7 +654,7 @@ mod targeted_updates {
         check(&store, &meta, &new);
         let smaller = rawdoc! {"_id": 1, "z": true};
         store
-            .write(Durability::Buffered, |tx| tx.replace(&meta, &key, &smaller))
+            .write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.replace(&meta, &key, &smaller) })
             .unwrap();
         check(&store, &meta, &smaller);
     }
@@ -662,7 +662,7 @@ mod targeted_updates {
     #[test]
     fn growing_past_16_mib_is_refused() {
         let (store, meta, key) = setup(rawdoc! {"_id": 1, "s": "x".repeat(9 * 1024 * 1024)});
-        let r = store.write(Durability::Buffered, |tx| {
+        let r = store.write(Durability::Buffered, |tx| -> Result<_, StorageError> {
             let view = tx.read_fields(&meta, &key, &["t"])?.unwrap();
             tx.write_fields(
                 &meta,
