@@ -122,6 +122,9 @@ pub struct Cursor {
     pub remaining: Option<u64>,
     /// Post-processing of each returned document.
     pub output: Option<Arc<Output>>,
+    /// What is left of the query's `maxTimeMS`, spent across batches (MongoDB's cumulative
+    /// cursor time limit).
+    pub time_budget: Option<Duration>,
     /// The `lsid.id` bytes of the session that created it.
     pub lsid: Option<Vec<u8>>,
     /// Exempt from the idle timeout.
@@ -347,6 +350,9 @@ pub fn next_batch(
             let mut bytes = 0;
             let mut done = false;
             while out.len() < max_docs && bytes < MAX_BATCH_BYTES / 2 {
+                if out.len() % 1024 == 0 {
+                    crate::deadline::check().map_err(executor_error)?;
+                }
                 match docs.next() {
                     Some(Ok(d)) => {
                         bytes += d.as_bytes().len();
@@ -384,6 +390,7 @@ pub fn next_batch(
             let mut bytes = 0usize;
             let mut exhausted = false;
             while out.len() < max_docs && bytes < MAX_BATCH_BYTES / 2 {
+                crate::deadline::check().map_err(executor_error)?;
                 let skipping = *skip > 0;
                 let limits = if skipping {
                     ScanLimits {
@@ -451,6 +458,7 @@ mod tests {
             source: Source::Buffered(VecDeque::new()),
             remaining: None,
             output: None,
+            time_budget: None,
             lsid,
             no_timeout: false,
             last_used: Instant::now(),
@@ -500,6 +508,7 @@ mod tests {
             source: Source::Buffered(VecDeque::new()),
             remaining: None,
             output: None,
+            time_budget: None,
             lsid: None,
             no_timeout: true,
             last_used: Instant::now(),

@@ -71,6 +71,7 @@ where
     let mut resume: Option<Vec<u8>> = None;
     let mut total = 0usize;
     loop {
+        crate::deadline::check()?;
         let (visited, next, stop) = store.write(durability, |tx| -> Result<_, CommandError> {
             let Some(meta) = tx.collection(db, coll)? else {
                 return Ok((0, None, true));
@@ -131,6 +132,7 @@ pub fn scan_matching(
     let read = store.read()?;
     let mut resume: Option<Vec<u8>> = None;
     loop {
+        crate::deadline::check()?;
         let limits = ScanLimits {
             max_docs: 1000,
             max_bytes: 16 * 1024 * 1024,

@@ -26,6 +26,7 @@ pub mod commands;
 pub mod config;
 pub mod connection;
 pub mod cursor;
+pub mod deadline;
 pub mod error;
 pub mod exec;
 pub mod healthcheck;

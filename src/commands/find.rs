@@ -25,7 +25,7 @@ use std::time::Instant;
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, rawdoc};
 use cairn_query::filter::Filter;
 use cairn_query::projection::Projection;
-use cairn_query::sort::{DEFAULT_MEMORY_LIMIT_BYTES, SortSpec, Sorter};
+use cairn_query::sort::{SortSpec, Sorter};
 
 use super::{
     CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_bool, opt_count,
@@ -181,6 +181,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             batch_size.map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
         let lsid = session_of(body);
         let server = inv.server.clone();
+        let deadline = crate::deadline::current();
         let (docs, id) = blocking::run(move || {
             let store = &server.store;
             let Some(meta) = store.collection(&db, &coll) else {
@@ -220,7 +221,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     let mut sorter = Sorter::new(
                         spec,
                         top_k,
-                        DEFAULT_MEMORY_LIMIT_BYTES,
+                        usize::try_from(server.config.sort_memory_limit_bytes).unwrap_or(usize::MAX),
                         allow_disk_use,
                         Some(spill_dir),
                     );
@@ -249,6 +250,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 source,
                 remaining,
                 output,
+                time_budget: None,
                 lsid,
                 no_timeout,
                 last_used: Instant::now(),
@@ -263,6 +265,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             if exhausted || single_batch {
                 return Ok((docs, 0));
             }
+            cursor.time_budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             cursor.id = server.cursors.new_id();
             let id = cursor.id;
             server.cursors.insert(cursor);

@@ -62,27 +62,42 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let batch = opt_count(body, "getMore", "batchSize")?
             .filter(|b| *b > 0)
             .map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX));
+        if body.get("maxTimeMS").ok().flatten().is_some() {
+            // Only tailable awaitData cursors take a per-getMore time limit; Cairn has none.
+            return Err(CommandError::bad_value(
+                "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+            ));
+        }
         let ns = format!("{}.{coll}", inv.req.db);
         let mut cursor = inv
             .server
             .cursors
             .check_out(id, &ns, session_of(body).as_deref())?;
         let server = inv.server.clone();
-        let result = blocking::run(move || {
+        let started = std::time::Instant::now();
+        let deadline = cursor.time_budget.map(|b| started + b);
+        let result = crate::deadline::scope(deadline, blocking::run(move || {
             let r = next_batch(&server.store, &mut cursor, batch);
+            if let Some(b) = &mut cursor.time_budget {
+                *b = b.saturating_sub(started.elapsed());
+            }
             match r {
                 Ok((docs, exhausted)) => {
                     server.cursors.check_in(cursor, exhausted);
                     Ok((docs, exhausted))
                 }
                 Err(e) => {
-                    // A failed getMore leaves the cursor open, except when its collection is gone.
-                    let dead = e.code == crate::error::ErrorCode::QueryPlanKilled;
+                    // A failed getMore leaves the cursor open, except when its collection is
+                    // gone or its time limit ran out.
+                    let dead = matches!(
+                        e.code,
+                        crate::error::ErrorCode::QueryPlanKilled | crate::error::ErrorCode::MaxTimeMSExpired
+                    );
                     server.cursors.check_in(cursor, dead);
                     Err(e)
                 }
             }
-        })
+        }))
         .await?;
         let (docs, exhausted) = result;
         let mut arr = RawArrayBuf::new();

@@ -68,6 +68,11 @@ fn log_component_verbosity(s: &ServerState) -> RawBson {
 /// The parameters, sorted by name.
 static PARAMETERS: &[Parameter] = &[
     Parameter {
+        name: "allowDiskUseByDefault",
+        settable_at_startup: true,
+        value: |s| RawBson::Boolean(s.config.allow_disk_use_by_default),
+    },
+    Parameter {
         name: "cursorTimeoutMillis",
         settable_at_startup: true,
         value: |s| RawBson::Int64(i64::try_from(s.config.cursor_timeout_ms).unwrap_or(i64::MAX)),
@@ -76,6 +81,11 @@ static PARAMETERS: &[Parameter] = &[
         name: "featureCompatibilityVersion",
         settable_at_startup: false,
         value: |_| RawBson::Document(rawdoc! {"version": "7.0"}),
+    },
+    Parameter {
+        name: "internalQueryMaxBlockingSortMemoryUsageBytes",
+        settable_at_startup: true,
+        value: |s| RawBson::Int64(i64::try_from(s.config.sort_memory_limit_bytes).unwrap_or(i64::MAX)),
     },
     Parameter {
         name: "logComponentVerbosity",

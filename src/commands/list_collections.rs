@@ -100,6 +100,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 source: Source::Buffered(entries),
                 remaining: None,
                 output: None,
+                time_budget: None,
                 lsid: session_of(body),
                 no_timeout: false,
                 last_used: Instant::now(),

@@ -549,12 +549,16 @@ pub async fn run(
         exhaust_allowed,
     };
     check_fields(cmd, &req)?;
+    let deadline = crate::deadline::parse(body)?;
     count(server, cmd);
-    (cmd.run)(Invocation {
-        server,
-        client,
-        req,
-    })
+    crate::deadline::scope(
+        deadline,
+        (cmd.run)(Invocation {
+            server,
+            client,
+            req,
+        }),
+    )
     .await
 }
 

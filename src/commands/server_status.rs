@@ -98,8 +98,23 @@ fn mem() -> RawDocumentBuf {
 /// Builds one section from the live state.
 type SectionBuilder = fn(&ServerState) -> RawDocumentBuf;
 
+/// Cairn's storage counters: committed write transactions, conflict reruns, the keys those
+/// transactions read and wrote (write amplification is visible here), and fsyncs.
+fn cairn_storage(s: &ServerState) -> RawDocumentBuf {
+    let c = &s.store.counters;
+    let n = |a: &std::sync::atomic::AtomicU64| i64::try_from(a.load(Relaxed)).unwrap_or(i64::MAX);
+    rawdoc! {
+        "commits": n(&c.commits),
+        "conflicts": n(&c.conflicts),
+        "keysRead": n(&c.keys_read),
+        "keysWritten": n(&c.keys_written),
+        "fsyncs": i64::try_from(s.store.syncs()).unwrap_or(i64::MAX),
+    }
+}
+
 /// The sections, alphabetically, with their builders.
 const SECTIONS: &[(&str, SectionBuilder)] = &[
+    ("cairnStorage", cairn_storage),
     ("connections", connections),
     ("network", network),
     ("opcounters", opcounters),

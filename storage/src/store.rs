@@ -75,8 +75,23 @@ pub struct StoreOptions {
     pub sync_always: bool,
 }
 
+/// Counters over committed write transactions (for `serverStatus` and tests).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Write transactions committed.
+    pub commits: AtomicU64,
+    /// Transactions rerun after a conflict.
+    pub conflicts: AtomicU64,
+    /// Keys read by committed write transactions.
+    pub keys_read: AtomicU64,
+    /// Keys written (put or deleted) by committed write transactions.
+    pub keys_written: AtomicU64,
+}
+
 /// The store.
 pub struct Store {
+    /// Activity counters.
+    pub counters: Counters,
     engine: Arc<dyn Engine>,
     group: GroupCommit,
     catalog: RwLock<Arc<Catalog>>,
@@ -134,6 +149,7 @@ impl Store {
     /// spaces no collection owns.
     pub fn open(engine: Arc<dyn Engine>, opts: StoreOptions) -> Result<Store> {
         let store = Store {
+            counters: Counters::default(),
             engine,
             group: GroupCommit::default(),
             catalog: RwLock::new(Arc::new(Catalog::default())),
@@ -460,7 +476,15 @@ impl Store {
                     .map_err(|e| E::from(StorageError::from(e)))?,
                 deltas: BTreeMap::new(),
             };
-            let r = f(&mut t).and_then(|v| t.commit().map(|_| v).map_err(E::from));
+            let r = f(&mut t).and_then(|v| {
+                let (reads, writes) = (t.tx.reads(), t.tx.writes());
+                t.commit().map_err(E::from)?;
+                let c = &self.counters;
+                c.commits.fetch_add(1, Ordering::Relaxed);
+                c.keys_read.fetch_add(reads as u64, Ordering::Relaxed);
+                c.keys_written.fetch_add(writes as u64, Ordering::Relaxed);
+                Ok(v)
+            });
             match r {
                 Ok(v) => {
                     if durability == Durability::Journal || self.opts.sync_always {
@@ -472,6 +496,7 @@ impl Store {
                 }
                 Err(e) if e.retryable() && attempt < MAX_RETRIES => {
                     attempt += 1;
+                    self.counters.conflicts.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(Duration::from_micros(20 * attempt as u64));
                 }
                 Err(e) => return Err(e),
