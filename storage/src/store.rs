@@ -477,8 +477,7 @@ impl Store {
                 deltas: BTreeMap::new(),
             };
             let r = f(&mut t).and_then(|v| {
-                let (reads, writes) = (t.tx.reads(), t.tx.writes());
-                t.commit().map_err(E::from)?;
+                let (reads, writes) = t.commit().map_err(E::from)?;
                 let c = &self.counters;
                 c.commits.fetch_add(1, Ordering::Relaxed);
                 c.keys_read.fetch_add(reads as u64, Ordering::Relaxed);
@@ -865,7 +864,8 @@ impl WriteTxn<'_> {
         self.tx.reads()
     }
 
-    fn commit(self) -> Result<()> {
+    /// Writes the statistics deltas and commits; returns the keys read and written in all.
+    fn commit(self) -> Result<(usize, usize)> {
         let WriteTxn {
             store,
             mut tx,
@@ -877,8 +877,9 @@ impl WriteTxn<'_> {
                 tx.put(CATALOG_SPACE, &stats_key(space, seq), &delta.encode())?;
             }
         }
+        let counts = (tx.reads(), tx.writes());
         tx.commit()?;
-        Ok(())
+        Ok(counts)
     }
 }
 

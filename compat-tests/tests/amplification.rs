@@ -1,0 +1,84 @@
+//! Updates touch only the keys of the paths they change (DESIGN §3), observed end to end
+//! through `serverStatus.cairnStorage` (keys read and written by committed write
+//! transactions): `$inc` rewrites one leaf, `$addToSet`/`$push` on a 1,000-element array
+//! write a constant number of keys, `$pullAll` rewrites only the shifted tail.
+
+use bson::{Bson, Document, doc};
+use cairn_compat_tests::TestServer;
+
+async fn counters(c: &mongodb::Client) -> (i64, i64) {
+    let st = c
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1})
+        .await
+        .unwrap();
+    let s = st.get_document("cairnStorage").unwrap();
+    (s.get_i64("keysRead").unwrap(), s.get_i64("keysWritten").unwrap())
+}
+
+/// Runs `update` against `{_id: 1}` and returns (keys read, keys written) by it.
+async fn measure(c: &mongodb::Client, update: Document) -> (i64, i64) {
+    let coll = c.database("amp").collection::<Document>("c");
+    let (r0, w0) = counters(c).await;
+    coll.update_one(doc! {"_id": 1}, update).await.unwrap();
+    let (r1, w1) = counters(c).await;
+    (r1 - r0, w1 - w0)
+}
+
+#[tokio::test]
+async fn updates_touch_only_their_keys() {
+    let s = TestServer::start();
+    let c = s.client().await;
+    let coll = c.database("amp").collection::<Document>("c");
+    let big: Vec<Bson> = (0..1000).map(Bson::Int32).collect();
+    let hundred: Vec<Bson> = (0..100).map(Bson::Int32).collect();
+    coll.insert_one(doc! {"_id": 1, "n": 5, "tags": big, "v": hundred, "other": {"x": "y"}})
+        .await
+        .unwrap();
+
+    // $inc: the leaf only (same size: no root header, no statistics delta); reads the catalog
+    // record, the root header and the field.
+    let (reads, writes) = measure(&c, doc! {"$inc": {"n": 1}}).await;
+    assert_eq!(writes, 1, "$inc wrote {writes} keys");
+    assert!(reads <= 4, "$inc read {reads} keys");
+
+    // $addToSet of a new element to a 1,000-element array: element + array header + root
+    // header + statistics delta, independent of the array's length.
+    let (reads, writes) = measure(&c, doc! {"$addToSet": {"tags": 1000}}).await;
+    assert!(writes <= 4, "$addToSet wrote {writes} keys");
+    assert!(reads >= 1001, "$addToSet reads the array's key range ({reads})");
+    // and again after the array grew: still constant
+    let (_, writes_again) = measure(&c, doc! {"$addToSet": {"tags": 1001}}).await;
+    assert_eq!(writes_again, writes);
+    // an element already present changes nothing
+    let (_, writes) = measure(&c, doc! {"$addToSet": {"tags": 5}}).await;
+    assert_eq!(writes, 0, "a no-op $addToSet writes nothing");
+    // $push with $each appends O(#new) keys
+    let (_, writes) = measure(&c, doc! {"$push": {"tags": {"$each": [2000, 2001, 2002]}}}).await;
+    assert!(writes <= 6, "$push of 3 wrote {writes} keys");
+
+    // $pullAll of element 90 of a 100-element array: the 9 shifted elements, the deleted last
+    // key, the array header, the root header and the statistics delta.
+    let (_, writes) = measure(&c, doc! {"$pullAll": {"v": [90]}}).await;
+    assert_eq!(writes, 13, "$pullAll wrote {writes} keys");
+    // removing the first element shifts everything
+    let (_, writes) = measure(&c, doc! {"$pullAll": {"v": [0]}}).await;
+    assert!(writes >= 98, "$pullAll of the head rewrote {writes} keys");
+
+    // the document is what MongoDB would hold
+    let d = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(d.get_i32("n").unwrap(), 6);
+    let tags = d.get_array("tags").unwrap();
+    assert_eq!(tags.len(), 1005);
+    assert_eq!(tags[1000], Bson::Int32(1000));
+    assert_eq!(tags[1004], Bson::Int32(2002));
+    let v = d.get_array("v").unwrap();
+    assert_eq!(v.len(), 98);
+    assert_eq!(v[0], Bson::Int32(1));
+    assert!(!v.contains(&Bson::Int32(90)));
+    assert_eq!(d.keys().collect::<Vec<_>>(), ["_id", "n", "tags", "v", "other"]);
+    // statistics still exact
+    let st = c.database("amp").run_command(doc! {"collStats": "c"}).await.unwrap();
+    let size = bson::RawDocumentBuf::try_from(&d).unwrap().as_bytes().len() as i32;
+    assert_eq!(st.get_i32("size").unwrap(), size);
+}
