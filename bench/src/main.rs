@@ -10,7 +10,11 @@
 //! `cargo run -p cairn-bench --release -- storage [--seconds S] [--clients N]`:
 //! insertMany of 100k 10-field documents and `_id` point reads (1 and N clients), next to
 //! raw fjall writing and reading the same key-value pairs.
+//!
+//! `cargo run -p cairn-bench --release -- crud [--seconds S]`: filtered collection scans,
+//! `$inc`, `$addToSet` and `$pullAll`, with the keys read and written per operation.
 
+mod crud;
 mod harness;
 mod ping;
 mod storage;
@@ -18,7 +22,7 @@ mod storage;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
-        eprintln!("usage: cairn-bench <ping|storage> [--seconds S] [--clients N]");
+        eprintln!("usage: cairn-bench <ping|storage|crud> [--seconds S] [--clients N]");
         std::process::exit(2);
     };
     let opts = if bench == "echo-server" {
@@ -34,6 +38,7 @@ fn main() {
         "ping" => rt.block_on(ping::run(&opts)),
         "echo-server" => rt.block_on(ping::echo_server_main()),
         "storage" => rt.block_on(storage::run(&opts)),
+        "crud" => rt.block_on(crud::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);
