@@ -6,6 +6,8 @@
 //! 'N'                                   → next space id, u64 big-endian
 //! 'C' db 0x00 name                      → collection record (a BSON document, below)
 //! 'S' u64be(space id) u64be(sequence)   → statistics delta: i64be count, i64be data size
+//! 'M' u64be(index space)                → multikey marker ([1])
+//! 'B' u64be(index space)                → build resume position (a document key)
 //! ```
 //! Database and collection names never contain NUL (namespace validation rejects it), so
 //! `'C' db 0x00` is an exact prefix for one database's collections and records sort by
@@ -29,13 +31,15 @@ use std::sync::Arc;
 
 use bson::raw::cstr;
 use bson::spec::BinarySubtype;
-use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::engine::{Read, SpaceId};
+use crate::index::IndexMeta;
 use crate::error::{Result, StorageError};
 
 /// Current catalog schema version.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 2 added secondary index metadata; version 1 records (only `_id_`) still load.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Key of the schema version.
 pub const VERSION_KEY: &[u8] = b"V";
@@ -61,8 +65,8 @@ pub struct CollectionMeta {
     pub options: RawDocumentBuf,
     /// Creation time.
     pub created: bson::DateTime,
-    /// Index specifications (`_id_` first).
-    pub indexes: Vec<RawDocumentBuf>,
+    /// Indexes (`_id_` first).
+    pub indexes: Vec<IndexMeta>,
 }
 
 impl CollectionMeta {
@@ -71,16 +75,21 @@ impl CollectionMeta {
         format!("{}.{}", self.db, self.name)
     }
 
-    /// The `_id_` index spec.
-    pub fn id_index_spec() -> RawDocumentBuf {
-        rawdoc! {"v": 2, "key": {"_id": 1}, "name": "_id_"}
+    /// The index with this name.
+    pub fn index(&self, name: &str) -> Option<&IndexMeta> {
+        self.indexes.iter().find(|i| i.name == name)
+    }
+
+    /// Secondary indexes (everything but `_id_`).
+    pub fn secondary_indexes(&self) -> impl Iterator<Item = &IndexMeta> {
+        self.indexes.iter().filter(|i| !i.is_id())
     }
 
     /// Encodes the record.
     pub fn to_bson(&self) -> RawDocumentBuf {
         let mut indexes = RawArrayBuf::new();
         for i in &self.indexes {
-            indexes.push(i.clone());
+            indexes.push(i.to_bson());
         }
         let mut d = RawDocumentBuf::new();
         d.append(cstr!("id"), self.id as i64);
@@ -115,7 +124,7 @@ impl CollectionMeta {
         let mut indexes = Vec::new();
         for i in d.get_array("indexes").map_err(|_| bad("indexes"))? {
             match i {
-                Ok(RawBsonRef::Document(spec)) => indexes.push(spec.to_owned()),
+                Ok(RawBsonRef::Document(spec)) => indexes.push(IndexMeta::from_bson(spec)?),
                 _ => return Err(bad("index spec")),
             }
         }
@@ -150,6 +159,26 @@ pub fn database_prefix(db: &str) -> Vec<u8> {
     k.push(COLLECTION_PREFIX);
     k.extend_from_slice(db.as_bytes());
     k.push(0);
+    k
+}
+
+/// Prefix of multikey markers: `'M' u64be(index space)` → `[1]`, written blindly by the
+/// first write that puts an array on an indexed path (the flag never goes back).
+pub const MULTIKEY_PREFIX: u8 = b'M';
+/// Prefix of index build progress: `'B' u64be(index space)` → the document key to resume at.
+pub const BUILD_PREFIX: u8 = b'B';
+
+/// Catalog key of an index's multikey marker.
+pub fn multikey_key(space: SpaceId) -> Vec<u8> {
+    let mut k = vec![MULTIKEY_PREFIX];
+    k.extend_from_slice(&space.to_be_bytes());
+    k
+}
+
+/// Catalog key of an index build's resume position.
+pub fn build_key(space: SpaceId) -> Vec<u8> {
+    let mut k = vec![BUILD_PREFIX];
+    k.extend_from_slice(&space.to_be_bytes());
     k
 }
 
@@ -232,18 +261,21 @@ pub fn read_stats(r: &dyn Read, space: SpaceId) -> Result<(Stats, u64, usize)> {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     collections: BTreeMap<(String, String), Arc<CollectionMeta>>,
+    records: BTreeMap<(String, String), Arc<Vec<u8>>>,
 }
 
 impl Catalog {
     /// Loads every collection record.
     pub fn load(r: &dyn Read) -> Result<Catalog> {
-        let mut collections = BTreeMap::new();
+        let mut c = Catalog::default();
         for kv in r.prefix(crate::engine::CATALOG_SPACE, &[COLLECTION_PREFIX])? {
             let (_, v) = kv?;
             let meta = CollectionMeta::from_bson(&v)?;
-            collections.insert((meta.db.clone(), meta.name.clone()), Arc::new(meta));
+            let k = (meta.db.clone(), meta.name.clone());
+            c.records.insert(k.clone(), Arc::new(v.to_vec()));
+            c.collections.insert(k, Arc::new(meta));
         }
-        Ok(Catalog { collections })
+        Ok(c)
     }
 
     /// The collection, if it exists.
@@ -274,18 +306,26 @@ impl Catalog {
         v
     }
 
+    /// The stored record bytes of `db.name` (what the catalog space holds).
+    pub fn record(&self, db: &str, name: &str) -> Option<&Arc<Vec<u8>>> {
+        self.records.get(&(db.to_string(), name.to_string()))
+    }
+
     /// A copy with `meta` added or replaced.
     pub fn with(&self, meta: CollectionMeta) -> Catalog {
         let mut c = self.clone();
-        c.collections
-            .insert((meta.db.clone(), meta.name.clone()), Arc::new(meta));
+        let k = (meta.db.clone(), meta.name.clone());
+        c.records.insert(k.clone(), Arc::new(meta.to_bson().into_bytes()));
+        c.collections.insert(k, Arc::new(meta));
         c
     }
 
     /// A copy without `db.name`.
     pub fn without(&self, db: &str, name: &str) -> Catalog {
         let mut c = self.clone();
-        c.collections.remove(&(db.to_string(), name.to_string()));
+        let k = (db.to_string(), name.to_string());
+        c.collections.remove(&k);
+        c.records.remove(&k);
         c
     }
 }
@@ -293,6 +333,7 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bson::rawdoc;
 
     #[test]
     fn record_round_trips() {
@@ -303,7 +344,7 @@ mod tests {
             uuid: [9; 16],
             options: rawdoc! {"capped": false},
             created: bson::DateTime::from_millis(1234),
-            indexes: vec![CollectionMeta::id_index_spec()],
+            indexes: vec![IndexMeta::id_index()],
         };
         assert_eq!(
             CollectionMeta::from_bson(m.to_bson().as_bytes()).unwrap(),

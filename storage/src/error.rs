@@ -61,6 +61,18 @@ pub enum StorageError {
     /// A document or request that is malformed.
     #[error("{0}")]
     BadValue(String),
+    /// An index conflicting with an existing one (85 IndexOptionsConflict,
+    /// 86 IndexKeySpecsConflict) or otherwise refused with a MongoDB code (67).
+    #[error("{message}")]
+    IndexConflict {
+        /// The MongoDB code.
+        code: i32,
+        /// The message.
+        message: String,
+    },
+    /// No index with that name or key pattern.
+    #[error("{0}")]
+    IndexNotFound(String),
     /// Invalid options.
     #[error("{0}")]
     InvalidOptions(String),

@@ -21,6 +21,8 @@ pub mod display;
 pub mod doc;
 pub mod engine;
 pub mod error;
+pub mod index;
+pub mod index_ops;
 pub mod keys;
 pub mod namespace;
 pub mod store;

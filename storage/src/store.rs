@@ -35,6 +35,7 @@ use crate::catalog::{
 use crate::doc::{self, DocAssembler, DocError};
 use crate::engine::group_commit::GroupCommit;
 use crate::engine::{CATALOG_SPACE, Engine, EngineError, Read, SpaceId, Tx, prefix_end};
+use crate::index::IndexKeyGen;
 use crate::error::{Result, StorageError};
 use crate::{display, keys, namespace};
 
@@ -92,10 +93,13 @@ pub struct Counters {
 pub struct Store {
     /// Activity counters.
     pub counters: Counters,
+    pub(crate) keygen: Arc<dyn IndexKeyGen>,
+    /// Index spaces known to be multikey (loaded from the catalog, set before commit).
+    pub(crate) multikey: RwLock<std::collections::HashSet<SpaceId>>,
     engine: Arc<dyn Engine>,
     group: GroupCommit,
     catalog: RwLock<Arc<Catalog>>,
-    ddl: Mutex<()>,
+    pub(crate) ddl: Mutex<()>,
     stats_seq: AtomicU64,
     opts: StoreOptions,
 }
@@ -148,8 +152,19 @@ impl Store {
     /// Opens the store on `engine`: initialises or checks the catalog, loads it, and drops
     /// spaces no collection owns.
     pub fn open(engine: Arc<dyn Engine>, opts: StoreOptions) -> Result<Store> {
+        Store::open_with(engine, opts, Arc::new(crate::index::TopLevelKeys))
+    }
+
+    /// Opens the store with the index key generator of the query layer.
+    pub fn open_with(
+        engine: Arc<dyn Engine>,
+        opts: StoreOptions,
+        keygen: Arc<dyn IndexKeyGen>,
+    ) -> Result<Store> {
         let store = Store {
             counters: Counters::default(),
+            keygen,
+            multikey: RwLock::new(std::collections::HashSet::new()),
             engine,
             group: GroupCommit::default(),
             catalog: RwLock::new(Arc::new(Catalog::default())),
@@ -183,9 +198,23 @@ impl Store {
             let (k, _) = kv?;
             max_seq = max_seq.max(k.get(9..17).and_then(be_u64).unwrap_or(0));
         }
-        drop(snap);
         store.stats_seq.store(max_seq + 1, Ordering::Relaxed);
-        let owned: std::collections::HashSet<SpaceId> = cat.all().map(|m| m.id).collect();
+        {
+            let mut mk = store.multikey.write().map_err(|_| poisoned())?;
+            for kv in snap.prefix(CATALOG_SPACE, &[crate::catalog::MULTIKEY_PREFIX])? {
+                let (k, _) = kv?;
+                if let Some(space) = k.get(1..9).and_then(be_u64) {
+                    mk.insert(space);
+                }
+            }
+        }
+        let owned: std::collections::HashSet<SpaceId> = cat
+            .all()
+            .flat_map(|m| {
+                std::iter::once(m.id).chain(m.secondary_indexes().map(|i| i.space))
+            })
+            .collect();
+        drop(snap);
         for space in store.engine.spaces() {
             if space != CATALOG_SPACE && !owned.contains(&space) {
                 store.engine.drop_space(space)?;
@@ -213,13 +242,13 @@ impl Store {
         self.catalog().get(db, name).cloned()
     }
 
-    fn swap_catalog(&self, c: Catalog) -> Result<()> {
+    pub(crate) fn swap_catalog(&self, c: Catalog) -> Result<()> {
         *self.catalog.write().map_err(|_| poisoned())? = Arc::new(c);
         Ok(())
     }
 
     /// Runs `f` in a DDL transaction with conflict retries, then makes it durable.
-    fn ddl_tx<R>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<R>) -> Result<R> {
+    pub(crate) fn ddl_tx<R>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<R>) -> Result<R> {
         let mut attempt = 0;
         loop {
             let mut tx = self.engine.begin()?;
@@ -274,7 +303,7 @@ impl Store {
             uuid: bson::Uuid::new().bytes(),
             options: options.to_owned(),
             created: bson::DateTime::now(),
-            indexes: vec![CollectionMeta::id_index_spec()],
+            indexes: vec![crate::index::IndexMeta::id_index()],
         };
         let id = self.ddl_tx(|tx| {
             let next = tx
@@ -325,6 +354,28 @@ impl Store {
         })
     }
 
+    /// Deletes a collection's statistics and its indexes' catalog keys (DDL helper).
+    fn delete_collection_keys(tx: &mut dyn Tx, meta: &CollectionMeta) -> Result<()> {
+        Self::delete_stats(tx, meta.id)?;
+        for idx in meta.secondary_indexes() {
+            tx.delete(CATALOG_SPACE, &crate::catalog::multikey_key(idx.space))?;
+            tx.delete(CATALOG_SPACE, &crate::catalog::build_key(idx.space))?;
+        }
+        Ok(())
+    }
+
+    /// Drops a collection's document space and index spaces (after its DDL committed).
+    fn drop_collection_spaces(&self, meta: &CollectionMeta) -> Result<()> {
+        for idx in meta.secondary_indexes() {
+            if let Ok(mut m) = self.multikey.write() {
+                m.remove(&idx.space);
+            }
+            self.engine.drop_space(idx.space)?;
+        }
+        self.engine.drop_space(meta.id)?;
+        Ok(())
+    }
+
     fn delete_stats(tx: &mut dyn Tx, space: SpaceId) -> Result<()> {
         let keys: Vec<Vec<u8>> = tx
             .prefix(CATALOG_SPACE, &stats_prefix(space))?
@@ -345,10 +396,10 @@ impl Store {
         };
         self.ddl_tx(|tx| {
             tx.delete(CATALOG_SPACE, &collection_key(db, name))?;
-            Self::delete_stats(tx, meta.id)
+            Self::delete_collection_keys(tx, &meta)
         })?;
         self.swap_catalog(self.catalog().without(db, name))?;
-        self.engine.drop_space(meta.id)?;
+        self.drop_collection_spaces(&meta)?;
         Ok(true)
     }
 
@@ -363,7 +414,7 @@ impl Store {
         self.ddl_tx(|tx| {
             for m in &metas {
                 tx.delete(CATALOG_SPACE, &collection_key(&m.db, &m.name))?;
-                Self::delete_stats(tx, m.id)?;
+                Self::delete_collection_keys(tx, m)?;
             }
             Ok(())
         })?;
@@ -373,7 +424,7 @@ impl Store {
         }
         self.swap_catalog(next)?;
         for m in &metas {
-            self.engine.drop_space(m.id)?;
+            self.drop_collection_spaces(m)?;
         }
         Ok(())
     }
@@ -411,7 +462,7 @@ impl Store {
         self.ddl_tx(|tx| {
             tx.delete(CATALOG_SPACE, &collection_key(from.0, from.1))?;
             if let Some(t) = &target {
-                Self::delete_stats(tx, t.id)?;
+                Self::delete_collection_keys(tx, t)?;
             }
             tx.put(
                 CATALOG_SPACE,
@@ -422,7 +473,7 @@ impl Store {
         })?;
         self.swap_catalog(cat.without(from.0, from.1).with(renamed))?;
         if let Some(t) = target {
-            self.engine.drop_space(t.id)?;
+            self.drop_collection_spaces(&t)?;
         }
         Ok(())
     }
@@ -518,9 +569,9 @@ impl Store {
 
 /// A write transaction; see [`Store::write`].
 pub struct WriteTxn<'s> {
-    store: &'s Store,
-    tx: Box<dyn Tx>,
-    deltas: BTreeMap<SpaceId, Stats>,
+    pub(crate) store: &'s Store,
+    pub(crate) tx: Box<dyn Tx>,
+    pub(crate) deltas: BTreeMap<SpaceId, Stats>,
 }
 
 impl WriteTxn<'_> {
@@ -530,11 +581,12 @@ impl WriteTxn<'_> {
         let Some(record) = self.tx.get(CATALOG_SPACE, &collection_key(db, name))? else {
             return Ok(None);
         };
-        let id = RawDocument::from_bytes(&*record)
-            .ok()
-            .and_then(|d| d.get_i64("id").ok());
-        match self.store.collection(db, name) {
-            Some(m) if Some(m.id as i64) == id => Ok(Some(m)),
+        // The in-memory catalog is used when it holds exactly this record; otherwise (a DDL
+        // committed but not yet swapped in, or the reverse) the record itself is the truth for
+        // this transaction.
+        let cat = self.store.catalog();
+        match (cat.get(db, name), cat.record(db, name)) {
+            (Some(m), Some(r)) if r.as_slice() == &*record => Ok(Some(m.clone())),
             _ => Ok(Some(Arc::new(CollectionMeta::from_bson(&record)?))),
         }
     }
@@ -566,6 +618,7 @@ impl WriteTxn<'_> {
         for (k, v) in &enc.nodes {
             self.tx.put(coll.id, k, v)?;
         }
+        self.index_document(coll, &key, None, Some(doc))?;
         self.deltas.entry(coll.id).or_default().add(Stats {
             count: 1,
             size: i64::from(enc.bson_size),
@@ -581,30 +634,7 @@ impl WriteTxn<'_> {
     /// Deletes the document with this `_id`; returns whether one existed.
     pub fn delete(&mut self, coll: &CollectionMeta, id: RawBsonRef<'_>) -> Result<bool> {
         let key = id_key(id)?;
-        let nodes: Vec<(Vec<u8>, Vec<u8>)> = self
-            .tx
-            .prefix(coll.id, &key)?
-            .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
-            .collect::<std::result::Result<_, _>>()?;
-        let Some((_, root)) = nodes.first() else {
-            return Ok(false);
-        };
-        let size = match doc::parse_value(root).map_err(doc_error)? {
-            doc::Node::Root { bson_size, .. } => i64::from(bson_size),
-            _ => {
-                return Err(StorageError::Corrupt(
-                    "document without a root header".into(),
-                ));
-            }
-        };
-        for (k, _) in &nodes {
-            self.tx.delete(coll.id, k)?;
-        }
-        self.deltas.entry(coll.id).or_default().add(Stats {
-            count: -1,
-            size: -size,
-        });
-        Ok(true)
+        self.delete_by_key(coll, &key)
     }
 
     /// The document with this key (`E(_id)`), read whole.
@@ -685,6 +715,16 @@ impl WriteTxn<'_> {
         view: &DocView,
         changes: &[(String, Option<RawBson>)],
     ) -> Result<()> {
+        // Indexes over a changed field need the whole old and new documents for their diff
+        // (compound and partial indexes read other fields too); others are untouched.
+        let changed: Vec<&str> = changes.iter().map(|(n, _)| n.as_str()).collect();
+        if self.indexes_affected(coll, &changed) {
+            let old = self
+                .get_by_key(coll, &view.key)?
+                .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?;
+            let new = apply_field_changes(&old, changes)?;
+            self.index_document(coll, &view.key, Some(&old), Some(&new))?;
+        }
         let limits = doc::Limits::default();
         let mut next_ordinal = view.next_ordinal;
         let mut size = i64::from(view.bson_size);
@@ -785,6 +825,11 @@ impl WriteTxn<'_> {
                 ));
             }
         };
+        if coll.secondary_indexes().next().is_some() {
+            let old_doc = doc::decode_document(key.len(), stored.iter().map(|(k, v)| (k, v)))
+                .map_err(doc_error)?;
+            self.index_document(coll, key, Some(&old_doc), Some(new))?;
+        }
         let enc = doc::encode_document(key, new).map_err(doc_error)?;
         let old: std::collections::HashMap<&[u8], &[u8]> = stored
             .iter()
@@ -830,6 +875,11 @@ impl WriteTxn<'_> {
                 ));
             }
         };
+        if coll.secondary_indexes().next().is_some() {
+            let old = doc::decode_document(key.len(), nodes.iter().map(|(k, v)| (k, v)))
+                .map_err(doc_error)?;
+            self.index_document(coll, key, Some(&old), None)?;
+        }
         for (k, _) in &nodes {
             self.tx.delete(coll.id, k)?;
         }
@@ -883,7 +933,11 @@ impl WriteTxn<'_> {
     }
 }
 
-fn get_document(r: &dyn Read, space: SpaceId, key: &[u8]) -> Result<Option<RawDocumentBuf>> {
+pub(crate) fn get_document(
+    r: &dyn Read,
+    space: SpaceId,
+    key: &[u8],
+) -> Result<Option<RawDocumentBuf>> {
     let nodes: Vec<(crate::engine::Bytes, crate::engine::Bytes)> =
         r.prefix(space, key)?
             .collect::<std::result::Result<_, _>>()?;
@@ -935,6 +989,33 @@ impl DocView {
     pub fn field_count(&self) -> u32 {
         self.child_count
     }
+}
+
+/// `doc` with top-level fields changed as [`WriteTxn::write_fields`] changes them: replaced in
+/// place, removed, or appended in the order given.
+pub fn apply_field_changes(
+    doc: &RawDocument,
+    changes: &[(String, Option<RawBson>)],
+) -> Result<RawDocumentBuf> {
+    let mut out = RawDocumentBuf::new();
+    for el in doc.iter() {
+        let (k, v) = el.map_err(|e| StorageError::Corrupt(e.to_string()))?;
+        match changes.iter().find(|(n, _)| n == k.as_str()) {
+            Some((_, Some(new))) => out.append(k, new.clone()),
+            Some((_, None)) => {}
+            None => out.append(k, v),
+        }
+    }
+    for (name, new) in changes {
+        if let Some(v) = new
+            && doc.get(name).ok().flatten().is_none()
+        {
+            let k = <&bson::raw::CStr>::try_from(name.as_str())
+                .map_err(|e| StorageError::BadValue(e.to_string()))?;
+            out.append(k, v.clone());
+        }
+    }
+    Ok(out)
 }
 
 /// Bytes a field takes in its document: type byte, name, NUL, value.

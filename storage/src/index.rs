@@ -1,0 +1,245 @@
+//! Secondary indexes: metadata, entry layout, and the key-generation seam.
+//!
+//! Each secondary index has its own space. An entry's key is
+//! ```text
+//! K1 K2 … Kn E(_id)
+//! ```
+//! where `Ki` is `E(vi)` (see [`crate::keys`]) for an ascending component and its
+//! byte-inverted form for a descending one, so a byte-order scan of the space walks the index
+//! in key-pattern order; `E(_id)` makes entries unique and tells which document they point
+//! to. The value holds the entry's original values as a BSON document `{"0": v1, …}` so a
+//! covered query can return them with their types (the key has lost `1` vs `1.0`). The
+//! `_id_` index is the document space itself (documents are keyed by `E(_id)`), so it has no
+//! space of its own.
+//!
+//! Which keys a document produces (dotted paths through arrays, one entry per array element,
+//! the product for compound indexes, null for missing fields, sparse and partial indexes,
+//! hashed components) is MongoDB query semantics, so the query layer computes them through
+//! the [`IndexKeyGen`] trait the store is given at open. Invariants: entries are written and
+//! removed in the same transaction as their document; an index in state
+//! [`IndexState::Building`] is maintained by writers but not used to answer queries until
+//! its build completes.
+
+use bson::raw::cstr;
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+
+use crate::engine::SpaceId;
+use crate::error::{Result, StorageError};
+
+/// The state of an index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexState {
+    /// Complete: maintained and usable by queries.
+    Ready,
+    /// Being built from the existing documents: maintained by writers, not yet usable.
+    Building,
+}
+
+/// One index of a collection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexMeta {
+    /// Its name.
+    pub name: String,
+    /// The specification as `listIndexes` reports it (`{v, key, name, …options}`).
+    pub spec: RawDocumentBuf,
+    /// Its space (0 for `_id_`, which is the document space).
+    pub space: SpaceId,
+    /// Ready or building.
+    pub state: IndexState,
+    /// Whether some document produced more than one entry (an array on an indexed path).
+    pub multikey: bool,
+}
+
+impl IndexMeta {
+    /// The `_id_` index.
+    pub fn id_index() -> IndexMeta {
+        IndexMeta {
+            name: "_id_".into(),
+            spec: rawdoc! {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+            space: 0,
+            state: IndexState::Ready,
+            multikey: false,
+        }
+    }
+
+    /// True for `_id_`.
+    pub fn is_id(&self) -> bool {
+        self.name == "_id_"
+    }
+
+    /// The key pattern (`{a: 1, b: -1}`); every stored spec has one.
+    pub fn key_pattern(&self) -> Option<&RawDocument> {
+        self.spec.get_document("key").ok()
+    }
+
+    /// The key pattern's fields and whether each is descending (`-1`) — hashed and other
+    /// string-valued components count as ascending.
+    pub fn fields(&self) -> Vec<(String, bool)> {
+        self.key_pattern()
+            .into_iter()
+            .flat_map(|p| p.iter().flatten())
+            .map(|(k, v)| {
+                let desc = match v {
+                    RawBsonRef::Int32(i) => i < 0,
+                    RawBsonRef::Int64(i) => i < 0,
+                    RawBsonRef::Double(d) => d < 0.0,
+                    _ => false,
+                };
+                (k.as_str().to_string(), desc)
+            })
+            .collect()
+    }
+
+    fn flag(&self, name: &str) -> bool {
+        matches!(self.spec.get(name), Ok(Some(RawBsonRef::Boolean(true))))
+    }
+
+    /// `unique: true` (always true for `_id_`).
+    pub fn is_unique(&self) -> bool {
+        self.is_id() || self.flag("unique")
+    }
+
+    /// `sparse: true`.
+    pub fn is_sparse(&self) -> bool {
+        self.flag("sparse")
+    }
+
+    /// `hidden: true`.
+    pub fn is_hidden(&self) -> bool {
+        self.flag("hidden")
+    }
+
+    /// The `partialFilterExpression`, if any.
+    pub fn partial_filter(&self) -> Option<&RawDocument> {
+        self.spec.get_document("partialFilterExpression").ok()
+    }
+
+    /// `expireAfterSeconds`, if this is a TTL index.
+    pub fn expire_after_seconds(&self) -> Option<i64> {
+        match self.spec.get("expireAfterSeconds") {
+            Ok(Some(RawBsonRef::Int32(i))) => Some(i64::from(i)),
+            Ok(Some(RawBsonRef::Int64(i))) => Some(i),
+            Ok(Some(RawBsonRef::Double(d))) => Some(d as i64),
+            _ => None,
+        }
+    }
+
+    /// Encodes the catalog form `{spec, space, state, multikey}`.
+    pub fn to_bson(&self) -> RawDocumentBuf {
+        let mut d = RawDocumentBuf::new();
+        d.append(cstr!("spec"), self.spec.clone());
+        d.append(cstr!("space"), self.space as i64);
+        d.append(
+            cstr!("state"),
+            match self.state {
+                IndexState::Ready => "ready",
+                IndexState::Building => "building",
+            },
+        );
+        d.append(cstr!("multikey"), self.multikey);
+        d
+    }
+
+    /// Decodes [`IndexMeta::to_bson`]; a bare spec (schema version 1 records) is `_id_`.
+    pub fn from_bson(d: &RawDocument) -> Result<IndexMeta> {
+        let bad = |w: &str| StorageError::Corrupt(format!("index record: {w}"));
+        let Ok(spec) = d.get_document("spec") else {
+            // version 1 stored only the _id_ spec
+            return Ok(IndexMeta::id_index());
+        };
+        let name = spec.get_str("name").map_err(|_| bad("name"))?.to_string();
+        Ok(IndexMeta {
+            name,
+            spec: spec.to_owned(),
+            space: u64::try_from(d.get_i64("space").map_err(|_| bad("space"))?)
+                .map_err(|_| bad("space"))?,
+            state: match d.get_str("state").map_err(|_| bad("state"))? {
+                "ready" => IndexState::Ready,
+                "building" => IndexState::Building,
+                _ => return Err(bad("state")),
+            },
+            multikey: d.get_bool("multikey").unwrap_or(false),
+        })
+    }
+}
+
+/// One index entry a document produces: the encoded key components (directions applied,
+/// without `E(_id)`) and the original values, in key-pattern order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexEntry {
+    /// `K1 … Kn`.
+    pub key: Vec<u8>,
+    /// `{"0": v1, …}`: the values the key encodes, as stored in the document (an array
+    /// element for a multikey component, null for a missing field).
+    pub values: RawDocumentBuf,
+}
+
+/// The entries of one document in one index.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IndexKeys {
+    /// Distinct entries (empty when the document is not indexed: sparse, partial filter).
+    pub entries: Vec<IndexEntry>,
+    /// Whether an indexed path went through an array.
+    pub multikey: bool,
+}
+
+/// Computes index entries (implemented by the query layer).
+pub trait IndexKeyGen: Send + Sync {
+    /// Validates a new index specification (key pattern, options) as `createIndexes`
+    /// requires; the error is the client's.
+    fn validate(&self, spec: &RawDocument) -> Result<()>;
+
+    /// The entries of `doc` in `index`. Errors are the document's (e.g. parallel arrays in a
+    /// compound index, 171).
+    fn keys(&self, index: &IndexMeta, doc: &RawDocument) -> Result<IndexKeys>;
+}
+
+/// A key generator for top-level, non-array fields only — enough for storage's own tests.
+#[derive(Debug, Default)]
+pub struct TopLevelKeys;
+
+impl IndexKeyGen for TopLevelKeys {
+    fn validate(&self, _spec: &RawDocument) -> Result<()> {
+        Ok(())
+    }
+
+    fn keys(&self, index: &IndexMeta, doc: &RawDocument) -> Result<IndexKeys> {
+        let mut key = Vec::new();
+        let mut values = RawDocumentBuf::new();
+        for (i, (field, desc)) in index.fields().iter().enumerate() {
+            let v = doc.get(field).ok().flatten().unwrap_or(RawBsonRef::Null);
+            crate::keys::encode_value(&mut key, v, *desc)
+                .map_err(|e| StorageError::BadValue(e.to_string()))?;
+            if let Ok(k) = <&bson::raw::CStr>::try_from(i.to_string().as_str()) {
+                values.append(k, v);
+            }
+        }
+        Ok(IndexKeys {
+            entries: vec![IndexEntry { key, values }],
+            multikey: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips() {
+        let m = IndexMeta {
+            name: "a_1_b_-1".into(),
+            spec: rawdoc! {"v": 2, "key": {"a": 1, "b": -1}, "name": "a_1_b_-1", "unique": true},
+            space: 9,
+            state: IndexState::Building,
+            multikey: true,
+        };
+        assert_eq!(IndexMeta::from_bson(&m.to_bson()).unwrap(), m);
+        assert_eq!(m.fields(), vec![("a".to_string(), false), ("b".to_string(), true)]);
+        assert!(m.is_unique() && !m.is_sparse());
+        assert_eq!(
+            IndexMeta::from_bson(&rawdoc! {"v": 2, "key": {"_id": 1}, "name": "_id_"}).unwrap(),
+            IndexMeta::id_index()
+        );
+    }
+}

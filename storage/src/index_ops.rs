@@ -1,0 +1,668 @@
+//! Index maintenance, index DDL and index reads.
+//!
+//! Maintenance ([`WriteTxn::index_document`]): every write computes the entries of the old
+//! and the new version of a document for each secondary index (through the query layer's
+//! [`crate::index::IndexKeyGen`]) and applies the difference — deleting entries that went
+//! away, putting new ones — in the writer's own transaction. A unique index is checked by a
+//! prefix read of the new entry's key (so two concurrent inserts of the same value conflict).
+//! Indexes that are still building are maintained and checked exactly like ready ones, so an
+//! index never holds an entry for a document that does not have it, nor a duplicate.
+//!
+//! Entry value layout: `u32 BE` length of the key part (`K1…Kn`; the rest of the key is
+//! `E(_id)`, the document key), then the values document `{"0": v1, …}`.
+//!
+//! Builds ([`Store::build_index`]) scan the collection in chunks, each chunk one transaction
+//! that indexes its documents and records where to resume in the catalog (`'B'` keys), so a
+//! build never blocks writers for long and resumes after a restart. A duplicate or an
+//! unindexable document fails the build and removes the index.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+
+use crate::catalog::{CollectionMeta, build_key, collection_key, multikey_key};
+use crate::engine::{Bytes, CATALOG_SPACE, Read, SpaceId};
+use crate::error::{Result, StorageError};
+use crate::index::{IndexEntry, IndexKeys, IndexMeta, IndexState};
+use crate::store::{Durability, ScanLimits, Store, WriteTxn, id_key};
+use crate::{display, namespace};
+
+/// Documents indexed per build transaction.
+pub const BUILD_CHUNK: usize = 500;
+
+fn entry_value(e: &IndexEntry) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + e.values.as_bytes().len());
+    v.extend_from_slice(&u32::try_from(e.key.len()).unwrap_or(u32::MAX).to_be_bytes());
+    v.extend_from_slice(e.values.as_bytes());
+    v
+}
+
+/// An index entry read back: its key part, the document key, and the stored values.
+#[derive(Debug, Clone)]
+pub struct IndexHit {
+    /// The whole entry key (`K1…Kn E(_id)`).
+    pub key: Bytes,
+    /// Where the key part ends (the document key starts).
+    pub key_len: usize,
+    /// The values document `{"0": v1, …}`.
+    pub values: RawDocumentBuf,
+}
+
+impl IndexHit {
+    /// Parses an index space entry.
+    pub fn parse(key: Bytes, value: &[u8]) -> Result<IndexHit> {
+        let bad = || StorageError::Corrupt("index entry".into());
+        let len = value
+            .get(..4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(u32::from_be_bytes)
+            .ok_or_else(bad)? as usize;
+        if len > key.len() {
+            return Err(bad());
+        }
+        let values = RawDocumentBuf::from_bytes(value.get(4..).ok_or_else(bad)?.to_vec())
+            .map_err(|_| bad())?;
+        Ok(IndexHit {
+            key,
+            key_len: len,
+            values,
+        })
+    }
+
+    /// The key part (`K1…Kn`).
+    pub fn key_part(&self) -> &[u8] {
+        self.key.get(..self.key_len).unwrap_or_default()
+    }
+
+    /// The document key (`E(_id)`).
+    pub fn doc_key(&self) -> &[u8] {
+        self.key.get(self.key_len..).unwrap_or_default()
+    }
+}
+
+fn duplicate(coll: &CollectionMeta, idx: &IndexMeta, e: &IndexEntry) -> StorageError {
+    // keyValue pairs the pattern's field names with the entry's values
+    let mut kv = RawDocumentBuf::new();
+    for ((field, _), (_, v)) in idx.fields().iter().zip(e.values.iter().flatten()) {
+        if let Ok(k) = <&bson::raw::CStr>::try_from(field.as_str()) {
+            kv.append(k, v);
+        }
+    }
+    StorageError::DuplicateKey {
+        namespace: coll.namespace(),
+        index: idx.name.clone(),
+        key_pattern: idx.key_pattern().map(RawDocument::to_owned).unwrap_or_default(),
+        key_display: display::document(&kv),
+        key_value: kv,
+    }
+}
+
+impl WriteTxn<'_> {
+    /// Whether changing these top-level fields can change some secondary index's entries.
+    pub(crate) fn indexes_affected(&self, coll: &CollectionMeta, changed: &[&str]) -> bool {
+        coll.secondary_indexes().any(|idx| {
+            idx.partial_filter().is_some()
+                || idx.fields().iter().any(|(f, _)| {
+                    let head = f.split('.').next().unwrap_or_default();
+                    changed.contains(&head)
+                })
+        })
+    }
+
+    fn mark_multikey(&mut self, space: SpaceId) -> Result<()> {
+        let known = self
+            .store
+            .multikey
+            .read()
+            .map(|m| m.contains(&space))
+            .unwrap_or(false);
+        if !known {
+            // Set before the commit: a query planned after the commit must see it.
+            if let Ok(mut m) = self.store.multikey.write() {
+                m.insert(space);
+            }
+            self.tx.put(CATALOG_SPACE, &multikey_key(space), &[1])?;
+        }
+        Ok(())
+    }
+
+    fn check_unique(
+        &self,
+        coll: &CollectionMeta,
+        idx: &IndexMeta,
+        e: &IndexEntry,
+        doc_key: &[u8],
+    ) -> Result<()> {
+        for kv in self.tx.prefix(idx.space, &e.key)?.take(2) {
+            let (k, _) = kv?;
+            if k.get(e.key.len()..) != Some(doc_key) {
+                return Err(duplicate(coll, idx, e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts the entries of one document into one index (checking uniqueness).
+    fn put_entries(
+        &mut self,
+        coll: &CollectionMeta,
+        idx: &IndexMeta,
+        doc_key: &[u8],
+        keys: &IndexKeys,
+    ) -> Result<()> {
+        if keys.multikey {
+            self.mark_multikey(idx.space)?;
+        }
+        for e in &keys.entries {
+            if idx.is_unique() {
+                self.check_unique(coll, idx, e, doc_key)?;
+            }
+            let mut k = e.key.clone();
+            k.extend_from_slice(doc_key);
+            self.tx.put(idx.space, &k, &entry_value(e))?;
+        }
+        Ok(())
+    }
+
+    /// Moves a document's entries in every secondary index from those of `old` to those of
+    /// `new` (`None` = no document: an insert or a delete).
+    pub(crate) fn index_document(
+        &mut self,
+        coll: &CollectionMeta,
+        doc_key: &[u8],
+        old: Option<&RawDocument>,
+        new: Option<&RawDocument>,
+    ) -> Result<()> {
+        let keygen = self.store.keygen.clone();
+        for idx in coll.secondary_indexes() {
+            let old_keys = match old {
+                Some(d) => keygen.keys(idx, d)?,
+                None => IndexKeys::default(),
+            };
+            let new_keys = match new {
+                Some(d) => keygen.keys(idx, d)?,
+                None => IndexKeys::default(),
+            };
+            let before: HashMap<&[u8], &IndexEntry> =
+                old_keys.entries.iter().map(|e| (e.key.as_slice(), e)).collect();
+            let after: HashMap<&[u8], &IndexEntry> =
+                new_keys.entries.iter().map(|e| (e.key.as_slice(), e)).collect();
+            for e in &old_keys.entries {
+                if !after.contains_key(e.key.as_slice()) {
+                    let mut k = e.key.clone();
+                    k.extend_from_slice(doc_key);
+                    self.tx.delete(idx.space, &k)?;
+                }
+            }
+            let mut added = IndexKeys {
+                entries: Vec::new(),
+                multikey: new_keys.multikey,
+            };
+            for e in &new_keys.entries {
+                match before.get(e.key.as_slice()) {
+                    // same key, same stored values: nothing to write
+                    Some(o) if o.values == e.values => {}
+                    // same key, values of another type (1 → 1.0): rewrite the value only
+                    Some(_) => {
+                        let mut k = e.key.clone();
+                        k.extend_from_slice(doc_key);
+                        self.tx.put(idx.space, &k, &entry_value(e))?;
+                    }
+                    None => added.entries.push(e.clone()),
+                }
+            }
+            self.put_entries(coll, idx, doc_key, &added)?;
+        }
+        Ok(())
+    }
+
+    /// Entries of `idx` within `ranges` (each `(start, end)` over entry keys), in key order
+    /// or reverse; reads join this transaction's read set.
+    pub fn index_scan(
+        &self,
+        idx: &IndexMeta,
+        ranges: &[(Bound<Vec<u8>>, Bound<Vec<u8>>)],
+        reverse: bool,
+    ) -> Result<Vec<IndexHit>> {
+        index_scan(&*self.tx, idx, ranges, reverse, usize::MAX)
+    }
+}
+
+/// Reads index entries in `ranges` (at most `limit`).
+pub fn index_scan(
+    r: &dyn Read,
+    idx: &IndexMeta,
+    ranges: &[(Bound<Vec<u8>>, Bound<Vec<u8>>)],
+    reverse: bool,
+    limit: usize,
+) -> Result<Vec<IndexHit>> {
+    let mut out = Vec::new();
+    let order: Box<dyn Iterator<Item = &(Bound<Vec<u8>>, Bound<Vec<u8>>)>> = if reverse {
+        Box::new(ranges.iter().rev())
+    } else {
+        Box::new(ranges.iter())
+    };
+    for (start, end) in order {
+        let it = r.range(
+            idx.space,
+            start.as_ref().map(Vec::as_slice),
+            end.as_ref().map(Vec::as_slice),
+            reverse,
+        )?;
+        for kv in it {
+            let (k, v) = kv?;
+            out.push(IndexHit::parse(k, &v)?);
+            if out.len() >= limit {
+                return Ok(out);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What `createIndexes` registered.
+#[derive(Debug, Clone, Default)]
+pub struct CreatedIndexes {
+    /// Whether the collection had to be created.
+    pub created_collection: bool,
+    /// Number of indexes before.
+    pub before: usize,
+    /// Number of indexes after.
+    pub after: usize,
+    /// The new indexes (to be built).
+    pub new: Vec<String>,
+}
+
+/// The name MongoDB generates for a key pattern: `a_1_b_-1`.
+pub fn default_index_name(pattern: &RawDocument) -> String {
+    let mut parts = Vec::new();
+    for (k, v) in pattern.iter().flatten() {
+        let v = match v {
+            RawBsonRef::Int32(i) => i.to_string(),
+            RawBsonRef::Int64(i) => i.to_string(),
+            RawBsonRef::Double(d) => {
+                if d.fract() == 0.0 {
+                    format!("{}", d as i64)
+                } else {
+                    d.to_string()
+                }
+            }
+            RawBsonRef::String(s) => s.to_string(),
+            other => format!("{other:?}"),
+        };
+        parts.push(format!("{}_{v}", k.as_str()));
+    }
+    parts.join("_")
+}
+
+/// The options that make two indexes on the same key different.
+fn options_of(spec: &RawDocument) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = spec
+        .iter()
+        .flatten()
+        .filter(|(k, _)| !matches!(k.as_str(), "v" | "key" | "name" | "background" | "ns"))
+        .map(|(k, v)| {
+            let mut d = RawDocumentBuf::new();
+            d.append(bson::raw::cstr!("v"), v);
+            (k.as_str().to_string(), d.into_bytes())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Normalizes a spec for storage and `listIndexes`: `{v: 2, key, name, …options}` without
+/// `background`/`ns`.
+fn normalize_spec(spec: &RawDocument, name: &str) -> Result<RawDocumentBuf> {
+    let key = spec
+        .get_document("key")
+        .map_err(|_| StorageError::BadValue("The 'key' field is required for an index specification".into()))?;
+    let mut out = RawDocumentBuf::new();
+    out.append(bson::raw::cstr!("v"), 2_i32);
+    out.append(bson::raw::cstr!("key"), key);
+    out.append(bson::raw::cstr!("name"), name);
+    for (k, v) in spec.iter().flatten() {
+        if !matches!(k.as_str(), "v" | "key" | "name" | "background" | "ns") {
+            out.append(k, v);
+        }
+    }
+    Ok(out)
+}
+
+impl Store {
+    /// Whether an index space is multikey.
+    pub fn is_multikey(&self, space: SpaceId) -> bool {
+        self.multikey
+            .read()
+            .map(|m| m.contains(&space))
+            .unwrap_or(true)
+    }
+
+    /// Registers new indexes (state building) after validating them and checking them
+    /// against the existing ones as MongoDB does; identical existing indexes are skipped.
+    pub fn create_indexes(
+        &self,
+        db: &str,
+        coll: &str,
+        specs: &[RawDocumentBuf],
+    ) -> Result<CreatedIndexes> {
+        let created_collection = self.collection(db, coll).is_none();
+        if created_collection {
+            namespace::check_write(db, coll)?;
+        }
+        let meta = self.ensure_collection(db, coll)?;
+        let _ddl = self.ddl.lock().map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
+        let meta = self.collection(db, coll).unwrap_or(meta);
+        let mut out = CreatedIndexes {
+            created_collection,
+            before: meta.indexes.len(),
+            after: meta.indexes.len(),
+            new: Vec::new(),
+        };
+        let mut to_add: Vec<IndexMeta> = Vec::new();
+        for spec in specs {
+            let key = spec.get_document("key").map_err(|_| {
+                StorageError::BadValue("The 'key' field is required for an index specification".into())
+            })?;
+            let name = match spec.get("name") {
+                Ok(Some(RawBsonRef::String(n))) => n.to_string(),
+                Ok(None) => default_index_name(key),
+                _ => return Err(StorageError::BadValue("The index name must be a string".into())),
+            };
+            self.keygen.validate(spec)?;
+            let normalized = normalize_spec(spec, &name)?;
+            let mut existing_same = false;
+            for ex in meta.indexes.iter().chain(to_add.iter()) {
+                let same_key = ex.key_pattern().map(RawDocument::as_bytes) == Some(key.as_bytes());
+                let same_name = ex.name == name;
+                let same_opts = options_of(&ex.spec) == options_of(&normalized);
+                if same_name && same_key && same_opts {
+                    existing_same = true;
+                    break;
+                }
+                if same_name && !same_key {
+                    return Err(StorageError::IndexConflict {
+                        code: 86,
+                        message: format!(
+                            "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                            display::document(&normalized),
+                            display::document(&ex.spec)
+                        ),
+                    });
+                }
+                if same_name {
+                    return Err(StorageError::IndexConflict {
+                        code: 85,
+                        message: format!(
+                            "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
+                            display::document(&normalized),
+                            display::document(&ex.spec)
+                        ),
+                    });
+                }
+                if same_key && same_opts {
+                    return Err(StorageError::IndexConflict {
+                        code: 85,
+                        message: format!("Index already exists with a different name: {}", ex.name),
+                    });
+                }
+            }
+            if existing_same {
+                continue;
+            }
+            if ex_is_id(key) {
+                // {_id: 1} under another name or options: the _id index is fixed.
+                return Err(StorageError::IndexConflict {
+                    code: 85,
+                    message: format!("Index already exists with a different name: _id_ (requested {name})"),
+                });
+            }
+            to_add.push(IndexMeta {
+                name,
+                spec: normalized,
+                space: 0,
+                state: IndexState::Building,
+                multikey: false,
+            });
+        }
+        if to_add.is_empty() {
+            return Ok(out);
+        }
+        let mut next_meta = (*meta).clone();
+        let r = self.ddl_tx(|tx| {
+            let next = tx
+                .get(CATALOG_SPACE, crate::catalog::NEXT_ID_KEY)?
+                .and_then(|b| <[u8; 8]>::try_from(&*b).ok().map(u64::from_be_bytes))
+                .ok_or_else(|| StorageError::Corrupt("catalog next id".into()))?;
+            let mut space = next;
+            next_meta = (*meta).clone();
+            for idx in &to_add {
+                let mut idx = idx.clone();
+                idx.space = space;
+                self.engine().open_space(space)?;
+                space += 1;
+                next_meta.indexes.push(idx);
+            }
+            tx.put(CATALOG_SPACE, crate::catalog::NEXT_ID_KEY, &space.to_be_bytes())?;
+            tx.put(
+                CATALOG_SPACE,
+                &collection_key(db, coll),
+                next_meta.to_bson().as_bytes(),
+            )?;
+            Ok(())
+        });
+        r?;
+        out.after = next_meta.indexes.len();
+        out.new = to_add.iter().map(|i| i.name.clone()).collect();
+        self.swap_catalog(self.catalog().with(next_meta))?;
+        Ok(out)
+    }
+
+    /// Builds a registered index from the collection's documents, chunk by chunk, resuming
+    /// where a previous attempt stopped; `progress(done)` is called after each chunk. On
+    /// failure (duplicate key, unindexable document) the index is removed.
+    pub fn build_index(
+        &self,
+        db: &str,
+        coll: &str,
+        name: &str,
+        progress: &dyn Fn(u64),
+    ) -> Result<()> {
+        let mut done = 0u64;
+        loop {
+            let r = self.write(Durability::Buffered, |tx| -> Result<Option<bool>> {
+                let Some(meta) = tx.collection(db, coll)? else {
+                    return Ok(None);
+                };
+                let Some(idx) = meta.index(name).filter(|i| i.state == IndexState::Building).cloned() else {
+                    return Ok(None);
+                };
+                let bk = build_key(idx.space);
+                let resume = tx.tx.get(CATALOG_SPACE, &bk)?.map(|b| b.to_vec());
+                let limits = ScanLimits {
+                    max_docs: BUILD_CHUNK,
+                    max_bytes: usize::MAX,
+                    max_examined: usize::MAX,
+                    first_may_exceed: true,
+                };
+                let batch = tx.scan_where(&meta, resume.as_deref(), false, limits, &mut |_| true)?;
+                let keygen = tx.store.keygen.clone();
+                for doc in &batch.docs {
+                    let id = doc
+                        .get("_id")
+                        .ok()
+                        .flatten()
+                        .ok_or_else(|| StorageError::Corrupt("document without _id".into()))?;
+                    let dk = id_key(id)?;
+                    let keys = keygen.keys(&idx, doc)?;
+                    tx.put_entries(&meta, &idx, &dk, &keys)?;
+                }
+                done = batch.docs.len() as u64;
+                match batch.resume {
+                    Some(r) => {
+                        tx.tx.put(CATALOG_SPACE, &bk, &r)?;
+                        Ok(Some(false))
+                    }
+                    None => Ok(Some(true)),
+                }
+            });
+            match r {
+                Ok(None) => return Ok(()),
+                Ok(Some(finished)) => {
+                    progress(done);
+                    if finished {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let _ = self.drop_index(db, coll, name);
+                    return Err(e);
+                }
+            }
+        }
+        // Ready: the catalog state flips and the progress key goes.
+        let _ddl = self.ddl.lock().map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
+        let Some(meta) = self.collection(db, coll) else {
+            return Ok(());
+        };
+        let mut next = (*meta).clone();
+        let mut space = None;
+        for i in &mut next.indexes {
+            if i.name == name {
+                i.state = IndexState::Ready;
+                space = Some(i.space);
+            }
+        }
+        let Some(space) = space else { return Ok(()) };
+        self.ddl_tx(|tx| {
+            tx.put(CATALOG_SPACE, &collection_key(db, coll), next.to_bson().as_bytes())?;
+            tx.delete(CATALOG_SPACE, &build_key(space))?;
+            Ok(())
+        })?;
+        self.swap_catalog(self.catalog().with(next))?;
+        Ok(())
+    }
+
+    /// Indexes still building, as (db, collection, name) — to resume after a restart.
+    pub fn building_indexes(&self) -> Vec<(String, String, String)> {
+        let cat = self.catalog();
+        cat.all()
+            .flat_map(|m| {
+                m.indexes
+                    .iter()
+                    .filter(|i| i.state == IndexState::Building)
+                    .map(|i| (m.db.clone(), m.name.clone(), i.name.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Drops a secondary index (its whole space); `_id_` cannot be dropped.
+    pub fn drop_index(&self, db: &str, coll: &str, name: &str) -> Result<()> {
+        let _ddl = self.ddl.lock().map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
+        let Some(meta) = self.collection(db, coll) else {
+            return Err(StorageError::NamespaceNotFound(format!("ns not found {db}.{coll}")));
+        };
+        let Some(idx) = meta.index(name).cloned() else {
+            return Err(StorageError::IndexNotFound(format!("index not found with name [{name}]")));
+        };
+        if idx.is_id() {
+            return Err(StorageError::InvalidOptions("cannot drop _id index".into()));
+        }
+        let mut next = (*meta).clone();
+        next.indexes.retain(|i| i.name != name);
+        self.ddl_tx(|tx| {
+            tx.put(CATALOG_SPACE, &collection_key(db, coll), next.to_bson().as_bytes())?;
+            tx.delete(CATALOG_SPACE, &build_key(idx.space))?;
+            tx.delete(CATALOG_SPACE, &multikey_key(idx.space))?;
+            Ok(())
+        })?;
+        self.swap_catalog(self.catalog().with(next))?;
+        if let Ok(mut m) = self.multikey.write() {
+            m.remove(&idx.space);
+        }
+        self.engine().drop_space(idx.space)?;
+        Ok(())
+    }
+
+    /// Changes index options in place (`collMod`): `hidden`, `expireAfterSeconds`. Returns
+    /// the old values that changed, as (field, old value) pairs.
+    pub fn modify_index(
+        &self,
+        db: &str,
+        coll: &str,
+        name: &str,
+        set: &[(String, bson::RawBson)],
+    ) -> Result<Vec<(String, Option<bson::RawBson>)>> {
+        let _ddl = self.ddl.lock().map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
+        let Some(meta) = self.collection(db, coll) else {
+            return Err(StorageError::NamespaceNotFound(format!("ns does not exist: {db}.{coll}")));
+        };
+        let Some(idx) = meta.index(name).cloned() else {
+            return Err(StorageError::IndexNotFound(format!("cannot find index {name} for ns {db}.{coll}")));
+        };
+        let mut old = Vec::new();
+        let mut spec = RawDocumentBuf::new();
+        for (k, v) in idx.spec.iter().flatten() {
+            match set.iter().find(|(f, _)| f == k.as_str()) {
+                Some((_, new)) => {
+                    old.push((k.as_str().to_string(), Some(bson::RawBson::from(v))));
+                    spec.append(k, new.clone());
+                }
+                None => spec.append(k, v),
+            }
+        }
+        for (f, v) in set {
+            if idx.spec.get(f).ok().flatten().is_none() {
+                old.push((f.clone(), None));
+                let k = <&bson::raw::CStr>::try_from(f.as_str())
+                    .map_err(|e| StorageError::BadValue(e.to_string()))?;
+                spec.append(k, v.clone());
+            }
+        }
+        let mut next = (*meta).clone();
+        for i in &mut next.indexes {
+            if i.name == name {
+                i.spec = spec.clone();
+            }
+        }
+        self.ddl_tx(|tx| {
+            tx.put(CATALOG_SPACE, &collection_key(db, coll), next.to_bson().as_bytes())?;
+            Ok(())
+        })?;
+        self.swap_catalog(self.catalog().with(next))?;
+        Ok(old)
+    }
+
+    /// The index with this name, as currently in the catalog.
+    pub fn index(&self, db: &str, coll: &str, name: &str) -> Option<(Arc<CollectionMeta>, IndexMeta)> {
+        let meta = self.collection(db, coll)?;
+        let idx = meta.index(name)?.clone();
+        Some((meta, idx))
+    }
+}
+
+fn ex_is_id(key: &RawDocument) -> bool {
+    let mut it = key.iter().flatten();
+    matches!(it.next(), Some((k, _)) if k.as_str() == "_id") && it.next().is_none()
+}
+
+impl crate::store::ReadTxn {
+    /// Entries of `idx` within `ranges`, in key order or reverse, at most `limit`.
+    pub fn index_scan(
+        &self,
+        idx: &IndexMeta,
+        ranges: &[(Bound<Vec<u8>>, Bound<Vec<u8>>)],
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>> {
+        index_scan(self.snapshot(), idx, ranges, reverse, limit)
+    }
+
+    /// The document with this key.
+    pub fn get_by_key(&self, coll: &CollectionMeta, key: &[u8]) -> Result<Option<RawDocumentBuf>> {
+        crate::store::get_document(self.snapshot(), coll.id, key)
+    }
+}
