@@ -93,7 +93,11 @@ pub struct Config {
 
     /// Memory a blocking sort may use before it spills (or fails without allowDiskUse):
     /// MongoDB's `internalQueryMaxBlockingSortMemoryUsageBytes`.
-    #[arg(long = "sort-memory-limit-bytes", env = "CAIRN_SORT_MEMORY_LIMIT_BYTES", default_value_t = 104_857_600)]
+    #[arg(
+        long = "sort-memory-limit-bytes",
+        env = "CAIRN_SORT_MEMORY_LIMIT_BYTES",
+        default_value_t = 104_857_600
+    )]
     pub sort_memory_limit_bytes: u64,
 
     /// Seconds to let in-flight commands finish after SIGINT/SIGTERM before closing.

@@ -93,9 +93,21 @@ mod tests {
         assert_eq!(parse(&rawdoc! {}).unwrap(), None);
         assert_eq!(parse(&rawdoc! {"maxTimeMS": 0}).unwrap(), None);
         assert!(parse(&rawdoc! {"maxTimeMS": 10}).unwrap().is_some());
-        assert_eq!(parse(&rawdoc! {"maxTimeMS": -1}).unwrap_err().code.code(), 2);
-        assert_eq!(parse(&rawdoc! {"maxTimeMS": 1.5}).unwrap_err().code.code(), 2);
-        assert_eq!(parse(&rawdoc! {"maxTimeMS": 3_000_000_000_i64}).unwrap_err().code.code(), 2);
+        assert_eq!(
+            parse(&rawdoc! {"maxTimeMS": -1}).unwrap_err().code.code(),
+            2
+        );
+        assert_eq!(
+            parse(&rawdoc! {"maxTimeMS": 1.5}).unwrap_err().code.code(),
+            2
+        );
+        assert_eq!(
+            parse(&rawdoc! {"maxTimeMS": 3_000_000_000_i64})
+                .unwrap_err()
+                .code
+                .code(),
+            2
+        );
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod deadline;
 pub mod error;
 pub mod exec;
 pub mod healthcheck;
+pub mod index_builds;
 pub mod logging;
 pub mod server;
 pub mod state;

@@ -147,6 +147,8 @@ pub struct ServerState {
     pub cursors: CursorManager,
     /// The cluster clock.
     pub clock: Clock,
+    /// Running index builds.
+    pub index_builds: crate::index_builds::IndexBuilds,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     next_connection_id: AtomicU64,
@@ -187,6 +189,7 @@ impl ServerState {
             store,
             cursors: CursorManager::new(std::time::Duration::from_millis(cursor_timeout)),
             clock: Clock::default(),
+            index_builds: crate::index_builds::IndexBuilds::default(),
             topology,
             shutdown,
             next_connection_id: AtomicU64::new(1),

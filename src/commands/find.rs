@@ -221,7 +221,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     let mut sorter = Sorter::new(
                         spec,
                         top_k,
-                        usize::try_from(server.config.sort_memory_limit_bytes).unwrap_or(usize::MAX),
+                        usize::try_from(server.config.sort_memory_limit_bytes)
+                            .unwrap_or(usize::MAX),
                         allow_disk_use,
                         Some(spill_dir),
                     );

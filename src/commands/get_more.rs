@@ -76,28 +76,32 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let server = inv.server.clone();
         let started = std::time::Instant::now();
         let deadline = cursor.time_budget.map(|b| started + b);
-        let result = crate::deadline::scope(deadline, blocking::run(move || {
-            let r = next_batch(&server.store, &mut cursor, batch);
-            if let Some(b) = &mut cursor.time_budget {
-                *b = b.saturating_sub(started.elapsed());
-            }
-            match r {
-                Ok((docs, exhausted)) => {
-                    server.cursors.check_in(cursor, exhausted);
-                    Ok((docs, exhausted))
+        let result = crate::deadline::scope(
+            deadline,
+            blocking::run(move || {
+                let r = next_batch(&server.store, &mut cursor, batch);
+                if let Some(b) = &mut cursor.time_budget {
+                    *b = b.saturating_sub(started.elapsed());
                 }
-                Err(e) => {
-                    // A failed getMore leaves the cursor open, except when its collection is
-                    // gone or its time limit ran out.
-                    let dead = matches!(
-                        e.code,
-                        crate::error::ErrorCode::QueryPlanKilled | crate::error::ErrorCode::MaxTimeMSExpired
-                    );
-                    server.cursors.check_in(cursor, dead);
-                    Err(e)
+                match r {
+                    Ok((docs, exhausted)) => {
+                        server.cursors.check_in(cursor, exhausted);
+                        Ok((docs, exhausted))
+                    }
+                    Err(e) => {
+                        // A failed getMore leaves the cursor open, except when its collection is
+                        // gone or its time limit ran out.
+                        let dead = matches!(
+                            e.code,
+                            crate::error::ErrorCode::QueryPlanKilled
+                                | crate::error::ErrorCode::MaxTimeMSExpired
+                        );
+                        server.cursors.check_in(cursor, dead);
+                        Err(e)
+                    }
                 }
-            }
-        }))
+            }),
+        )
         .await?;
         let (docs, exhausted) = result;
         let mut arr = RawArrayBuf::new();

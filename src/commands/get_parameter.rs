@@ -85,7 +85,9 @@ static PARAMETERS: &[Parameter] = &[
     Parameter {
         name: "internalQueryMaxBlockingSortMemoryUsageBytes",
         settable_at_startup: true,
-        value: |s| RawBson::Int64(i64::try_from(s.config.sort_memory_limit_bytes).unwrap_or(i64::MAX)),
+        value: |s| {
+            RawBson::Int64(i64::try_from(s.config.sort_memory_limit_bytes).unwrap_or(i64::MAX))
+        },
     },
     Parameter {
         name: "logComponentVerbosity",

@@ -30,15 +30,19 @@ use crate::error::{CommandError, ErrorCode, ok_reply};
 use crate::state::ServerState;
 
 pub mod build_info;
+pub mod coll_mod;
 pub mod coll_stats;
 pub mod connection_status;
 pub mod count;
 pub mod create;
+pub mod create_indexes;
+pub mod current_op;
 pub mod db_stats;
 pub mod delete;
 pub mod distinct;
 pub mod drop;
 pub mod drop_database;
+pub mod drop_indexes;
 pub mod end_sessions;
 pub mod find;
 pub mod find_and_modify;
@@ -54,6 +58,7 @@ pub mod kill_cursors;
 pub mod list_collections;
 pub mod list_commands;
 pub mod list_databases;
+pub mod list_indexes;
 pub mod ping;
 pub mod rename_collection;
 pub mod server_status;
@@ -168,15 +173,19 @@ impl std::fmt::Debug for Command {
 /// Every command, sorted byte-wise by name (a unit test enforces the order).
 pub static REGISTRY: &[&Command] = &[
     &build_info::COMMAND,
+    &coll_mod::COMMAND,
     &coll_stats::COMMAND,
     &connection_status::COMMAND,
     &count::COMMAND,
     &create::COMMAND,
+    &create_indexes::COMMAND,
+    &current_op::COMMAND,
     &db_stats::COMMAND,
     &delete::COMMAND,
     &distinct::COMMAND,
     &drop::COMMAND,
     &drop_database::COMMAND,
+    &drop_indexes::COMMAND,
     &end_sessions::COMMAND,
     &find::COMMAND,
     &find_and_modify::COMMAND,
@@ -193,6 +202,7 @@ pub static REGISTRY: &[&Command] = &[
     &list_collections::COMMAND,
     &list_commands::COMMAND,
     &list_databases::COMMAND,
+    &list_indexes::COMMAND,
     &ping::COMMAND,
     &rename_collection::COMMAND,
     &server_status::COMMAND,

@@ -1,0 +1,80 @@
+//! `listIndexes`: the ready indexes of a collection, as a cursor of their specifications
+//! (`{v: 2, key, name, …options}`, exactly as created). A missing collection is
+//! NamespaceNotFound (26). Reply: `{cursor: {id, ns: "<db>.$cmd.listIndexes", firstBatch}, ok}`.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bson::RawDocumentBuf;
+use cairn_storage::index::IndexState;
+
+use super::list_collections::listing_reply;
+use super::{
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_count, opt_document, ready,
+};
+use crate::cursor::{Cursor, Source, session_of};
+use crate::error::{CommandError, ErrorCode};
+
+/// `listIndexes`.
+pub static COMMAND: Command = Command {
+    name: "listIndexes",
+    aliases: &[],
+    help: "list indexes for a collection",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: true,
+    api_v1: true,
+    fields: Fields::Strict(&["cursor", "includeBuildUUIDs", "includeIndexBuildInfo"]),
+    counter: Counter::Command,
+    kill_on_disconnect: false,
+    run,
+};
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    ready((|| {
+        let coll = collection_arg(&inv.req)?;
+        let db = inv.req.db;
+        let batch_size = match opt_document(inv.req.body, "listIndexes", "cursor")? {
+            Some(c) => opt_count(c, "listIndexes.cursor", "batchSize")?,
+            None => None,
+        };
+        let meta = inv.server.store.collection(db, coll).ok_or_else(|| {
+            CommandError::new(
+                ErrorCode::NamespaceNotFound,
+                format!("ns does not exist: {db}.{coll}"),
+            )
+        })?;
+        let mut specs: VecDeque<RawDocumentBuf> = meta
+            .indexes
+            .iter()
+            .filter(|i| i.state == IndexState::Ready)
+            .map(|i| i.spec.clone())
+            .collect();
+        let ns = format!("{db}.$cmd.listIndexes");
+        let first: Vec<RawDocumentBuf> = match batch_size {
+            Some(n) => {
+                let n = usize::try_from(n).unwrap_or(usize::MAX).min(specs.len());
+                specs.drain(..n).collect()
+            }
+            None => specs.drain(..).collect(),
+        };
+        let id = if specs.is_empty() {
+            0
+        } else {
+            let id = inv.server.cursors.new_id();
+            inv.server.cursors.insert(Cursor {
+                id,
+                ns: ns.clone(),
+                source: Source::Buffered(specs),
+                remaining: None,
+                output: None,
+                time_budget: None,
+                lsid: session_of(inv.req.body),
+                no_timeout: false,
+                last_used: Instant::now(),
+            });
+            id
+        };
+        Ok(listing_reply(id, &ns, first).into())
+    })())
+}
