@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Real-client smoke tests: PyMongo, the Node.js driver, the Go driver and mongosh (scripted and interactive
-# through a pseudo-terminal) against a freshly started cairn server; and a PyMongo storage
-# test (storage_pymongo.py) that runs its own server and restarts it on the same data dir.
+# Real-client smoke tests: PyMongo (smoke_pymongo.py; manual_pymongo.py runs the MongoDB
+# manual's operator and query-tutorial examples), the Node.js driver, the Go driver and mongosh
+# (scripted and interactive through a pseudo-terminal) against a freshly started cairn server;
+# and a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
+# same data dir.
 #
 #   bash tests/clients/run.sh
 #
@@ -142,6 +144,11 @@ run_suite() {
 
 log "PyMongo"
 run_suite pymongo "$PY" "$HERE/smoke_pymongo.py" "$URI"
+
+# The MongoDB 7.0 manual's query/projection/update operator and query-tutorial examples
+# (database cairn_manual); known deviations are printed as `# deviation:` lines, not counted.
+log "PyMongo: the manual's examples"
+run_suite manual "$PY" "$HERE/manual_pymongo.py" "$URI"
 
 # Its own server on its own data dir: it stops (SIGTERM, SIGKILL) and restarts the server
 # itself to check that documents of every BSON type survive restarts byte for byte.
