@@ -100,6 +100,16 @@ pub struct Config {
     )]
     pub sort_memory_limit_bytes: u64,
 
+    /// Seconds between passes of the TTL monitor, which deletes documents whose TTL index
+    /// date has expired (MongoDB's `ttlMonitorSleepSecs`); 0 disables it
+    /// (`ttlMonitorEnabled: false`).
+    #[arg(
+        long = "ttl-monitor-sleep-secs",
+        env = "CAIRN_TTL_MONITOR_SLEEP_SECS",
+        default_value_t = 60
+    )]
+    pub ttl_monitor_sleep_secs: u64,
+
     /// Seconds to let in-flight commands finish after SIGINT/SIGTERM before closing.
     #[arg(
         long = "shutdown-timeout-secs",

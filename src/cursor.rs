@@ -89,10 +89,11 @@ pub struct Output {
 impl Output {
     /// Applies the projection to one document.
     pub fn apply(&self, doc: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
-        let details = if self.projection.has_positional() {
-            self.filter.as_ref().and_then(|f| f.match_details(doc))
-        } else {
-            None
+        let details = match &self.filter {
+            Some(f) if self.projection.has_positional() => f
+                .try_match_details(doc)
+                .map_err(|e| executor_error(CommandError::from(e)))?,
+            _ => None,
         };
         self.projection
             .apply(doc, details.as_ref())
@@ -407,9 +408,15 @@ pub fn next_batch(
                         first_may_exceed: out.is_empty(),
                     }
                 };
+                let mut failed = None;
                 let b = read.scan_where(&meta, resume.as_deref(), *reverse, limits, &mut |d| {
-                    filter.as_ref().is_none_or(|f| f.matches(d))
+                    filter
+                        .as_ref()
+                        .is_none_or(|f| crate::exec::try_match(f, d, &mut failed))
                 })?;
+                if let Some(e) = failed {
+                    return Err(executor_error(e.into()));
+                }
                 if skipping {
                     *skip = skip.saturating_sub(b.docs.len() as u64);
                 } else {

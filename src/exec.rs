@@ -15,12 +15,29 @@
 use std::sync::Arc;
 
 use bson::{RawDocument, RawDocumentBuf};
+use cairn_query::error::QueryError;
 use cairn_query::filter::Filter;
 use cairn_storage::catalog::CollectionMeta;
 use cairn_storage::store::id_key;
 use cairn_storage::{Durability, ScanLimits, StorageError, Store, WriteTxn};
 
 use crate::error::CommandError;
+
+/// A scan predicate for `filter`: whether `doc` matches; the first evaluation error (e.g.
+/// `$expr` dividing by zero) goes to `failed`, and nothing matches after it, so the caller
+/// can fail the statement once the scan returns.
+pub fn try_match(filter: &Filter, doc: &RawDocument, failed: &mut Option<QueryError>) -> bool {
+    if failed.is_some() {
+        return false;
+    }
+    match filter.try_matches(doc) {
+        Ok(m) => m,
+        Err(e) => {
+            *failed = Some(e);
+            false
+        }
+    }
+}
 
 /// Documents per transaction for multi-document statements.
 pub const CHUNK: usize = 100;
@@ -82,9 +99,13 @@ where
                 max_examined: 10_000,
                 first_may_exceed: true,
             };
+            let mut failed = None;
             let batch = tx.scan_where(&meta, resume.as_deref(), false, limits, &mut |d| {
-                filter.matches(d)
+                try_match(filter, d, &mut failed)
             })?;
+            if let Some(e) = failed {
+                return Err(e.into());
+            }
             let mut visited = 0;
             let mut stop = false;
             for doc in &batch.docs {
@@ -139,9 +160,13 @@ pub fn scan_matching(
             max_examined: 10_000,
             first_may_exceed: true,
         };
+        let mut failed = None;
         let batch = read.scan_where(&meta, resume.as_deref(), false, limits, &mut |d| {
-            filter.matches(d)
+            try_match(filter, d, &mut failed)
         })?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
         for doc in batch.docs {
             if !f(doc)? {
                 return Ok(());

@@ -104,6 +104,7 @@ fn main() -> ExitCode {
         async move {
             let state = Arc::new(ServerState::new(config, argv, logs, store));
             tokio::spawn(reap_cursors(state.clone()));
+            tokio::spawn(cairn::ttl::run(state.clone()));
             cairn::index_builds::resume_all(&state);
             startup_warnings(&state);
             let server = match Server::bind(state.clone()).await {

@@ -149,6 +149,8 @@ pub struct ServerState {
     pub clock: Clock,
     /// Running index builds.
     pub index_builds: crate::index_builds::IndexBuilds,
+    /// TTL monitor counters.
+    pub ttl: crate::ttl::TtlCounters,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     next_connection_id: AtomicU64,
@@ -190,6 +192,7 @@ impl ServerState {
             cursors: CursorManager::new(std::time::Duration::from_millis(cursor_timeout)),
             clock: Clock::default(),
             index_builds: crate::index_builds::IndexBuilds::default(),
+            ttl: crate::ttl::TtlCounters::default(),
             topology,
             shutdown,
             next_connection_id: AtomicU64::new(1),

@@ -73,7 +73,12 @@ async fn timed_updates(
     m
 }
 
-fn raw_rmw(db: &OptimisticTxDatabase, ks: &fjall::OptimisticTxKeyspace, range: usize, d: Duration) -> Measured {
+fn raw_rmw(
+    db: &OptimisticTxDatabase,
+    ks: &fjall::OptimisticTxKeyspace,
+    range: usize,
+    d: Duration,
+) -> Measured {
     let mut lat = Vec::new();
     let start = Instant::now();
     let mut x = 0x9E37_79B9_u64;
@@ -82,7 +87,11 @@ fn raw_rmw(db: &OptimisticTxDatabase, ks: &fjall::OptimisticTxKeyspace, range: u
         let t = Instant::now();
         let mut tx = db.write_tx().expect("tx");
         let key = i.to_be_bytes();
-        let v = tx.get(ks, key).expect("get").map(|v| v.to_vec()).unwrap_or_default();
+        let v = tx
+            .get(ks, key)
+            .expect("get")
+            .map(|v| v.to_vec())
+            .unwrap_or_default();
         let mut v = v;
         v.push(1);
         v.truncate(16);
@@ -119,7 +128,10 @@ pub async fn run(o: &Opts) {
         .run_command(doc! {"fsync": 1})
         .await
         .expect("fsync");
-    println!("crud: {DOCS} documents of 10 fields; {} s per phase", o.seconds);
+    println!(
+        "crud: {DOCS} documents of 10 fields; {} s per phase",
+        o.seconds
+    );
 
     // Collection scan with a filter that matches nothing: every document is examined.
     let filter = doc! {"age": 1000, "active": true};
@@ -140,15 +152,23 @@ pub async fn run(o: &Opts) {
     scan.ops = scans * DOCS as u64;
     // raw fjall: iterate the same key-value pairs (one keyspace holding them)
     let dir = tempfile::tempdir().expect("tempdir");
-    let raw = OptimisticTxDatabase::builder(dir.path()).open().expect("fjall");
-    let ks = raw.keyspace("docs", KeyspaceCreateOptions::default).expect("ks");
+    let raw = OptimisticTxDatabase::builder(dir.path())
+        .open()
+        .expect("fjall");
+    let ks = raw
+        .keyspace("docs", KeyspaceCreateOptions::default)
+        .expect("ks");
     tokio::task::block_in_place(|| {
         for batch in 0..DOCS / BATCH {
             let mut tx = raw.write_tx().expect("tx");
             for i in batch * BATCH..(batch + 1) * BATCH {
                 let d = bson::RawDocumentBuf::try_from(&document(i)).expect("bson");
-                let key = cairn_storage::store::id_key(d.get("_id").expect("id").expect("id")).expect("key");
-                for (k, v) in cairn_storage::doc::encode_document(&key, &d).expect("encode").nodes {
+                let key = cairn_storage::store::id_key(d.get("_id").expect("id").expect("id"))
+                    .expect("key");
+                for (k, v) in cairn_storage::doc::encode_document(&key, &d)
+                    .expect("encode")
+                    .nodes
+                {
                     tx.insert(&ks, k, v);
                 }
             }
@@ -177,7 +197,10 @@ pub async fn run(o: &Opts) {
     });
     harness::row("raw fjall scan (docs)", &raw_scan);
     harness::row("cairn filtered scan (docs)", &scan);
-    println!("ratio raw fjall / cairn scan throughput: {:.2}x", raw_scan.rate() / scan.rate());
+    println!(
+        "ratio raw fjall / cairn scan throughput: {:.2}x",
+        raw_scan.rate() / scan.rate()
+    );
 
     let raw_inc = tokio::task::block_in_place(|| raw_rmw(&raw, &ks, DOCS, d));
     harness::row("raw fjall read+write one key", &raw_inc);
@@ -186,19 +209,30 @@ pub async fn run(o: &Opts) {
         ("docs".into(), doc! {"_id": id}, doc! {"$inc": {"age": 1}})
     })
     .await;
-    println!("ratio raw fjall / cairn $inc: {:.2}x", raw_inc.rate() / inc.rate());
+    println!(
+        "ratio raw fjall / cairn $inc: {:.2}x",
+        raw_inc.rate() / inc.rate()
+    );
 
     let mut next = 1_000_000i32;
     let add = timed_updates(&client, "cairn $addToSet (100-elem array)", d, |r| {
         next += 1;
         let id = (r % 1000) as i32;
-        ("arrays".into(), doc! {"_id": id}, doc! {"$addToSet": {"arr": next}})
+        (
+            "arrays".into(),
+            doc! {"_id": id},
+            doc! {"$addToSet": {"arr": next}},
+        )
     })
     .await;
     let pull = timed_updates(&client, "cairn $pullAll (100-elem array)", d, |r| {
         let id = (r % 1000) as i32;
         let v = ((r >> 10) % 100) as i32 * 2;
-        ("arrays".into(), doc! {"_id": id}, doc! {"$pullAll": {"arr": [v]}})
+        (
+            "arrays".into(),
+            doc! {"_id": id},
+            doc! {"$pullAll": {"arr": [v]}},
+        )
     })
     .await;
     println!(

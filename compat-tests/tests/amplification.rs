@@ -13,7 +13,10 @@ async fn counters(c: &mongodb::Client) -> (i64, i64) {
         .await
         .unwrap();
     let s = st.get_document("cairnStorage").unwrap();
-    (s.get_i64("keysRead").unwrap(), s.get_i64("keysWritten").unwrap())
+    (
+        s.get_i64("keysRead").unwrap(),
+        s.get_i64("keysWritten").unwrap(),
+    )
 }
 
 /// Runs `update` against `{_id: 1}` and returns (keys read, keys written) by it.
@@ -46,7 +49,10 @@ async fn updates_touch_only_their_keys() {
     // header + statistics delta, independent of the array's length.
     let (reads, writes) = measure(&c, doc! {"$addToSet": {"tags": 1000}}).await;
     assert!(writes <= 4, "$addToSet wrote {writes} keys");
-    assert!(reads >= 1001, "$addToSet reads the array's key range ({reads})");
+    assert!(
+        reads >= 1001,
+        "$addToSet reads the array's key range ({reads})"
+    );
     // and again after the array grew: still constant
     let (_, writes_again) = measure(&c, doc! {"$addToSet": {"tags": 1001}}).await;
     assert_eq!(writes_again, writes);
@@ -76,9 +82,16 @@ async fn updates_touch_only_their_keys() {
     assert_eq!(v.len(), 98);
     assert_eq!(v[0], Bson::Int32(1));
     assert!(!v.contains(&Bson::Int32(90)));
-    assert_eq!(d.keys().collect::<Vec<_>>(), ["_id", "n", "tags", "v", "other"]);
+    assert_eq!(
+        d.keys().collect::<Vec<_>>(),
+        ["_id", "n", "tags", "v", "other"]
+    );
     // statistics still exact
-    let st = c.database("amp").run_command(doc! {"collStats": "c"}).await.unwrap();
+    let st = c
+        .database("amp")
+        .run_command(doc! {"collStats": "c"})
+        .await
+        .unwrap();
     let size = bson::RawDocumentBuf::try_from(&d).unwrap().as_bytes().len() as i32;
     assert_eq!(st.get_i32("size").unwrap(), size);
 }

@@ -238,6 +238,12 @@ impl ExtensionKind {
 pub trait DocumentPredicate: fmt::Debug + Send + Sync {
     /// Whether `doc` (the document at the level the operator appeared, i.e. the root) matches.
     fn matches(&self, doc: &RawDocument) -> bool;
+
+    /// Whether `doc` matches, or the evaluation error that fails the whole query (e.g. `$expr`
+    /// dividing by zero). The default never fails.
+    fn try_matches(&self, doc: &RawDocument) -> Result<bool> {
+        Ok(self.matches(doc))
+    }
 }
 
 /// A document-level operator in a filter.
@@ -333,17 +339,46 @@ impl Filter {
         walk(&self.root, &mut out).then_some(out)
     }
 
-    /// Whether `doc` matches.
+    /// Whether `doc` matches (an evaluation error counts as no match; see
+    /// [`Filter::try_matches`]).
     pub fn matches(&self, doc: &RawDocument) -> bool {
+        self.root.eval(doc, None).unwrap_or(false)
+    }
+
+    /// Whether `doc` matches, or the evaluation error (from an extension such as `$expr`)
+    /// that fails the query, as MongoDB does.
+    pub fn try_matches(&self, doc: &RawDocument) -> Result<bool> {
         self.root.eval(doc, None)
     }
 
     /// `Some` with what was recorded when `doc` matches, `None` otherwise.
     pub fn match_details(&self, doc: &RawDocument) -> Option<MatchDetails> {
+        self.try_match_details(doc).unwrap_or(None)
+    }
+
+    /// [`Filter::match_details`], or the evaluation error that fails the query.
+    pub fn try_match_details(&self, doc: &RawDocument) -> Result<Option<MatchDetails>> {
         let mut key = None;
-        self.root.eval(doc, Some(&mut key)).then_some(MatchDetails {
-            elem_match_key: key,
-        })
+        Ok(self
+            .root
+            .eval(doc, Some(&mut key))?
+            .then_some(MatchDetails {
+                elem_match_key: key,
+            }))
+    }
+
+    /// Whether any node is an extension (`$expr`, `$jsonSchema` …) that may fail at
+    /// evaluation time.
+    pub fn has_extensions(&self) -> bool {
+        fn walk(e: &Expr) -> bool {
+            match e {
+                Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => v.iter().any(walk),
+                Expr::Not(c) => walk(c),
+                Expr::Extension(_) => true,
+                _ => false,
+            }
+        }
+        walk(&self.root)
     }
 
     /// The array position the positional `$` operator refers to: `Some` when `doc` matches
@@ -388,9 +423,9 @@ impl Filter {
 // ---------------------------------------------------------------------------------------------
 
 impl Expr {
-    /// Whether `doc` matches this expression.
+    /// Whether `doc` matches this expression (an evaluation error counts as no match).
     pub fn matches(&self, doc: &RawDocument) -> bool {
-        self.eval(doc, None)
+        self.eval(doc, None).unwrap_or(false)
     }
 
     /// Whether a single value matches (MongoDB's `matchesSingleElement`): how the children of
@@ -408,29 +443,129 @@ impl Expr {
         }
     }
 
-    fn eval(&self, doc: &RawDocument, key: Option<&mut Option<usize>>) -> bool {
+    fn eval(&self, doc: &RawDocument, key: Option<&mut Option<usize>>) -> Result<bool> {
         match self {
             Expr::And(cs) => {
                 let mut key = key;
-                for c in cs {
-                    if !c.eval(doc, key.as_deref_mut()) {
+                // The array position comes from the last clause that records one, in
+                // MongoDB's canonical clause order (it sorts the tree before matching).
+                let ordered: Vec<&Expr> = if key.is_some() && cs.len() > 1 {
+                    let mut v: Vec<&Expr> = cs.iter().collect();
+                    v.sort_by(|a, b| canonical_cmp(a, b));
+                    v
+                } else {
+                    cs.iter().collect()
+                };
+                for c in ordered {
+                    if !c.eval(doc, key.as_deref_mut())? {
                         if let Some(k) = key {
                             *k = None;
                         }
-                        return false;
+                        return Ok(false);
                     }
                 }
-                true
+                Ok(true)
             }
-            Expr::Or(cs) => cs.iter().any(|c| c.eval(doc, None)),
-            Expr::Nor(cs) => !cs.iter().any(|c| c.eval(doc, None)),
-            Expr::Not(c) => !c.eval(doc, None),
-            Expr::AlwaysTrue => true,
-            Expr::AlwaysFalse => false,
-            Expr::Path(p) => p.eval(doc, key),
-            Expr::Extension(e) => e.predicate.matches(doc),
+            Expr::Or(cs) => {
+                for c in cs {
+                    if c.eval(doc, None)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            Expr::Nor(cs) => {
+                for c in cs {
+                    if c.eval(doc, None)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            Expr::Not(c) => Ok(!c.eval(doc, None)?),
+            Expr::AlwaysTrue => Ok(true),
+            Expr::AlwaysFalse => Ok(false),
+            Expr::Path(p) => Ok(p.eval(doc, key)),
+            Expr::Extension(e) => e.predicate.try_matches(doc),
         }
     }
+}
+
+/// MongoDB's `MatchType` rank of a node (the declaration order of the enum in
+/// `matcher/expression.h`), the first key of its canonical sort.
+fn match_type_rank(e: &Expr) -> u8 {
+    match e {
+        Expr::And(_) => 0,
+        Expr::Or(_) => 1,
+        Expr::Path(p) => match &p.pred {
+            Predicate::ElemMatchObject(_) => 2,
+            Predicate::ElemMatchValue(_) => 3,
+            Predicate::Size(_) => 4,
+            Predicate::Cmp(CmpOp::Eq, _) => 5,
+            Predicate::Cmp(CmpOp::Lte, _) => 6,
+            Predicate::Cmp(CmpOp::Lt, _) => 7,
+            Predicate::Cmp(CmpOp::Gt, _) => 8,
+            Predicate::Cmp(CmpOp::Gte, _) => 9,
+            Predicate::Regex(_) => 10,
+            Predicate::Mod { .. } => 11,
+            Predicate::Exists => 12,
+            Predicate::In(_) => 13,
+            Predicate::Bits(b) => match b.op {
+                BitOp::AllSet => 14,
+                BitOp::AllClear => 15,
+                BitOp::AnySet => 16,
+                BitOp::AnyClear => 17,
+            },
+            Predicate::Type(_) => 21,
+        },
+        Expr::Not(_) => 19,
+        Expr::Nor(_) => 20,
+        Expr::Extension(x) => match x.kind {
+            ExtensionKind::Where => 23,
+            ExtensionKind::Expr => 24,
+            ExtensionKind::Text => 28,
+            ExtensionKind::JsonSchema => 40,
+        },
+        Expr::AlwaysFalse => 25,
+        Expr::AlwaysTrue => 26,
+    }
+}
+
+/// MongoDB's canonical order of match expressions (`matchExpressionComparator`): by match
+/// type, then path (bytewise), then children pairwise, then number of children.
+fn canonical_cmp(a: &Expr, b: &Expr) -> std::cmp::Ordering {
+    fn path(e: &Expr) -> &str {
+        match e {
+            Expr::Path(p) => p.path.as_str(),
+            _ => "",
+        }
+    }
+    fn children(e: &Expr) -> Vec<&Expr> {
+        match e {
+            Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => v.iter().collect(),
+            Expr::Not(c) => vec![&**c],
+            Expr::Path(PathExpr {
+                pred: Predicate::ElemMatchObject(c),
+                ..
+            }) => vec![&**c],
+            Expr::Path(PathExpr {
+                pred: Predicate::ElemMatchValue(v),
+                ..
+            }) => v.iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+    match_type_rank(a)
+        .cmp(&match_type_rank(b))
+        .then_with(|| path(a).as_bytes().cmp(path(b).as_bytes()))
+        .then_with(|| {
+            let (ca, cb) = (children(a), children(b));
+            ca.iter()
+                .zip(cb.iter())
+                .map(|(x, y)| canonical_cmp(x, y))
+                .find(|o| o.is_ne())
+                .unwrap_or_else(|| ca.len().cmp(&cb.len()))
+        })
 }
 
 impl PathExpr {
@@ -506,7 +641,7 @@ impl Predicate {
                         },
                         _ => continue,
                     };
-                    if sub.eval(d, None) {
+                    if sub.eval(d, None).unwrap_or(false) {
                         *key = Some(idx);
                         return true;
                     }

@@ -10,8 +10,10 @@
 //! panics on client input; every error is a [`error::QueryError`].
 
 pub mod error;
+pub mod expr;
 pub mod filter;
 pub mod insert;
+pub mod jsonschema;
 pub mod path;
 pub mod projection;
 pub mod regex;

@@ -17,7 +17,13 @@
 //!   `\Q…\E` quoting, octal `\0oo`, control `\cX`, escaped punctuation (`\<` is a literal in
 //!   PCRE, a word boundary in Oniguruma), and a literal `[`, `&` or `~` inside a class.
 //!
-//! Known differences: `\b`/`\B` use Unicode word characters; error texts are `fancy-regex`'s,
+//! - `\b \B` use ASCII word characters in PCRE without UCP: rewritten to look-arounds on
+//!   `[[:word:]]` (`fancy-regex` cannot switch Unicode mode inline);
+//! - leading PCRE start-of-pattern verbs (`(*UCP)`, `(*UTF)`, `(*CRLF)`, `(*LIMIT_MATCH=n)`,
+//!   …) are consumed; `(*UCP)` keeps `\d \w \s \b` Unicode-aware, the others change
+//!   nothing observable here.
+//!
+//! Known differences: error texts are `fancy-regex`'s,
 //! not PCRE's (the codes are MongoDB's); a match that exceeds the backtracking limit counts as
 //! no match (PCRE2 would fail the query).
 //!
@@ -111,7 +117,8 @@ impl Regex {
             ));
         }
         let opts = Options::parse(options)?;
-        let translated = translate(pattern, opts)?;
+        let (ucp, body) = start_verbs(pattern);
+        let translated = translate(body, opts, ucp)?;
         let compiled = fancy_regex::RegexBuilder::new(&translated)
             .backtrack_limit(BACKTRACK_LIMIT)
             .build()
@@ -143,13 +150,67 @@ fn invalid(reason: &str) -> QueryError {
     QueryError::Location(51091, format!("Regular expression is invalid: {reason}"))
 }
 
+/// PCRE's `\b` without UCP: between an ASCII word character and anything else.
+const ASCII_WORD_BOUNDARY: &str =
+    r"(?:(?<=[[:word:]])(?![[:word:]])|(?<![[:word:]])(?=[[:word:]]))";
+/// PCRE's `\B` without UCP.
+const ASCII_NOT_WORD_BOUNDARY: &str =
+    r"(?:(?<=[[:word:]])(?=[[:word:]])|(?<![[:word:]])(?![[:word:]]))";
+
 /// PCRE `\h`: horizontal whitespace (as class items, without brackets).
 const H_SPACE: &str = r"\t\x20\xA0\x{1680}\x{180E}\x{2000}-\x{200A}\x{202F}\x{205F}\x{3000}";
 /// PCRE `\v`: vertical whitespace (as class items, without brackets).
 const V_SPACE: &str = r"\n\x0B\f\r\x{85}\x{2028}\x{2029}";
 
-/// Rewrites a PCRE pattern into `fancy-regex` syntax with the options as inline flags.
-fn translate(pattern: &str, opts: Options) -> Result<String> {
+/// Consumes PCRE2's start-of-pattern verbs; returns whether `(*UCP)` was among them and
+/// the rest of the pattern.
+fn start_verbs(mut pattern: &str) -> (bool, &str) {
+    const VERBS: &[&str] = &[
+        "UCP",
+        "UTF",
+        "UTF8",
+        "NO_AUTO_POSSESS",
+        "NO_DOTSTAR_ANCHOR",
+        "NO_JIT",
+        "NO_START_OPT",
+        "NOTEMPTY",
+        "NOTEMPTY_ATSTART",
+        "CR",
+        "LF",
+        "CRLF",
+        "ANYCRLF",
+        "ANY",
+        "NUL",
+        "BSR_ANYCRLF",
+        "BSR_UNICODE",
+    ];
+    const SETTINGS: &[&str] = &[
+        "LIMIT_MATCH=",
+        "LIMIT_RECURSION=",
+        "LIMIT_DEPTH=",
+        "LIMIT_HEAP=",
+    ];
+    let mut ucp = false;
+    while let Some(rest) = pattern.strip_prefix("(*") {
+        let Some(end) = rest.find(')') else { break };
+        let verb = rest.get(..end).unwrap_or_default();
+        let known = VERBS.contains(&verb)
+            || SETTINGS.iter().any(|s| {
+                verb.strip_prefix(s)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            });
+        if !known {
+            break;
+        }
+        ucp |= verb == "UCP";
+        pattern = rest.get(end + 1..).unwrap_or_default();
+    }
+    (ucp, pattern)
+}
+
+/// Rewrites a PCRE pattern into `fancy-regex` syntax with the options as inline flags
+/// (`ucp`: `\d \w \s \b` keep their Unicode meaning).
+fn translate(pattern: &str, opts: Options, ucp: bool) -> Result<String> {
     let mut out = String::with_capacity(pattern.len() + 16);
     let mut flags = String::new();
     if opts.caseless {
@@ -179,6 +240,12 @@ fn translate(pattern: &str, opts: Options) -> Result<String> {
         let next = chars.get(i + 1).copied();
         if in_class {
             match c {
+                '\\' if ucp && matches!(next, Some('d' | 'D' | 'w' | 'W' | 's' | 'S')) => {
+                    out.push('\\');
+                    out.extend(next);
+                    i += 2;
+                    continue;
+                }
                 '\\' => {
                     i = escape_in_class(&chars, i, &mut out)?;
                     continue;
@@ -211,6 +278,12 @@ fn translate(pattern: &str, opts: Options) -> Result<String> {
             continue;
         }
         match c {
+            '\\' if ucp && matches!(next, Some('d' | 'D' | 'w' | 'W' | 's' | 'S' | 'b' | 'B')) => {
+                out.push('\\');
+                out.extend(next);
+                i += 2;
+                continue;
+            }
             '\\' => {
                 i = escape_outside(&chars, i, &mut out)?;
                 continue;
@@ -388,6 +461,8 @@ fn escape_outside(chars: &[char], i: usize, out: &mut String) -> Result<usize> {
         'v' => out.push_str(&format!("[{V_SPACE}]")),
         'V' => out.push_str(&format!("[^{V_SPACE}]")),
         'R' => out.push_str(&format!(r"(?:\r\n|[{V_SPACE}])")),
+        'b' => out.push_str(ASCII_WORD_BOUNDARY),
+        'B' => out.push_str(ASCII_NOT_WORD_BOUNDARY),
         'Q' => return Ok(quoted(chars, i + 2, out)),
         'E' => {}
         'c' => {
@@ -537,6 +612,17 @@ mod tests {
         assert!(m(r"\cA", "", "\x01"));
         assert!(m(r"[[:alpha:]]", "", "q"));
         assert!(m(r"a{", "", "a{"));
+        // ASCII word boundaries unless (*UCP).
+        assert!(m(r"\byster", "", "Blue Öyster Cult"));
+        assert!(!m(r"\byster", "", "Blue Oyster Cult"));
+        assert!(!m(r"(*UCP)\byster", "", "Blue Öyster Cult"));
+        assert!(m(r"(*UCP)\bÖyster", "", "Blue Öyster Cult"));
+        assert!(m(r"(*UCP)\w", "", "é"));
+        assert!(m(r"(*UCP)(*CRLF)[\d]", "", "٣"));
+        assert!(!m(r"(*UCP)/\byster/", "", "Blue Öyster Cult"));
+        assert!(m(r"a\B", "", "ab"));
+        // Unknown verbs are left to the compiler (an error, as in PCRE2).
+        assert!(Regex::new("(*BOGUS)a", "").is_err());
     }
 
     #[test]

@@ -374,9 +374,22 @@ fn match_details_record_the_array_position() {
         Some(2)
     );
     assert_eq!(position(bson!({"c": 8}), doc.clone()), Some(1));
-    // The last array predicate of the conjunction wins.
+    // The last array predicate of the conjunction in MongoDB's canonical order (match type,
+    // then path) wins, whatever the written order.
     assert_eq!(position(bson!({"a.b": 1, "c": 8}), doc.clone()), Some(1));
-    assert_eq!(position(bson!({"c": 8, "a.b": 1}), doc.clone()), Some(0));
+    assert_eq!(position(bson!({"c": 8, "a.b": 1}), doc.clone()), Some(1));
+    assert_eq!(
+        position(bson!({"c": {"$gt": 6}, "a.b": 1}), doc.clone()),
+        Some(0)
+    );
+    // The manual's $ example: {activity_ids: 1, grades: 95, deans_list: 2021} takes grades'.
+    assert_eq!(
+        position(
+            bson!({"activity_ids": 1, "grades": 95, "deans_list": 2021}),
+            bson!({"activity_ids": [1, 2], "grades": [90, 95], "deans_list": [2021, 2020]})
+        ),
+        Some(1)
+    );
     assert_eq!(position(bson!({"c": 8, "n": 5}), doc.clone()), Some(1));
     // Whole-array and scalar matches record nothing; neither do $or and negations.
     assert_eq!(position(bson!({"c": [7, 8]}), doc.clone()), None);

@@ -5,8 +5,7 @@
 //! the matching documents are counted. `skip` applies first, then `limit` (a negative limit
 //! counts as its absolute value, as in MongoDB).
 
-use bson::{RawBsonRef, rawdoc};
-use cairn_query::filter::Filter;
+use bson::RawBsonRef;
 
 use super::coll_stats::append_number;
 use super::{
@@ -54,10 +53,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
         let query = opt_document(body, "count", "query")?;
-        let filter = match query {
-            Some(q) => Filter::parse(q)?,
-            None => Filter::parse(&rawdoc! {})?,
-        };
+        let filter = crate::lang::Lang::for_command(body, "count")?.filter(query)?;
         let skip = signed(body, "skip")?;
         if skip < 0 {
             return Err(CommandError::new(

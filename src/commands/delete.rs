@@ -19,6 +19,7 @@ use super::{
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 use crate::exec::{Step, for_each_match};
+use crate::lang::Lang;
 use crate::write_concern::WriteConcern;
 
 /// `delete`.
@@ -41,7 +42,15 @@ struct Statement {
     limit_one: bool,
 }
 
-fn parse_statement(i: usize, d: &RawDocument) -> Result<Statement, CommandError> {
+/// Parses one statement. Structural errors (field types, a missing or invalid `limit`,
+/// unknown fields) fail the whole command, as MongoDB's request parser does; the filter's
+/// errors belong to the statement (a `writeErrors` entry).
+#[allow(clippy::type_complexity)]
+fn parse_statement(
+    lang: &Lang,
+    i: usize,
+    d: &RawDocument,
+) -> Result<Result<Statement, CommandError>, CommandError> {
     let mut q = None;
     let mut limit = None;
     for el in d.iter() {
@@ -58,10 +67,11 @@ fn parse_statement(i: usize, d: &RawDocument) -> Result<Statement, CommandError>
                 }
             },
             "limit" => {
+                // Compared as a double, so 0.5 is refused rather than truncated to 0.
                 let n = match v {
-                    RawBsonRef::Int32(i) => i64::from(i),
-                    RawBsonRef::Int64(i) => i,
-                    RawBsonRef::Double(f) => f as i64,
+                    RawBsonRef::Int32(i) => f64::from(i),
+                    RawBsonRef::Int64(i) => i as f64,
+                    RawBsonRef::Double(f) => f,
                     other => {
                         return Err(CommandError::wrong_type(
                             "delete.deletes.limit",
@@ -70,13 +80,13 @@ fn parse_statement(i: usize, d: &RawDocument) -> Result<Statement, CommandError>
                         ));
                     }
                 };
-                if n != 0 && n != 1 {
+                if n != 0.0 && n != 1.0 {
                     return Err(CommandError::new(
                         ErrorCode::FailedToParse,
                         format!("The limit field in delete objects must be 0 or 1. Got {n}"),
                     ));
                 }
-                limit = Some(n == 1);
+                limit = Some(n == 1.0);
             }
             "collation" => {
                 if !matches!(v, RawBsonRef::Document(c) if matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple")))))
@@ -98,10 +108,7 @@ fn parse_statement(i: usize, d: &RawDocument) -> Result<Statement, CommandError>
     }
     let q = q.ok_or_else(|| CommandError::missing_field("delete.deletes.q"))?;
     let limit_one = limit.ok_or_else(|| CommandError::missing_field("delete.deletes.limit"))?;
-    Ok(Statement {
-        filter: Filter::parse(q)?,
-        limit_one,
-    })
+    Ok(lang.filter(Some(q)).map(|filter| Statement { filter, limit_one }))
 }
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
@@ -112,6 +119,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let ordered = opt_strict_bool(body, "delete", "ordered")?.unwrap_or(true);
         let wc = WriteConcern::from_command(body)?;
+        let lang = Lang::for_command(body, "delete")?;
         let stmts = match body.get("deletes") {
             Ok(Some(RawBsonRef::Array(a))) => a,
             Ok(Some(other)) => {
@@ -133,7 +141,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     "object",
                 ));
             };
-            parsed.push(parse_statement(i, d));
+            parsed.push(parse_statement(&lang, i, d)?);
         }
         if parsed.is_empty() || parsed.len() > super::insert::MAX_BATCH {
             return Err(CommandError::new(

@@ -7,7 +7,6 @@
 //! values come back in BSON comparison order. More than 16 MiB of values is error 17217.
 
 use bson::{RawArrayBuf, RawBson, RawBsonRef, rawdoc};
-use cairn_query::filter::Filter;
 use cairn_query::path::{FieldPath, LeafArrays, values};
 use cairn_storage::compare::compare_values;
 
@@ -65,10 +64,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "FieldPath cannot be constructed with empty string",
             ));
         }
-        let filter = match opt_document(body, "distinct", "query")? {
-            Some(q) => Filter::parse(q)?,
-            None => Filter::parse(&rawdoc! {})?,
-        };
+        let filter = crate::lang::Lang::for_command(body, "distinct")?
+            .filter(opt_document(body, "distinct", "query")?)?;
         let store = inv.server.store.clone();
         let set = blocking::run(move || {
             let path = FieldPath::new(&key);

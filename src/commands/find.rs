@@ -23,8 +23,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, rawdoc};
-use cairn_query::filter::Filter;
-use cairn_query::projection::Projection;
 use cairn_query::sort::{SortSpec, Sorter};
 
 use super::{
@@ -128,8 +126,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "error processing query: tailable cursor requested on non capped collection",
             ));
         }
+        let lang = crate::lang::Lang::for_command(body, "find")?;
         let projection = match projection {
-            Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
+            Some(p) if !p.is_empty() => Some(lang.projection(p)?),
             _ => None,
         };
         let allow_disk_use = opt_strict_bool(body, "find", "allowDiskUse")?
@@ -166,10 +165,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             }
         }
         let order = order(sort)?;
-        let filter = Arc::new(match filter_doc {
-            Some(f) => Filter::parse(f)?,
-            None => Filter::parse(&rawdoc! {})?,
-        });
+        let filter = Arc::new(lang.filter(filter_doc)?);
         let output = projection.map(|p| {
             Arc::new(Output {
                 projection: p,

@@ -10,9 +10,7 @@
 //! the document before the change, or after it with `new: true`, projected by `fields`.
 
 use bson::raw::cstr;
-use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
-use cairn_query::filter::Filter;
-use cairn_query::projection::Projection;
+use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_query::sort::SortSpec;
 use cairn_query::update::Update;
 use cairn_storage::store::id_key;
@@ -89,16 +87,14 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
             ));
         }
-        let filter = match opt_document(body, "findAndModify", "query")? {
-            Some(q) => Filter::parse(q)?,
-            None => Filter::parse(&rawdoc! {})?,
-        };
+        let lang = crate::lang::Lang::for_command(body, "findAndModify")?;
+        let filter = lang.filter(opt_document(body, "findAndModify", "query")?)?;
         let sort = match opt_document(body, "findAndModify", "sort")? {
             Some(s) => Some(SortSpec::parse(s)?).filter(|s| !s.is_empty()),
             None => None,
         };
         let projection = match opt_document(body, "findAndModify", "fields")? {
-            Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
+            Some(p) if !p.is_empty() => Some(lang.projection(p)?),
             _ => None,
         };
         let array_filters = match body.get("arrayFilters") {
@@ -112,6 +108,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             }
             _ => None,
         };
+        if remove && array_filters.is_some() {
+            return Err(failed("Cannot specify arrayFilters and remove=true"));
+        }
         if let Ok(Some(c)) = body.get("collation")
             && !matches!(c, RawBsonRef::Document(d) if matches!(d.get("locale"), Ok(Some(RawBsonRef::String("simple")))))
         {
@@ -145,16 +144,21 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         let mut best: Option<RawDocumentBuf> = None;
                         let mut resume: Option<Vec<u8>> = None;
                         loop {
+                            crate::deadline::check()?;
                             let limits = ScanLimits {
                                 max_docs: if sort.is_some() { 1000 } else { 1 },
                                 max_bytes: usize::MAX,
-                                max_examined: usize::MAX,
+                                max_examined: 10_000,
                                 first_may_exceed: true,
                             };
+                            let mut failed = None;
                             let batch =
                                 tx.scan_where(&meta, resume.as_deref(), false, limits, &mut |d| {
-                                    filter.matches(d)
+                                    crate::exec::try_match(&filter, d, &mut failed)
                                 })?;
+                            if let Some(e) = failed {
+                                return Err(e.into());
+                            }
                             for d in batch.docs {
                                 best = match (best, &sort) {
                                     (None, _) => Some(d),
@@ -191,7 +195,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         }
                         Some(u) => {
                             let details = if u.is_positional() {
-                                filter.match_details(&doc)
+                                filter.try_match_details(&doc)?
                             } else {
                                 None
                             };

@@ -104,6 +104,18 @@ static PARAMETERS: &[Parameter] = &[
         settable_at_startup: false,
         value: |_| RawBson::Int32(cairn_wire::MAX_BSON_DEPTH as i32),
     },
+    Parameter {
+        name: "ttlMonitorEnabled",
+        settable_at_startup: true,
+        value: |s| RawBson::Boolean(s.config.ttl_monitor_sleep_secs > 0),
+    },
+    Parameter {
+        name: "ttlMonitorSleepSecs",
+        settable_at_startup: true,
+        value: |s| {
+            RawBson::Int32(i32::try_from(s.config.ttl_monitor_sleep_secs).unwrap_or(i32::MAX))
+        },
+    },
 ];
 
 fn parse_options(v: RawBsonRef<'_>) -> Result<(bool, bool), CommandError> {

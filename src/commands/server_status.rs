@@ -112,6 +112,16 @@ fn cairn_storage(s: &ServerState) -> RawDocumentBuf {
     }
 }
 
+/// `metrics`: the TTL monitor's work (`ttl.deletedDocuments`, `ttl.passes`).
+fn metrics(s: &ServerState) -> RawDocumentBuf {
+    rawdoc! {
+        "ttl": {
+            "deletedDocuments": s.ttl.deleted_documents.load(Relaxed),
+            "passes": s.ttl.passes.load(Relaxed),
+        },
+    }
+}
+
 /// The sections, alphabetically, with their builders.
 const SECTIONS: &[(&str, SectionBuilder)] = &[
     ("cairnStorage", cairn_storage),
@@ -144,6 +154,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     }
     if !excluded("metrics") && !excluded("mem") {
         out.append(cstr!("mem"), mem());
+    }
+    if !excluded("metrics") {
+        out.append(cstr!("metrics"), metrics(s));
     }
     ready(Ok(out.into()))
 }

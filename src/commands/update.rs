@@ -36,6 +36,7 @@ use super::{
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 use crate::exec::{Step, for_each_match};
+use crate::lang::Lang;
 use crate::state::ServerState;
 use crate::write_concern::WriteConcern;
 
@@ -80,7 +81,14 @@ fn simple_collation(v: RawBsonRef<'_>) -> Result<(), CommandError> {
     }
 }
 
-fn parse_statement(d: &RawDocument) -> Result<Statement, CommandError> {
+/// Parses one statement. Structural errors (field types, missing `q`/`u`, unknown fields)
+/// fail the whole command, as MongoDB's request parser does; errors in the filter or the
+/// update belong to the statement (a `writeErrors` entry).
+#[allow(clippy::type_complexity)]
+fn parse_statement(
+    lang: &Lang,
+    d: &RawDocument,
+) -> Result<Result<Statement, CommandError>, CommandError> {
     let mut q = None;
     let mut u = None;
     let mut upsert = false;
@@ -143,19 +151,21 @@ fn parse_statement(d: &RawDocument) -> Result<Statement, CommandError> {
     }
     let q = q.ok_or_else(|| CommandError::missing_field("update.updates.q"))?;
     let u = u.ok_or_else(|| CommandError::missing_field("update.updates.u"))?;
-    let update = Update::parse(u, array_filters, upsert)?;
-    if multi && update.kind() == UpdateKind::Replacement {
-        return Err(CommandError::new(
-            ErrorCode::FailedToParse,
-            "multi update is not supported for replacement-style update",
-        ));
-    }
-    Ok(Statement {
-        filter: Filter::parse(q)?,
-        update,
-        upsert,
-        multi,
-    })
+    Ok((|| {
+        let update = Update::parse(u, array_filters, upsert)?;
+        if multi && update.kind() == UpdateKind::Replacement {
+            return Err(CommandError::new(
+                ErrorCode::FailedToParse,
+                "multi update is not supported for replacement-style update",
+            ));
+        }
+        Ok(Statement {
+            filter: lang.filter(Some(q))?,
+            update,
+            upsert,
+            multi,
+        })
+    })())
 }
 
 /// The outcome of one statement.
@@ -266,7 +276,7 @@ pub fn execute(
             };
             let partial = partial_document(&view);
             let details = if st.update.is_positional() {
-                st.filter.match_details(&partial)
+                st.filter.try_match_details(&partial)?
             } else {
                 None
             };
@@ -295,7 +305,7 @@ pub fn execute(
             !st.multi,
             |tx, meta, key, doc| {
                 let details = if st.update.is_positional() {
-                    st.filter.match_details(doc)
+                    st.filter.try_match_details(doc)?
                 } else {
                     None
                 };
@@ -376,12 +386,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let ordered = opt_strict_bool(body, "update", "ordered")?.unwrap_or(true);
         let _ = opt_strict_bool(body, "update", "bypassDocumentValidation")?;
         let wc = WriteConcern::from_command(body)?;
-        if body.get("let").ok().flatten().is_some() {
-            return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                "let is not supported by Cairn yet",
-            ));
-        }
+        let lang = Lang::for_command(body, "update")?;
         let stmts = match body.get("updates") {
             Ok(Some(RawBsonRef::Array(a))) => a,
             Ok(Some(other)) => {
@@ -403,7 +408,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     "object",
                 ));
             };
-            parsed.push(parse_statement(d));
+            parsed.push(parse_statement(&lang, d)?);
         }
         if parsed.is_empty() || parsed.len() > super::insert::MAX_BATCH {
             return Err(CommandError::new(

@@ -34,8 +34,8 @@ use bson::spec::BinarySubtype;
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::engine::{Read, SpaceId};
-use crate::index::IndexMeta;
 use crate::error::{Result, StorageError};
+use crate::index::IndexMeta;
 
 /// Current catalog schema version.
 /// Version 2 added secondary index metadata; version 1 records (only `_id_`) still load.
@@ -315,7 +315,8 @@ impl Catalog {
     pub fn with(&self, meta: CollectionMeta) -> Catalog {
         let mut c = self.clone();
         let k = (meta.db.clone(), meta.name.clone());
-        c.records.insert(k.clone(), Arc::new(meta.to_bson().into_bytes()));
+        c.records
+            .insert(k.clone(), Arc::new(meta.to_bson().into_bytes()));
         c.collections.insert(k, Arc::new(meta));
         c
     }

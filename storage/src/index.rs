@@ -235,7 +235,10 @@ mod tests {
             multikey: true,
         };
         assert_eq!(IndexMeta::from_bson(&m.to_bson()).unwrap(), m);
-        assert_eq!(m.fields(), vec![("a".to_string(), false), ("b".to_string(), true)]);
+        assert_eq!(
+            m.fields(),
+            vec![("a".to_string(), false), ("b".to_string(), true)]
+        );
         assert!(m.is_unique() && !m.is_sparse());
         assert_eq!(
             IndexMeta::from_bson(&rawdoc! {"v": 2, "key": {"_id": 1}, "name": "_id_"}).unwrap(),

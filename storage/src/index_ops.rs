@@ -39,6 +39,9 @@ fn entry_value(e: &IndexEntry) -> Vec<u8> {
     v
 }
 
+/// A range of entry keys: `(start, end)` bounds over an index space.
+pub type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// An index entry read back: its key part, the document key, and the stored values.
 #[derive(Debug, Clone)]
 pub struct IndexHit {
@@ -93,7 +96,10 @@ fn duplicate(coll: &CollectionMeta, idx: &IndexMeta, e: &IndexEntry) -> StorageE
     StorageError::DuplicateKey {
         namespace: coll.namespace(),
         index: idx.name.clone(),
-        key_pattern: idx.key_pattern().map(RawDocument::to_owned).unwrap_or_default(),
+        key_pattern: idx
+            .key_pattern()
+            .map(RawDocument::to_owned)
+            .unwrap_or_default(),
         key_display: display::document(&kv),
         key_value: kv,
     }
@@ -185,10 +191,16 @@ impl WriteTxn<'_> {
                 Some(d) => keygen.keys(idx, d)?,
                 None => IndexKeys::default(),
             };
-            let before: HashMap<&[u8], &IndexEntry> =
-                old_keys.entries.iter().map(|e| (e.key.as_slice(), e)).collect();
-            let after: HashMap<&[u8], &IndexEntry> =
-                new_keys.entries.iter().map(|e| (e.key.as_slice(), e)).collect();
+            let before: HashMap<&[u8], &IndexEntry> = old_keys
+                .entries
+                .iter()
+                .map(|e| (e.key.as_slice(), e))
+                .collect();
+            let after: HashMap<&[u8], &IndexEntry> = new_keys
+                .entries
+                .iter()
+                .map(|e| (e.key.as_slice(), e))
+                .collect();
             for e in &old_keys.entries {
                 if !after.contains_key(e.key.as_slice()) {
                     let mut k = e.key.clone();
@@ -223,10 +235,11 @@ impl WriteTxn<'_> {
     pub fn index_scan(
         &self,
         idx: &IndexMeta,
-        ranges: &[(Bound<Vec<u8>>, Bound<Vec<u8>>)],
+        ranges: &[KeyRange],
         reverse: bool,
+        limit: usize,
     ) -> Result<Vec<IndexHit>> {
-        index_scan(&*self.tx, idx, ranges, reverse, usize::MAX)
+        index_scan(&*self.tx, idx, ranges, reverse, limit)
     }
 }
 
@@ -234,12 +247,12 @@ impl WriteTxn<'_> {
 pub fn index_scan(
     r: &dyn Read,
     idx: &IndexMeta,
-    ranges: &[(Bound<Vec<u8>>, Bound<Vec<u8>>)],
+    ranges: &[KeyRange],
     reverse: bool,
     limit: usize,
 ) -> Result<Vec<IndexHit>> {
     let mut out = Vec::new();
-    let order: Box<dyn Iterator<Item = &(Bound<Vec<u8>>, Bound<Vec<u8>>)>> = if reverse {
+    let order: Box<dyn Iterator<Item = &KeyRange>> = if reverse {
         Box::new(ranges.iter().rev())
     } else {
         Box::new(ranges.iter())
@@ -316,9 +329,9 @@ fn options_of(spec: &RawDocument) -> Vec<(String, Vec<u8>)> {
 /// Normalizes a spec for storage and `listIndexes`: `{v: 2, key, name, …options}` without
 /// `background`/`ns`.
 fn normalize_spec(spec: &RawDocument, name: &str) -> Result<RawDocumentBuf> {
-    let key = spec
-        .get_document("key")
-        .map_err(|_| StorageError::BadValue("The 'key' field is required for an index specification".into()))?;
+    let key = spec.get_document("key").map_err(|_| {
+        StorageError::BadValue("The 'key' field is required for an index specification".into())
+    })?;
     let mut out = RawDocumentBuf::new();
     out.append(bson::raw::cstr!("v"), 2_i32);
     out.append(bson::raw::cstr!("key"), key);
@@ -353,7 +366,10 @@ impl Store {
             namespace::check_write(db, coll)?;
         }
         let meta = self.ensure_collection(db, coll)?;
-        let _ddl = self.ddl.lock().map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
+        let _ddl = self
+            .ddl
+            .lock()
+            .map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
         let meta = self.collection(db, coll).unwrap_or(meta);
         let mut out = CreatedIndexes {
             created_collection,
@@ -364,12 +380,18 @@ impl Store {
         let mut to_add: Vec<IndexMeta> = Vec::new();
         for spec in specs {
             let key = spec.get_document("key").map_err(|_| {
-                StorageError::BadValue("The 'key' field is required for an index specification".into())
+                StorageError::BadValue(
+                    "The 'key' field is required for an index specification".into(),
+                )
             })?;
             let name = match spec.get("name") {
                 Ok(Some(RawBsonRef::String(n))) => n.to_string(),
                 Ok(None) => default_index_name(key),
-                _ => return Err(StorageError::BadValue("The index name must be a string".into())),
+                _ => {
+                    return Err(StorageError::BadValue(
+                        "The index name must be a string".into(),
+                    ));
+                }
             };
             self.keygen.validate(spec)?;
             let normalized = normalize_spec(spec, &name)?;
@@ -416,7 +438,9 @@ impl Store {
                 // {_id: 1} under another name or options: the _id index is fixed.
                 return Err(StorageError::IndexConflict {
                     code: 85,
-                    message: format!("Index already exists with a different name: _id_ (requested {name})"),
+                    message: format!(
+                        "Index already exists with a different name: _id_ (requested {name})"
+                    ),
                 });
             }
             to_add.push(IndexMeta {
@@ -445,7 +469,11 @@ impl Store {
                 space += 1;
                 next_meta.indexes.push(idx);
             }
-            tx.put(CATALOG_SPACE, crate::catalog::NEXT_ID_KEY, &space.to_be_bytes())?;
+            tx.put(
+                CATALOG_SPACE,
+                crate::catalog::NEXT_ID_KEY,
+                &space.to_be_bytes(),
+            )?;
             tx.put(
                 CATALOG_SPACE,
                 &collection_key(db, coll),
@@ -476,7 +504,11 @@ impl Store {
                 let Some(meta) = tx.collection(db, coll)? else {
                     return Ok(None);
                 };
-                let Some(idx) = meta.index(name).filter(|i| i.state == IndexState::Building).cloned() else {
+                let Some(idx) = meta
+                    .index(name)
+                    .filter(|i| i.state == IndexState::Building)
+                    .cloned()
+                else {
                     return Ok(None);
                 };
                 let bk = build_key(idx.space);
@@ -487,7 +519,8 @@ impl Store {
                     max_examined: usize::MAX,
                     first_may_exceed: true,
                 };
-                let batch = tx.scan_where(&meta, resume.as_deref(), false, limits, &mut |_| true)?;
+                let batch =
+                    tx.scan_where(&meta, resume.as_deref(), false, limits, &mut |_| true)?;
                 let keygen = tx.store.keygen.clone();
                 for doc in &batch.docs {
                     let id = doc
@@ -523,7 +556,10 @@ impl Store {
             }
         }
         // Ready: the catalog state flips and the progress key goes.
-        let _ddl = self.ddl.lock().map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
+        let _ddl = self
+            .ddl
+            .lock()
+            .map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
         let Some(meta) = self.collection(db, coll) else {
             return Ok(());
         };
@@ -537,7 +573,11 @@ impl Store {
         }
         let Some(space) = space else { return Ok(()) };
         self.ddl_tx(|tx| {
-            tx.put(CATALOG_SPACE, &collection_key(db, coll), next.to_bson().as_bytes())?;
+            tx.put(
+                CATALOG_SPACE,
+                &collection_key(db, coll),
+                next.to_bson().as_bytes(),
+            )?;
             tx.delete(CATALOG_SPACE, &build_key(space))?;
             Ok(())
         })?;
@@ -561,12 +601,19 @@ impl Store {
 
     /// Drops a secondary index (its whole space); `_id_` cannot be dropped.
     pub fn drop_index(&self, db: &str, coll: &str, name: &str) -> Result<()> {
-        let _ddl = self.ddl.lock().map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
+        let _ddl = self
+            .ddl
+            .lock()
+            .map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
         let Some(meta) = self.collection(db, coll) else {
-            return Err(StorageError::NamespaceNotFound(format!("ns not found {db}.{coll}")));
+            return Err(StorageError::NamespaceNotFound(format!(
+                "ns not found {db}.{coll}"
+            )));
         };
         let Some(idx) = meta.index(name).cloned() else {
-            return Err(StorageError::IndexNotFound(format!("index not found with name [{name}]")));
+            return Err(StorageError::IndexNotFound(format!(
+                "index not found with name [{name}]"
+            )));
         };
         if idx.is_id() {
             return Err(StorageError::InvalidOptions("cannot drop _id index".into()));
@@ -574,7 +621,11 @@ impl Store {
         let mut next = (*meta).clone();
         next.indexes.retain(|i| i.name != name);
         self.ddl_tx(|tx| {
-            tx.put(CATALOG_SPACE, &collection_key(db, coll), next.to_bson().as_bytes())?;
+            tx.put(
+                CATALOG_SPACE,
+                &collection_key(db, coll),
+                next.to_bson().as_bytes(),
+            )?;
             tx.delete(CATALOG_SPACE, &build_key(idx.space))?;
             tx.delete(CATALOG_SPACE, &multikey_key(idx.space))?;
             Ok(())
@@ -596,12 +647,19 @@ impl Store {
         name: &str,
         set: &[(String, bson::RawBson)],
     ) -> Result<Vec<(String, Option<bson::RawBson>)>> {
-        let _ddl = self.ddl.lock().map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
+        let _ddl = self
+            .ddl
+            .lock()
+            .map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
         let Some(meta) = self.collection(db, coll) else {
-            return Err(StorageError::NamespaceNotFound(format!("ns does not exist: {db}.{coll}")));
+            return Err(StorageError::NamespaceNotFound(format!(
+                "ns does not exist: {db}.{coll}"
+            )));
         };
         let Some(idx) = meta.index(name).cloned() else {
-            return Err(StorageError::IndexNotFound(format!("cannot find index {name} for ns {db}.{coll}")));
+            return Err(StorageError::IndexNotFound(format!(
+                "cannot find index {name} for ns {db}.{coll}"
+            )));
         };
         let mut old = Vec::new();
         let mut spec = RawDocumentBuf::new();
@@ -629,7 +687,11 @@ impl Store {
             }
         }
         self.ddl_tx(|tx| {
-            tx.put(CATALOG_SPACE, &collection_key(db, coll), next.to_bson().as_bytes())?;
+            tx.put(
+                CATALOG_SPACE,
+                &collection_key(db, coll),
+                next.to_bson().as_bytes(),
+            )?;
             Ok(())
         })?;
         self.swap_catalog(self.catalog().with(next))?;
@@ -637,7 +699,12 @@ impl Store {
     }
 
     /// The index with this name, as currently in the catalog.
-    pub fn index(&self, db: &str, coll: &str, name: &str) -> Option<(Arc<CollectionMeta>, IndexMeta)> {
+    pub fn index(
+        &self,
+        db: &str,
+        coll: &str,
+        name: &str,
+    ) -> Option<(Arc<CollectionMeta>, IndexMeta)> {
         let meta = self.collection(db, coll)?;
         let idx = meta.index(name)?.clone();
         Some((meta, idx))
@@ -654,7 +721,7 @@ impl crate::store::ReadTxn {
     pub fn index_scan(
         &self,
         idx: &IndexMeta,
-        ranges: &[(Bound<Vec<u8>>, Bound<Vec<u8>>)],
+        ranges: &[KeyRange],
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<IndexHit>> {

@@ -35,8 +35,8 @@ use crate::catalog::{
 use crate::doc::{self, DocAssembler, DocError};
 use crate::engine::group_commit::GroupCommit;
 use crate::engine::{CATALOG_SPACE, Engine, EngineError, Read, SpaceId, Tx, prefix_end};
-use crate::index::IndexKeyGen;
 use crate::error::{Result, StorageError};
+use crate::index::IndexKeyGen;
 use crate::{display, keys, namespace};
 
 /// How many times a conflicting transaction is rerun before giving up.
@@ -210,9 +210,7 @@ impl Store {
         }
         let owned: std::collections::HashSet<SpaceId> = cat
             .all()
-            .flat_map(|m| {
-                std::iter::once(m.id).chain(m.secondary_indexes().map(|i| i.space))
-            })
+            .flat_map(|m| std::iter::once(m.id).chain(m.secondary_indexes().map(|i| i.space)))
             .collect();
         drop(snap);
         for space in store.engine.spaces() {

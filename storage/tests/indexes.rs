@@ -10,13 +10,14 @@ use cairn_storage::engine::fjall::{FjallEngine, FjallOptions};
 use cairn_storage::engine::memory::MemoryEngine;
 use cairn_storage::index::{IndexMeta, IndexState};
 use cairn_storage::store::id_key;
-use cairn_storage::{Durability, Store, StoreOptions, StorageError};
+use cairn_storage::{Durability, StorageError, Store, StoreOptions};
 
 const OPTS: StoreOptions = StoreOptions { sync_always: false };
 
 fn engines() -> Vec<(Arc<dyn Engine>, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().unwrap();
-    let fjall: Arc<dyn Engine> = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
+    let fjall: Arc<dyn Engine> =
+        Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
     vec![(Arc::new(MemoryEngine::new()), None), (fjall, Some(dir))]
 }
 
@@ -32,17 +33,22 @@ fn insert(store: &Store, doc: RawDocumentBuf) -> Result<(), StorageError> {
 fn entries(store: &Store, name: &str) -> Vec<(RawDocumentBuf, i32)> {
     let (meta, idx) = store.index("db", "c", name).unwrap();
     let read = store.read().unwrap();
-    read.index_scan(&idx, &[(Bound::Unbounded, Bound::Unbounded)], false, usize::MAX)
-        .unwrap()
-        .into_iter()
-        .map(|h| {
-            let doc = read
-                .get_by_key(&meta, h.doc_key())
-                .unwrap()
-                .unwrap_or_else(|| panic!("dangling entry {:02x?} values {:?}", &*h.key, h.values));
-            (h.values.clone(), doc.get_i32("_id").unwrap())
-        })
-        .collect()
+    read.index_scan(
+        &idx,
+        &[(Bound::Unbounded, Bound::Unbounded)],
+        false,
+        usize::MAX,
+    )
+    .unwrap()
+    .into_iter()
+    .map(|h| {
+        let doc = read
+            .get_by_key(&meta, h.doc_key())
+            .unwrap()
+            .unwrap_or_else(|| panic!("dangling entry {:02x?} values {:?}", &*h.key, h.values));
+        (h.values.clone(), doc.get_i32("_id").unwrap())
+    })
+    .collect()
 }
 
 fn create(store: &Store, spec: RawDocumentBuf) -> Result<(), StorageError> {
@@ -63,7 +69,10 @@ fn writes_maintain_entries() {
         create(&store, rawdoc! {"key": {"a": 1}, "name": "a_1"}).unwrap();
         let (meta, idx) = store.index("db", "c", "a_1").unwrap();
         assert_eq!(idx.state, IndexState::Ready);
-        let ids: Vec<i32> = entries(&store, "a_1").into_iter().map(|(_, id)| id).collect();
+        let ids: Vec<i32> = entries(&store, "a_1")
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
         assert_eq!(ids, vec![0, 3, 1, 4, 2], "a order, then _id");
         // insert maintains
         insert(&store, rawdoc! {"_id": 10, "a": -1}).unwrap();
@@ -91,7 +100,10 @@ fn writes_maintain_entries() {
         assert_eq!(e.len(), 6);
         assert_eq!(e.last().unwrap().0, rawdoc! {"0": 99.0});
         // unindexed field changes leave the index alone
-        let before = store.counters.keys_written.load(std::sync::atomic::Ordering::Relaxed);
+        let before = store
+            .counters
+            .keys_written
+            .load(std::sync::atomic::Ordering::Relaxed);
         store
             .write(Durability::Buffered, |tx| -> Result<(), StorageError> {
                 let key = id_key(bson::RawBsonRef::Int32(10))?;
@@ -99,7 +111,11 @@ fn writes_maintain_entries() {
                 tx.write_fields(&meta, &view, &[("b".into(), Some(RawBson::Int32(1)))])
             })
             .unwrap();
-        let written = store.counters.keys_written.load(std::sync::atomic::Ordering::Relaxed) - before;
+        let written = store
+            .counters
+            .keys_written
+            .load(std::sync::atomic::Ordering::Relaxed)
+            - before;
         assert!(written <= 3, "{written}");
         // replace and delete
         store
@@ -128,9 +144,18 @@ fn unique_indexes_refuse_duplicates() {
     for (engine, _dir) in engines() {
         let store = Store::open(engine, OPTS).unwrap();
         insert(&store, rawdoc! {"_id": 1, "u": "x"}).unwrap();
-        create(&store, rawdoc! {"key": {"u": 1}, "name": "u_1", "unique": true}).unwrap();
+        create(
+            &store,
+            rawdoc! {"key": {"u": 1}, "name": "u_1", "unique": true},
+        )
+        .unwrap();
         match insert(&store, rawdoc! {"_id": 2, "u": "x"}) {
-            Err(StorageError::DuplicateKey { index, key_value, key_display, .. }) => {
+            Err(StorageError::DuplicateKey {
+                index,
+                key_value,
+                key_display,
+                ..
+            }) => {
                 assert_eq!(index, "u_1");
                 assert_eq!(key_value, rawdoc! {"u": "x"});
                 assert_eq!(key_display, "{ u: \"x\" }");
@@ -143,17 +168,28 @@ fn unique_indexes_refuse_duplicates() {
         let r = store.write(Durability::Buffered, |tx| -> Result<(), StorageError> {
             let key = id_key(bson::RawBsonRef::Int32(2))?;
             let view = tx.read_fields(&meta, &key, &["u"])?.unwrap();
-            tx.write_fields(&meta, &view, &[("u".into(), Some(RawBson::String("x".into())))])
+            tx.write_fields(
+                &meta,
+                &view,
+                &[("u".into(), Some(RawBson::String("x".into())))],
+            )
         });
         assert!(matches!(r, Err(StorageError::DuplicateKey { .. })));
         assert_eq!(entries(&store, "u_1").len(), 2);
         // one missing value is allowed (indexed as null), a second one is a duplicate
         insert(&store, rawdoc! {"_id": 3}).unwrap();
-        assert!(matches!(insert(&store, rawdoc! {"_id": 4}), Err(StorageError::DuplicateKey { .. })));
+        assert!(matches!(
+            insert(&store, rawdoc! {"_id": 4}),
+            Err(StorageError::DuplicateKey { .. })
+        ));
         // building a unique index over duplicates fails and leaves no index
         insert(&store, rawdoc! {"_id": 5, "u": 5, "d": 1}).unwrap();
         insert(&store, rawdoc! {"_id": 6, "u": 6, "d": 1}).unwrap();
-        let err = create(&store, rawdoc! {"key": {"d": 1}, "name": "d_1", "unique": true}).unwrap_err();
+        let err = create(
+            &store,
+            rawdoc! {"key": {"d": 1}, "name": "d_1", "unique": true},
+        )
+        .unwrap_err();
         assert!(matches!(err, StorageError::DuplicateKey { .. }), "{err:?}");
         assert!(store.index("db", "c", "d_1").is_none());
         let spaces = store.engine().spaces().len();
@@ -167,7 +203,11 @@ fn concurrent_unique_inserts_have_one_winner() {
     for (engine, _dir) in engines() {
         let store = Arc::new(Store::open(engine, OPTS).unwrap());
         store.ensure_collection("db", "c").unwrap();
-        create(&store, rawdoc! {"key": {"u": 1}, "name": "u_1", "unique": true}).unwrap();
+        create(
+            &store,
+            rawdoc! {"key": {"u": 1}, "name": "u_1", "unique": true},
+        )
+        .unwrap();
         let threads: Vec<_> = (0..8)
             .map(|t| {
                 let store = store.clone();
@@ -197,7 +237,9 @@ fn builds_run_alongside_writers_and_match_the_data() {
         for i in 0..3000 {
             insert(&store, rawdoc! {"_id": i, "a": i % 17}).unwrap();
         }
-        let r = store.create_indexes("db", "c", &[rawdoc! {"key": {"a": 1}, "name": "a_1"}]).unwrap();
+        let r = store
+            .create_indexes("db", "c", &[rawdoc! {"key": {"a": 1}, "name": "a_1"}])
+            .unwrap();
         assert_eq!(r.new, vec!["a_1".to_string()]);
         let writer = {
             let store = store.clone();
@@ -225,7 +267,12 @@ fn builds_run_alongside_writers_and_match_the_data() {
         assert!(chunks.load(std::sync::atomic::Ordering::Relaxed) >= 6);
         let e = entries(&store, "a_1");
         let meta = store.collection("db", "c").unwrap();
-        let docs = store.read().unwrap().scan(&meta, None, usize::MAX, usize::MAX).unwrap().docs;
+        let docs = store
+            .read()
+            .unwrap()
+            .scan(&meta, None, usize::MAX, usize::MAX)
+            .unwrap()
+            .docs;
         assert_eq!(e.len(), docs.len(), "one entry per document");
         assert_eq!(e.len(), 3400 - 200);
         // entries are in (a, _id) order and agree with the documents
@@ -251,15 +298,27 @@ fn drops_remove_spaces_and_builds_resume_after_restart() {
         for i in 0..1200 {
             insert(&store, rawdoc! {"_id": i, "a": i}).unwrap();
         }
-        let r = store.create_indexes("db", "c", &[rawdoc! {"key": {"a": -1}, "name": "a_-1"}]).unwrap();
+        let r = store
+            .create_indexes("db", "c", &[rawdoc! {"key": {"a": -1}, "name": "a_-1"}])
+            .unwrap();
         assert_eq!(r.before, 1);
         assert_eq!(r.after, 2);
         // an identical request creates nothing
-        assert!(store.create_indexes("db", "c", &[rawdoc! {"key": {"a": -1}, "name": "a_-1"}]).unwrap().new.is_empty());
+        assert!(
+            store
+                .create_indexes("db", "c", &[rawdoc! {"key": {"a": -1}, "name": "a_-1"}])
+                .unwrap()
+                .new
+                .is_empty()
+        );
         // conflicts
-        let err = store.create_indexes("db", "c", &[rawdoc! {"key": {"b": 1}, "name": "a_-1"}]).unwrap_err();
+        let err = store
+            .create_indexes("db", "c", &[rawdoc! {"key": {"b": 1}, "name": "a_-1"}])
+            .unwrap_err();
         assert!(matches!(err, StorageError::IndexConflict { code: 86, .. }));
-        let err = store.create_indexes("db", "c", &[rawdoc! {"key": {"a": -1}, "name": "other"}]).unwrap_err();
+        let err = store
+            .create_indexes("db", "c", &[rawdoc! {"key": {"a": -1}, "name": "other"}])
+            .unwrap_err();
         assert!(matches!(err, StorageError::IndexConflict { code: 85, .. }));
         space = store.index("db", "c", "a_-1").unwrap().1.space;
         // "crash" before building: the index stays in state building
@@ -267,16 +326,28 @@ fn drops_remove_spaces_and_builds_resume_after_restart() {
     }
     let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
     let store = Store::open(e, OPTS).unwrap();
-    assert_eq!(store.building_indexes(), vec![("db".into(), "c".into(), "a_-1".into())]);
+    assert_eq!(
+        store.building_indexes(),
+        vec![("db".into(), "c".into(), "a_-1".into())]
+    );
     store.build_index("db", "c", "a_-1", &|_| {}).unwrap();
-    assert_eq!(store.index("db", "c", "a_-1").unwrap().1.state, IndexState::Ready);
+    assert_eq!(
+        store.index("db", "c", "a_-1").unwrap().1.state,
+        IndexState::Ready
+    );
     let e = entries(&store, "a_-1");
     assert_eq!(e.len(), 1200);
     assert_eq!(e[0].1, 1199, "descending");
     store.drop_index("db", "c", "a_-1").unwrap();
     assert!(!store.engine().spaces().contains(&space));
-    assert!(matches!(store.drop_index("db", "c", "a_-1"), Err(StorageError::IndexNotFound(_))));
-    assert!(matches!(store.drop_index("db", "c", "_id_"), Err(StorageError::InvalidOptions(_))));
+    assert!(matches!(
+        store.drop_index("db", "c", "a_-1"),
+        Err(StorageError::IndexNotFound(_))
+    ));
+    assert!(matches!(
+        store.drop_index("db", "c", "_id_"),
+        Err(StorageError::InvalidOptions(_))
+    ));
     // dropping the collection drops every index space
     create(&store, rawdoc! {"key": {"a": 1}, "name": "a_1"}).unwrap();
     let s2 = store.index("db", "c", "a_1").unwrap().1.space;
@@ -284,4 +355,3 @@ fn drops_remove_spaces_and_builds_resume_after_restart() {
     assert!(!store.engine().spaces().contains(&s2));
     let _ = IndexMeta::id_index();
 }
-

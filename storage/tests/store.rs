@@ -279,10 +279,14 @@ fn concurrent_inserts_lose_nothing_and_duplicates_have_one_winner() {
                     for i in 0..50 {
                         let unique = rawdoc! {"_id": format!("t{t}-{i}")};
                         store
-                            .write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.insert(&meta, &unique) })
+                            .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                                tx.insert(&meta, &unique)
+                            })
                             .unwrap();
                         let contested = rawdoc! {"_id": i, "by": t};
-                        match store.write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.insert(&meta, &contested) }) {
+                        match store.write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                            tx.insert(&meta, &contested)
+                        }) {
                             Ok(()) => won += 1,
                             Err(StorageError::DuplicateKey { .. }) => {}
                             Err(e) => panic!("{e}"),
@@ -374,7 +378,9 @@ fn durable_writes_share_fsyncs() {
                 for i in 0..20 {
                     let d = rawdoc! {"_id": t * 100 + i};
                     store
-                        .write(Durability::Journal, |tx| -> Result<_, StorageError> { tx.insert(&meta, &d) })
+                        .write(Durability::Journal, |tx| -> Result<_, StorageError> {
+                            tx.insert(&meta, &d)
+                        })
                         .unwrap();
                 }
             })
@@ -399,14 +405,18 @@ fn limits_are_clean_errors() {
     }
     let mut d = rawdoc! {"_id": 1};
     d.append(bson::raw::cstr!("deep"), deep);
-    match store.write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.insert(&meta, &d) }) {
+    match store.write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+        tx.insert(&meta, &d)
+    }) {
         Err(StorageError::TooDeep(m)) => assert!(m.contains("180 levels"), "{m}"),
         other => panic!("{other:?}"),
     }
     // an _id too long for a key
     let d = rawdoc! {"_id": "k".repeat(70_000)};
     assert!(matches!(
-        store.write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.insert(&meta, &d) }),
+        store.write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+            tx.insert(&meta, &d)
+        }),
         Err(StorageError::KeyTooLong(_))
     ));
     // nothing half-written
@@ -654,7 +664,9 @@ mod targeted_updates {
         check(&store, &meta, &new);
         let smaller = rawdoc! {"_id": 1, "z": true};
         store
-            .write(Durability::Buffered, |tx| -> Result<_, StorageError> { tx.replace(&meta, &key, &smaller) })
+            .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                tx.replace(&meta, &key, &smaller)
+            })
             .unwrap();
         check(&store, &meta, &smaller);
     }

@@ -60,17 +60,8 @@ db = client[DB_NAME]
 # this set that starts to behave as documented counts as ok and prints a reminder to remove
 # it from the set.
 KNOWN_DEVIATIONS: set[str] = {
-    # find projections with aggregation expressions answer NotImplemented (238).
-    "projection: aggregation expressions ($switch, $concat, $toString, $multiply, $literal)",
-    # Cairn's \b uses Unicode word characters; PCRE2 without UCP (MongoDB 7.0) uses ASCII ones.
-    "$regex: \\b is ASCII-only without *UCP {artist: {$regex: /\\byster/}}",
-    # The PCRE2 start-of-pattern option (*UCP) is a syntax error for Cairn (51091).
-    "$regex: (*UCP) option {artist: {$regex: '(*UCP)/\\byster/'}}",
     # Pipeline-style updates answer NotImplemented (238).
     "$currentDate: aggregation alternative with $$NOW and $$CLUSTER_TIME",
-    # MongoDB sorts the query's AND clauses (by path) before matching, so the positional $ takes
-    # the position recorded by the last clause in that order (grades), not the last written one.
-    "$ (update): with several array matches the last matched array's position is used",
 }
 
 passed = 0

@@ -712,19 +712,25 @@ pub(crate) fn replace(
     now: &Now<'_>,
     validate: bool,
 ) -> Result<RawDocumentBuf> {
-    let mut has_id = false;
-    for el in replacement.iter() {
-        if el.map_err(malformed)?.0.as_str() == "_id" {
-            has_id = true;
-        }
-    }
+    // `_id` always comes first (the replacement's own, else the original's), wherever the
+    // replacement placed it (MongoDB 6.0+).
     let mut out = RawDocumentBuf::new();
     let original_id = original.get("_id").map_err(malformed)?;
-    if !has_id && let Some(id) = original_id {
-        out.append(bson::raw::cstr!("_id"), id);
+    match replacement.get("_id").map_err(malformed)? {
+        Some(id) => out.append(bson::raw::cstr!("_id"), id),
+        None => {
+            if let Some(id) = original_id {
+                out.append(bson::raw::cstr!("_id"), id);
+            }
+        }
     }
+    let mut id_seen = false;
     for el in replacement.iter() {
         let (k, v) = el.map_err(malformed)?;
+        if k.as_str() == "_id" && !id_seen {
+            id_seen = true;
+            continue;
+        }
         match v {
             RawBsonRef::Timestamp(t) if t.time == 0 && t.increment == 0 && k.as_str() != "_id" => {
                 out.append(k, RawBson::Timestamp(now().1));

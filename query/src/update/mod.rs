@@ -393,6 +393,9 @@ fn equality_matches(root: &Expr) -> Result<Vec<(Vec<String>, bson::RawBson)>> {
             }
         }
     }
+    // MongoDB keeps them in a map ordered by path (component by component), and creates the
+    // fields in that order.
+    out.sort_by(|(a, _), (b, _)| a.cmp(b));
     Ok(out)
 }
 

@@ -1,0 +1,388 @@
+//! Aggregation expressions (MongoDB 7.0's `Expression`, src/mongo/db/pipeline/expression.cpp):
+//! parsing, parse-time optimization and evaluation against raw documents. Used by the `$expr`
+//! query operator ([`ExprExtensions`] plugs into [`Filter::parse_with`]) and by computed
+//! fields in `find` projections ([`ExprExtensions`] is also a projection
+//! [`ExpressionParser`]); the aggregation pipeline builds on [`Expression`].
+//!
+//! # Language
+//! - Operands: `"$a.b"` field paths (arrays along the path map the rest of the path over their
+//!   document elements, see [`eval`]), `"$$ROOT"`, `"$$CURRENT"`, `"$$REMOVE"` (missing),
+//!   `"$$NOW"`, user variables of the [`ParseContext`], literals, `{$literal: v}`, object
+//!   expressions `{k: expr}` (missing values drop their field) and array expressions
+//!   `[expr, …]` (missing elements become null).
+//! - Operators: comparison (`$eq $ne $gt $gte $lt $lte $cmp`, MongoDB's full BSON order, in
+//!   which missing sorts *below* null and equals undefined, so `{$eq: ["$nope", null]}` is
+//!   false); arithmetic (`$add $subtract $multiply $divide $mod $abs $ceil $floor $round
+//!   $trunc $sqrt $pow $exp $ln $log $log10`, see [`arith`]); logic (`$and $or $not`);
+//!   conditionals (`$cond $ifNull $switch`); variables (`$let`); arrays (`$in $size
+//!   $arrayElemAt $first $last $concatArrays $reverseArray $isArray $slice $indexOfArray
+//!   $range $allElementsTrue $anyElementTrue $map $filter $reduce`); strings (`$concat
+//!   $toLower $toUpper $strLenCP $strLenBytes $substrCP $substrBytes $substr $strcasecmp
+//!   $split`); types (`$type $isNumber $convert $toString $toInt $toLong $toDouble $toDecimal
+//!   $toBool`). Other MongoDB 7.0 operators are NotImplemented (238) naming the operator;
+//!   unknown ones are 168 "Unrecognized expression '$foo'".
+//! - Truthiness (`$and`, `$cond`, `$expr` …): false, null, missing, undefined and numeric
+//!   zeros are false; everything else (NaN, empty strings, empty arrays) is true.
+//!
+//! # Errors
+//! Parse errors and evaluation errors carry MongoDB's codes: arity 16020 / 28667, operator
+//! documents with several fields 15983, undefined variables 17276, bad variable names
+//! FailedToParse (9), `$divide` by zero BadValue (2) "can't $divide by zero", `$add` of a
+//! string TypeMismatch (14) "$add only supports numeric or date types, not string", `$switch`
+//! without a match 40066, etc. Codes without a [`QueryError`] variant are
+//! [`QueryError::Location`]. Constant sub-expressions are evaluated at parse time, as MongoDB
+//! does, so their errors are parse errors (see [`optimize`]).
+//!
+//! In `$expr`, [`DocumentPredicate::matches`] can only answer true or false: an evaluation
+//! error makes it false *and* is recorded (the first one) in the [`ExprExtensions`] that
+//! parsed the filter, where the command must look after matching ([`ExprExtensions::check`],
+//! [`ExprExtensions::take_error`]) and fail the query as MongoDB does. [`ExprPredicate`]
+//! also offers [`ExprPredicate::try_matches`], which returns the error directly.
+//!
+//! # Invariants
+//! - Parsing and evaluation never panic on any input (malformed BSON included); nesting is
+//!   bounded by [`MAX_DEPTH`].
+//! - A parsed [`Expression`] is immutable, `Send + Sync`, and can be evaluated any number of
+//!   times, concurrently, against any documents.
+//! - Results are exact MongoDB types (int stays int unless it overflows, and so on); the only
+//!   known numeric differences are the Decimal128 transcendental functions (`$exp`, `$ln`,
+//!   `$log`, `$log10`, `$pow` with a non-integral exponent), computed through doubles and kept
+//!   to 15 significant digits where MongoDB computes 34 (exact cases such as `ln(1)`,
+//!   `log10(1000)`, `sqrt`, integral powers are exact).
+
+mod arith;
+mod convert;
+mod decimal;
+mod eval;
+mod optimize;
+mod parse;
+mod value;
+
+use std::sync::{Arc, Mutex};
+
+use bson::{DateTime, RawBson, RawBsonRef, RawDocument};
+
+use crate::error::{QueryError, Result};
+use crate::filter::{DocumentPredicate, ExtensionKind, Extensions};
+use crate::projection::{ExpressionParser, ProjectionExpression};
+
+#[cfg(doc)]
+use crate::filter::Filter;
+
+pub use parse::MAX_DEPTH;
+
+/// What a parser needs to know beyond the expression: the user variables in scope (a
+/// command's `let`). `$$ROOT`, `$$CURRENT`, `$$REMOVE` and `$$NOW` are always defined.
+#[derive(Clone, Debug, Default)]
+pub struct ParseContext {
+    user: Vec<String>,
+}
+
+impl ParseContext {
+    /// A context without user variables.
+    pub fn new() -> ParseContext {
+        ParseContext::default()
+    }
+
+    /// The context for expressions evaluated with `vars`: its user variables are defined.
+    pub fn for_variables(vars: &Variables) -> ParseContext {
+        ParseContext {
+            user: vars.user.iter().map(|(k, _)| k.clone()).collect(),
+        }
+    }
+
+    /// Defines a user variable.
+    pub fn define(&mut self, name: &str) {
+        if !self.defines(name) {
+            self.user.push(name.to_string());
+        }
+    }
+
+    fn defines(&self, name: &str) -> bool {
+        self.user.iter().any(|n| n == name)
+    }
+}
+
+/// The values of variables during evaluation: `$$NOW` (fixed for a whole command) and the
+/// user variables.
+#[derive(Clone, Debug)]
+pub struct Variables {
+    now: DateTime,
+    user: Vec<(String, RawBson)>,
+}
+
+impl Default for Variables {
+    fn default() -> Variables {
+        Variables::new()
+    }
+}
+
+impl Variables {
+    /// No user variables; `$$NOW` is the current time.
+    pub fn new() -> Variables {
+        Variables::with_now(DateTime::now())
+    }
+
+    /// No user variables; `$$NOW` is `now`.
+    pub fn with_now(now: DateTime) -> Variables {
+        Variables {
+            now,
+            user: Vec::new(),
+        }
+    }
+
+    /// Defines (or redefines) a user variable, checking the name as MongoDB checks `let`
+    /// names (FailedToParse for names that are empty, start with anything but a lowercase
+    /// letter or a non-ASCII character, or contain characters other than letters, digits and
+    /// `_`).
+    pub fn set(&mut self, name: &str, value: RawBson) -> Result<()> {
+        if name != "CURRENT" {
+            let mut chars = name.chars();
+            match chars.next() {
+                None => {
+                    return Err(QueryError::FailedToParse(
+                        "empty variable names are not allowed".into(),
+                    ));
+                }
+                Some(c) if !c.is_ascii_lowercase() && c.is_ascii() => {
+                    return Err(QueryError::FailedToParse(format!(
+                        "'{name}' starts with an invalid character for a user variable name"
+                    )));
+                }
+                _ => {}
+            }
+            if let Some(c) =
+                chars.find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || !c.is_ascii()))
+            {
+                return Err(QueryError::FailedToParse(format!(
+                    "'{name}' contains an invalid character for a variable name: '{c}'"
+                )));
+            }
+        }
+        match self.user.iter_mut().find(|(k, _)| k == name) {
+            Some(slot) => slot.1 = value,
+            None => self.user.push((name.to_string(), value)),
+        }
+        Ok(())
+    }
+
+    /// `$$NOW`.
+    pub fn now(&self) -> DateTime {
+        self.now
+    }
+
+    /// A user variable's value.
+    pub fn get(&self, name: &str) -> Option<&RawBson> {
+        self.user.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+}
+
+/// A parsed (and optimized) aggregation expression.
+#[derive(Clone, Debug)]
+pub struct Expression {
+    root: parse::Node,
+    slots: usize,
+}
+
+impl Expression {
+    /// Parses an operand (`Expression::parseOperand` followed by `optimize`): a `$` string
+    /// is a field path or variable, a document is an operator or object expression, an array
+    /// is an array expression, anything else is a constant.
+    pub fn parse(v: RawBsonRef<'_>, ctx: &ParseContext) -> Result<Expression> {
+        let parsed = parse::parse(v, ctx)?;
+        let root = optimize::optimize(parsed.root, parsed.slots)?;
+        Ok(Expression {
+            root,
+            slots: parsed.slots,
+        })
+    }
+
+    /// The value for the document `root`; `None` is *missing* (not null).
+    pub fn evaluate(&self, root: &RawDocument, vars: &Variables) -> Result<Option<RawBson>> {
+        let mut cx = eval::Cx {
+            root,
+            vars,
+            locals: vec![value::Value::Missing; self.slots],
+        };
+        Ok(eval::eval(&self.root, &mut cx)?.to_bson())
+    }
+
+    /// The value coerced to a boolean as `$expr`, `$cond` and `$and` do.
+    pub fn evaluate_truthy(&self, root: &RawDocument, vars: &Variables) -> Result<bool> {
+        let mut cx = eval::Cx {
+            root,
+            vars,
+            locals: vec![value::Value::Missing; self.slots],
+        };
+        Ok(eval::eval(&self.root, &mut cx)?.truthy())
+    }
+
+    /// The value when the expression is a constant after optimization (`Some(None)` for a
+    /// constant missing value such as `$$REMOVE`).
+    pub fn constant(&self) -> Option<Option<&RawBson>> {
+        self.root.constant().map(Option::as_ref)
+    }
+}
+
+/// Where the first evaluation error of a query's `$expr` predicates is kept.
+#[derive(Debug, Default)]
+struct ErrorSlot {
+    first: Mutex<Option<QueryError>>,
+}
+
+impl ErrorSlot {
+    fn record(&self, e: QueryError) {
+        let mut guard = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(e);
+        }
+    }
+
+    fn take(&self) -> Option<QueryError> {
+        self.first.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// The `$expr` predicate: the operand's value coerced to a boolean.
+#[derive(Debug)]
+pub struct ExprPredicate {
+    expr: Expression,
+    vars: Arc<Variables>,
+    errors: Arc<ErrorSlot>,
+}
+
+impl ExprPredicate {
+    /// Whether `doc` matches, or the evaluation error.
+    pub fn try_matches(&self, doc: &RawDocument) -> Result<bool> {
+        self.expr.evaluate_truthy(doc, &self.vars)
+    }
+
+    /// The parsed operand.
+    pub fn expression(&self) -> &Expression {
+        &self.expr
+    }
+}
+
+impl DocumentPredicate for ExprPredicate {
+    /// False on an evaluation error, which is recorded in the [`ExprExtensions`] that parsed
+    /// this predicate.
+    fn matches(&self, doc: &RawDocument) -> bool {
+        match ExprPredicate::try_matches(self, doc) {
+            Ok(b) => b,
+            Err(e) => {
+                self.errors.record(e);
+                false
+            }
+        }
+    }
+
+    fn try_matches(&self, doc: &RawDocument) -> Result<bool> {
+        ExprPredicate::try_matches(self, doc)
+    }
+}
+
+/// The expression language for one command: parses `$expr` (as a filter [`Extensions`]) and
+/// computed projection fields (as an [`ExpressionParser`]) with the command's variables, and
+/// keeps the first evaluation error of its `$expr` predicates.
+///
+/// Use one per command: parse the filter and projection with it, and after matching
+/// documents call [`ExprExtensions::check`] (MongoDB fails the whole query on the first
+/// evaluation error).
+#[derive(Clone, Debug)]
+pub struct ExprExtensions {
+    vars: Arc<Variables>,
+    ctx: ParseContext,
+    errors: Arc<ErrorSlot>,
+}
+
+impl Default for ExprExtensions {
+    fn default() -> ExprExtensions {
+        ExprExtensions::new()
+    }
+}
+
+impl ExprExtensions {
+    /// No user variables; `$$NOW` is the current time.
+    pub fn new() -> ExprExtensions {
+        ExprExtensions::with_variables(Variables::new())
+    }
+
+    /// With the command's variables (`let`, `$$NOW`).
+    pub fn with_variables(vars: Variables) -> ExprExtensions {
+        ExprExtensions {
+            ctx: ParseContext::for_variables(&vars),
+            vars: Arc::new(vars),
+            errors: Arc::new(ErrorSlot::default()),
+        }
+    }
+
+    /// The variables expressions are evaluated with.
+    pub fn variables(&self) -> &Variables {
+        &self.vars
+    }
+
+    /// Parses an expression with this command's variables in scope.
+    pub fn parse_expression(&self, v: RawBsonRef<'_>) -> Result<Expression> {
+        Expression::parse(v, &self.ctx)
+    }
+
+    /// Parses the operand of `$expr`.
+    pub fn parse_predicate(&self, operand: RawBsonRef<'_>) -> Result<ExprPredicate> {
+        Ok(ExprPredicate {
+            expr: self.parse_expression(operand)?,
+            vars: Arc::clone(&self.vars),
+            errors: Arc::clone(&self.errors),
+        })
+    }
+
+    /// Removes and returns the first evaluation error recorded by a predicate.
+    pub fn take_error(&self) -> Option<QueryError> {
+        self.errors.take()
+    }
+
+    /// `Err` with the first recorded evaluation error (which is then cleared).
+    pub fn check(&self) -> Result<()> {
+        match self.take_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Extensions for ExprExtensions {
+    fn parse(
+        &self,
+        kind: ExtensionKind,
+        operand: RawBsonRef<'_>,
+    ) -> Result<Arc<dyn DocumentPredicate>> {
+        match kind {
+            ExtensionKind::Expr => Ok(Arc::new(self.parse_predicate(operand)?)),
+            other => Err(QueryError::NotImplemented(format!(
+                "{} is not supported yet",
+                other.operator()
+            ))),
+        }
+    }
+}
+
+/// A computed projection field.
+#[derive(Debug)]
+struct ProjectedExpression {
+    expr: Expression,
+    vars: Arc<Variables>,
+}
+
+impl ProjectionExpression for ProjectedExpression {
+    fn evaluate(&self, root: &RawDocument) -> Result<Option<RawBson>> {
+        self.expr.evaluate(root, &self.vars)
+    }
+}
+
+impl ExpressionParser for ExprExtensions {
+    fn parse(&self, expr: RawBsonRef<'_>) -> Result<Arc<dyn ProjectionExpression>> {
+        Ok(Arc::new(ProjectedExpression {
+            expr: self.parse_expression(expr)?,
+            vars: Arc::clone(&self.vars),
+        }))
+    }
+}

@@ -1,0 +1,1007 @@
+//! Parsing aggregation expressions into a [`Node`] tree (src/mongo/db/pipeline/expression.cpp:
+//! `parseOperand`, `parseObject`, `parseExpression`, each operator's `parse`, the arity
+//! checks of `ExpressionFixedArity` / `ExpressionRangedArity`, and variable_validation.cpp).
+//!
+//! - A string starting with `$` is a field path (`$a.b`) or a variable (`$$name.path`); a
+//!   document whose first field starts with `$` is an operator document that must have exactly
+//!   one field (15983); any other document is an object expression; an array is an array
+//!   expression; anything else is a constant.
+//! - Unknown operators are 168 "Unrecognized expression '$foo'"; operators MongoDB 7.0 has but
+//!   Cairn does not evaluate yet are NotImplemented (238) naming the operator.
+//! - Variables: `ROOT`, `CURRENT` (rebindable with `$let`), `REMOVE` (missing), `NOW`, user
+//!   variables supplied by the [`ParseContext`] (a command's `let`), and locals bound by `$let`,
+//!   `$map`, `$filter`, `$reduce`, each given a slot number at parse time.
+//!
+//! Invariants: parsing never panics; nesting is bounded by [`MAX_DEPTH`] (error 15 Overflow
+//! beyond it); every local variable reference names a slot below [`Parsed::slots`].
+
+use bson::{RawArray, RawBson, RawBsonRef, RawDocument};
+
+use super::ParseContext;
+use super::value::element_type_name;
+use crate::error::{QueryError, Result};
+use crate::sort::validate_field_path;
+
+/// Deepest nesting of expressions accepted.
+pub const MAX_DEPTH: usize = 150;
+
+/// A variable a field path starts from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Var {
+    /// `$$ROOT`, and `$$CURRENT` while it is not rebound.
+    Root,
+    /// `$$NOW`.
+    Now,
+    /// `$$CLUSTER_TIME` (not available: Cairn has no cluster time).
+    ClusterTime,
+    /// A variable of the [`ParseContext`].
+    User(String),
+    /// A local bound by `$let`, `$map`, `$filter` or `$reduce`.
+    Local(usize),
+}
+
+/// Comparison operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CmpKind {
+    Eq,
+    Ne,
+    Gt,
+    Gte,
+    Lt,
+    Lte,
+    Cmp,
+}
+
+/// Operators with positional arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Mod,
+    Abs,
+    Ceil,
+    Floor,
+    Round,
+    Trunc,
+    Sqrt,
+    Pow,
+    Exp,
+    Ln,
+    Log,
+    Log10,
+    And,
+    Or,
+    Not,
+    Compare(CmpKind),
+    Cond,
+    IfNull,
+    In,
+    Size,
+    ArrayElemAt,
+    First,
+    Last,
+    ConcatArrays,
+    ReverseArray,
+    IsArray,
+    Slice,
+    IndexOfArray,
+    Range,
+    AllElementsTrue,
+    AnyElementTrue,
+    Concat,
+    ToLower,
+    ToUpper,
+    StrLenCP,
+    StrLenBytes,
+    SubstrCP,
+    SubstrBytes,
+    Strcasecmp,
+    Split,
+    Type,
+    IsNumber,
+    /// `$convert` and its shortcuts: children are `input`, `to`, `onError`?, `onNull`?.
+    Convert {
+        on_error: bool,
+        on_null: bool,
+    },
+    CoerceToBool,
+}
+
+impl Op {
+    /// The operator's name in messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Op::Add => "$add",
+            Op::Subtract => "$subtract",
+            Op::Multiply => "$multiply",
+            Op::Divide => "$divide",
+            Op::Mod => "$mod",
+            Op::Abs => "$abs",
+            Op::Ceil => "$ceil",
+            Op::Floor => "$floor",
+            Op::Round => "$round",
+            Op::Trunc => "$trunc",
+            Op::Sqrt => "$sqrt",
+            Op::Pow => "$pow",
+            Op::Exp => "$exp",
+            Op::Ln => "$ln",
+            Op::Log => "$log",
+            Op::Log10 => "$log10",
+            Op::And => "$and",
+            Op::Or => "$or",
+            Op::Not => "$not",
+            Op::Compare(k) => match k {
+                CmpKind::Eq => "$eq",
+                CmpKind::Ne => "$ne",
+                CmpKind::Gt => "$gt",
+                CmpKind::Gte => "$gte",
+                CmpKind::Lt => "$lt",
+                CmpKind::Lte => "$lte",
+                CmpKind::Cmp => "$cmp",
+            },
+            Op::Cond => "$cond",
+            Op::IfNull => "$ifNull",
+            Op::In => "$in",
+            Op::Size => "$size",
+            Op::ArrayElemAt => "$arrayElemAt",
+            Op::First => "$first",
+            Op::Last => "$last",
+            Op::ConcatArrays => "$concatArrays",
+            Op::ReverseArray => "$reverseArray",
+            Op::IsArray => "$isArray",
+            Op::Slice => "$slice",
+            Op::IndexOfArray => "$indexOfArray",
+            Op::Range => "$range",
+            Op::AllElementsTrue => "$allElementsTrue",
+            Op::AnyElementTrue => "$anyElementTrue",
+            Op::Concat => "$concat",
+            Op::ToLower => "$toLower",
+            Op::ToUpper => "$toUpper",
+            Op::StrLenCP => "$strLenCP",
+            Op::StrLenBytes => "$strLenBytes",
+            Op::SubstrCP => "$substrCP",
+            Op::SubstrBytes => "$substrBytes",
+            Op::Strcasecmp => "$strcasecmp",
+            Op::Split => "$split",
+            Op::Type => "$type",
+            Op::IsNumber => "$isNumber",
+            Op::Convert { .. } => "$convert",
+            Op::CoerceToBool => "$coerceToBool",
+        }
+    }
+
+    /// `ExpressionNary::getAssociativity() == kFull` and `isCommutative()`.
+    pub(crate) fn associative_commutative(self) -> (bool, bool) {
+        match self {
+            Op::Add | Op::Multiply | Op::And | Op::Or => (true, true),
+            Op::Concat | Op::ConcatArrays => (true, false),
+            _ => (false, false),
+        }
+    }
+}
+
+/// A parsed expression.
+#[derive(Clone, Debug)]
+pub(crate) enum Node {
+    /// A constant; `None` is missing (`$$REMOVE`).
+    Constant(Option<RawBson>),
+    /// A field path from a variable: `$a.b` is `(CURRENT, [a, b])`, `$$ROOT` is `(Root, [])`.
+    Path(Var, Vec<String>),
+    /// `[e, …]`: missing elements become null.
+    Array(Vec<Node>),
+    /// `{k: e, …}`: missing values drop their field.
+    Object(Vec<(String, Node)>),
+    /// An operator with positional arguments.
+    Op(Op, Vec<Node>),
+    /// `$switch`.
+    Switch {
+        branches: Vec<(Node, Node)>,
+        default: Option<Box<Node>>,
+    },
+    /// `$let`.
+    Let {
+        vars: Vec<(usize, Node)>,
+        body: Box<Node>,
+    },
+    /// `$map`.
+    Map {
+        input: Box<Node>,
+        slot: usize,
+        body: Box<Node>,
+    },
+    /// `$filter`.
+    Filter {
+        input: Box<Node>,
+        slot: usize,
+        cond: Box<Node>,
+        limit: Option<Box<Node>>,
+    },
+    /// `$reduce`.
+    Reduce {
+        input: Box<Node>,
+        initial: Box<Node>,
+        this_slot: usize,
+        value_slot: usize,
+        body: Box<Node>,
+    },
+}
+
+impl Node {
+    pub(crate) fn constant(&self) -> Option<&Option<RawBson>> {
+        match self {
+            Node::Constant(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// The result of parsing: the tree and the number of local variable slots it uses.
+pub(crate) struct Parsed {
+    pub(crate) root: Node,
+    pub(crate) slots: usize,
+}
+
+/// Parses an operand (`Expression::parseOperand`).
+pub(crate) fn parse(v: RawBsonRef<'_>, ctx: &ParseContext) -> Result<Parsed> {
+    let mut p = Parser {
+        ctx,
+        scopes: Vec::new(),
+        slots: 0,
+        depth: 0,
+    };
+    let root = p.operand(v)?;
+    Ok(Parsed {
+        root,
+        slots: p.slots,
+    })
+}
+
+fn malformed(e: impl std::fmt::Display) -> QueryError {
+    QueryError::BadValue(format!("invalid BSON in expression: {e}"))
+}
+
+fn loc(code: i32, msg: impl Into<String>) -> QueryError {
+    QueryError::Location(code, msg.into())
+}
+
+/// Operators of MongoDB 7.0 that Cairn does not evaluate yet.
+#[rustfmt::skip]
+const NOT_IMPLEMENTED: &[&str] = &[
+    "$acos", "$acosh", "$accumulator", "$arrayToObject", "$asin", "$asinh", "$atan", "$atan2",
+    "$atanh", "$avg", "$binarySize", "$bitAnd", "$bitNot", "$bitOr", "$bitXor", "$bottom",
+    "$bottomN", "$bsonSize", "$cos", "$cosh", "$count", "$covariancePop", "$covarianceSamp",
+    "$dateAdd", "$dateDiff", "$dateFromParts", "$dateFromString", "$dateSubtract",
+    "$dateToParts", "$dateToString", "$dateTrunc", "$dayOfMonth", "$dayOfWeek", "$dayOfYear",
+    "$degreesToRadians", "$denseRank", "$derivative", "$documentNumber", "$expMovingAvg",
+    "$firstN", "$function", "$getField", "$hour", "$indexOfBytes", "$indexOfCP",
+    "$integral", "$isoDayOfWeek", "$isoWeek", "$isoWeekYear", "$lastN", "$linearFill", "$locf",
+    "$ltrim", "$max", "$maxN", "$median", "$mergeObjects", "$meta", "$millisecond", "$min",
+    "$minN", "$minute", "$month", "$objectToArray", "$percentile", "$radiansToDegrees", "$rand",
+    "$rank", "$regexFind", "$regexFindAll", "$regexMatch", "$replaceAll", "$replaceOne",
+    "$rtrim", "$sampleRate", "$second", "$setDifference", "$setEquals", "$setField",
+    "$setIntersection", "$setIsSubset", "$setUnion", "$shift", "$sin", "$sinh", "$sortArray",
+    "$stdDevPop", "$stdDevSamp", "$sum", "$tan", "$tanh", "$toDate", "$toHashedIndexKey",
+    "$toObjectId", "$top", "$topN", "$trim", "$tsIncrement", "$tsSecond", "$unsetField",
+    "$week", "$year", "$zip",
+];
+
+/// How many arguments an operator takes.
+#[derive(Clone, Copy)]
+enum Arity {
+    Exactly(usize),
+    Range(usize, usize),
+    Any,
+}
+
+fn op_by_name(name: &str) -> Option<(Op, Arity)> {
+    use Arity::*;
+    let cmp = |k| Some((Op::Compare(k), Exactly(2)));
+    match name {
+        "$add" => Some((Op::Add, Any)),
+        "$subtract" => Some((Op::Subtract, Exactly(2))),
+        "$multiply" => Some((Op::Multiply, Any)),
+        "$divide" => Some((Op::Divide, Exactly(2))),
+        "$mod" => Some((Op::Mod, Exactly(2))),
+        "$abs" => Some((Op::Abs, Exactly(1))),
+        "$ceil" => Some((Op::Ceil, Exactly(1))),
+        "$floor" => Some((Op::Floor, Exactly(1))),
+        "$round" => Some((Op::Round, Range(1, 2))),
+        "$trunc" => Some((Op::Trunc, Range(1, 2))),
+        "$sqrt" => Some((Op::Sqrt, Exactly(1))),
+        "$pow" => Some((Op::Pow, Exactly(2))),
+        "$exp" => Some((Op::Exp, Exactly(1))),
+        "$ln" => Some((Op::Ln, Exactly(1))),
+        "$log" => Some((Op::Log, Exactly(2))),
+        "$log10" => Some((Op::Log10, Exactly(1))),
+        "$and" => Some((Op::And, Any)),
+        "$or" => Some((Op::Or, Any)),
+        "$not" => Some((Op::Not, Exactly(1))),
+        "$eq" => cmp(CmpKind::Eq),
+        "$ne" => cmp(CmpKind::Ne),
+        "$gt" => cmp(CmpKind::Gt),
+        "$gte" => cmp(CmpKind::Gte),
+        "$lt" => cmp(CmpKind::Lt),
+        "$lte" => cmp(CmpKind::Lte),
+        "$cmp" => cmp(CmpKind::Cmp),
+        "$cond" => Some((Op::Cond, Exactly(3))),
+        "$ifNull" => Some((Op::IfNull, Any)),
+        "$in" => Some((Op::In, Exactly(2))),
+        "$size" => Some((Op::Size, Exactly(1))),
+        "$arrayElemAt" => Some((Op::ArrayElemAt, Exactly(2))),
+        "$first" => Some((Op::First, Exactly(1))),
+        "$last" => Some((Op::Last, Exactly(1))),
+        "$concatArrays" => Some((Op::ConcatArrays, Any)),
+        "$reverseArray" => Some((Op::ReverseArray, Exactly(1))),
+        "$isArray" => Some((Op::IsArray, Exactly(1))),
+        "$slice" => Some((Op::Slice, Range(2, 3))),
+        "$indexOfArray" => Some((Op::IndexOfArray, Range(2, 4))),
+        "$range" => Some((Op::Range, Range(2, 3))),
+        "$allElementsTrue" => Some((Op::AllElementsTrue, Exactly(1))),
+        "$anyElementTrue" => Some((Op::AnyElementTrue, Exactly(1))),
+        "$concat" => Some((Op::Concat, Any)),
+        "$toLower" => Some((Op::ToLower, Exactly(1))),
+        "$toUpper" => Some((Op::ToUpper, Exactly(1))),
+        "$strLenCP" => Some((Op::StrLenCP, Exactly(1))),
+        "$strLenBytes" => Some((Op::StrLenBytes, Exactly(1))),
+        "$substrCP" => Some((Op::SubstrCP, Exactly(3))),
+        "$substrBytes" | "$substr" => Some((Op::SubstrBytes, Exactly(3))),
+        "$strcasecmp" => Some((Op::Strcasecmp, Exactly(2))),
+        "$split" => Some((Op::Split, Exactly(2))),
+        "$type" => Some((Op::Type, Exactly(1))),
+        "$isNumber" => Some((Op::IsNumber, Exactly(1))),
+        _ => None,
+    }
+}
+
+/// The target type names of the `$convert` shortcuts.
+fn conversion_alias(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "$toString" => "string",
+        "$toInt" => "int",
+        "$toLong" => "long",
+        "$toDouble" => "double",
+        "$toDecimal" => "decimal",
+        "$toBool" => "bool",
+        _ => return None,
+    })
+}
+
+/// The errors about an object's fields that print the object.
+#[inline(never)]
+fn object_error(code: i32, d: &RawDocument) -> QueryError {
+    let shown = cairn_storage::display::document(d);
+    if code == 15983 {
+        loc(
+            code,
+            format!("An object representing an expression must have exactly one field: {shown}"),
+        )
+    } else {
+        loc(
+            code,
+            format!("duplicate field name specified in object literal: {shown}"),
+        )
+    }
+}
+
+/// 238 for MongoDB operators Cairn lacks, 168 for unknown names.
+#[inline(never)]
+fn unknown_operator(name: &str) -> QueryError {
+    if NOT_IMPLEMENTED.contains(&name) {
+        return QueryError::NotImplemented(format!(
+            "the aggregation expression {name} is not supported yet"
+        ));
+    }
+    loc(168, format!("Unrecognized expression '{name}'"))
+}
+
+/// `ExpressionFixedArity` / `ExpressionRangedArity` / `$ifNull`'s argument count checks.
+#[inline(never)]
+fn check_arity(name: &str, op: Op, arity: Arity, n: usize) -> Result<()> {
+    match arity {
+        Arity::Exactly(k) if n != k => {
+            return Err(loc(
+                16020,
+                format!("Expression {name} takes exactly {k} arguments. {n} were passed in."),
+            ));
+        }
+        Arity::Range(lo, hi) if !(lo..=hi).contains(&n) => {
+            return Err(loc(
+                28667,
+                format!(
+                    "Expression {name} takes at least {lo} arguments, and at most {hi}, but {n} \
+                     were passed in."
+                ),
+            ));
+        }
+        _ => {}
+    }
+    if op == Op::IfNull && n < 2 {
+        return Err(loc(
+            1257300,
+            format!("$ifNull needs at least two arguments, had: {n}"),
+        ));
+    }
+    Ok(())
+}
+
+struct Parser<'c> {
+    ctx: &'c ParseContext,
+    /// Bound local names, innermost last.
+    scopes: Vec<(String, usize)>,
+    slots: usize,
+    depth: usize,
+}
+
+/// `variableValidation::validateNameForUserWrite`.
+fn validate_write_name(name: &str) -> Result<()> {
+    if name == "CURRENT" {
+        return Ok(());
+    }
+    validate_name(name, |c| c.is_ascii_lowercase() || !c.is_ascii())
+}
+
+/// `variableValidation::validateNameForUserRead`.
+fn validate_read_name(name: &str) -> Result<()> {
+    validate_name(name, |c| c.is_ascii_alphabetic() || !c.is_ascii())
+}
+
+fn validate_name(name: &str, first_ok: impl Fn(char) -> bool) -> Result<()> {
+    let mut chars = name.chars();
+    let Some(first) = chars.next() else {
+        return Err(QueryError::FailedToParse(
+            "empty variable names are not allowed".into(),
+        ));
+    };
+    if !first_ok(first) {
+        return Err(QueryError::FailedToParse(format!(
+            "'{name}' starts with an invalid character for a user variable name"
+        )));
+    }
+    for c in chars {
+        if !(c.is_ascii_alphanumeric() || c == '_' || !c.is_ascii()) {
+            return Err(QueryError::FailedToParse(format!(
+                "'{name}' contains an invalid character for a variable name: '{c}'"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Parser<'_> {
+    fn enter(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(loc(15, "expression nested too deeply"));
+        }
+        Ok(())
+    }
+
+    fn leave(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// `Expression::parseOperand`.
+    fn operand(&mut self, v: RawBsonRef<'_>) -> Result<Node> {
+        self.enter()?;
+        let r = match v {
+            RawBsonRef::String(s) if s.starts_with('$') => self.field_path(s),
+            RawBsonRef::Document(d) => self.object(d),
+            RawBsonRef::Array(a) => self.array_items(a).map(Node::Array),
+            other => Ok(Node::Constant(Some(RawBson::from(other)))),
+        };
+        self.leave();
+        r
+    }
+
+    /// `ExpressionFieldPath::parse`.
+    #[inline(never)]
+    fn field_path(&mut self, raw: &str) -> Result<Node> {
+        if raw.contains('\0') {
+            return Err(loc(
+                16419,
+                "field path must not contain embedded null characters",
+            ));
+        }
+        let Some(rest) = raw.strip_prefix('$') else {
+            return Err(loc(
+                16873,
+                format!("FieldPath '{raw}' doesn't start with $"),
+            ));
+        };
+        if rest.is_empty() {
+            return Err(loc(16872, "'$' by itself is not a valid FieldPath"));
+        }
+        if let Some(var_path) = rest.strip_prefix('$') {
+            let (name, tail) = match var_path.split_once('.') {
+                Some((n, t)) => (n, Some(t)),
+                None => (var_path, None),
+            };
+            validate_read_name(name)?;
+            // The whole "$$name.tail" is a FieldPath, so every component is checked.
+            validate_field_path(var_path)?;
+            let path: Vec<String> = tail
+                .map(|t| t.split('.').map(str::to_string).collect())
+                .unwrap_or_default();
+            if name == "REMOVE" {
+                // `$$REMOVE` (and any path below it) is missing.
+                return Ok(Node::Constant(None));
+            }
+            let var = self.variable(name)?;
+            return Ok(Node::Path(var, path));
+        }
+        let parts = validate_field_path(rest)?;
+        let path = parts.into_iter().map(str::to_string).collect();
+        Ok(Node::Path(self.variable("CURRENT")?, path))
+    }
+
+    /// `VariablesParseState::getVariable`.
+    fn variable(&self, name: &str) -> Result<Var> {
+        if let Some((_, slot)) = self.scopes.iter().rev().find(|(n, _)| n == name) {
+            return Ok(Var::Local(*slot));
+        }
+        match name {
+            "ROOT" | "CURRENT" => return Ok(Var::Root),
+            "NOW" => return Ok(Var::Now),
+            "CLUSTER_TIME" => return Ok(Var::ClusterTime),
+            "SEARCH_META" | "USER_ROLES" | "JS_SCOPE" | "IS_MR" => {
+                return Err(QueryError::NotImplemented(format!(
+                    "the variable $${name} is not supported yet"
+                )));
+            }
+            _ => {}
+        }
+        if self.ctx.defines(name) {
+            return Ok(Var::User(name.to_string()));
+        }
+        Err(loc(17276, format!("Use of undefined variable: {name}")))
+    }
+
+    fn new_slot(&mut self) -> usize {
+        self.slots += 1;
+        self.slots - 1
+    }
+
+    /// `Expression::parseObject`.
+    fn object(&mut self, d: &RawDocument) -> Result<Node> {
+        let mut it = d.iter();
+        let Some(first) = it.next() else {
+            return Ok(Node::Object(Vec::new()));
+        };
+        let (k, v) = first.map_err(malformed)?;
+        if k.as_str().starts_with('$') {
+            if it.next().is_some() {
+                return Err(object_error(15983, d));
+            }
+            return self.expression(k.as_str(), v);
+        }
+        self.object_literal(d)
+    }
+
+    /// `ExpressionObject::parse`.
+    #[inline(never)]
+    fn object_literal(&mut self, d: &RawDocument) -> Result<Node> {
+        let mut out: Vec<(String, Node)> = Vec::new();
+        for el in d.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            let k = k.as_str();
+            crate::sort::validate_field_name(k)?;
+            if k.contains('.') {
+                return Err(loc(16412, "FieldPath field names may not contain '.'."));
+            }
+            if out.iter().any(|(name, _)| name == k) {
+                return Err(object_error(16406, d));
+            }
+            let node = self.operand(v)?;
+            out.push((k.to_string(), node));
+        }
+        Ok(Node::Object(out))
+    }
+
+    /// `ExpressionNary::parseArguments`.
+    fn arguments(&mut self, arg: RawBsonRef<'_>) -> Result<Vec<Node>> {
+        match arg {
+            RawBsonRef::Array(a) => self.array_items(a),
+            other => Ok(vec![self.operand(other)?]),
+        }
+    }
+
+    fn array_items(&mut self, a: &RawArray) -> Result<Vec<Node>> {
+        let mut out = Vec::new();
+        for el in a {
+            out.push(self.operand(el.map_err(malformed)?)?);
+        }
+        Ok(out)
+    }
+
+    /// `Expression::parseExpression`: `{$name: arg}`.
+    fn expression(&mut self, name: &str, arg: RawBsonRef<'_>) -> Result<Node> {
+        match name {
+            "$literal" | "$const" => Ok(Node::Constant(Some(RawBson::from(arg)))),
+            "$cond" if matches!(arg, RawBsonRef::Document(_)) => self.cond_object(arg),
+            "$switch" => self.switch(arg),
+            "$let" => self.let_(arg),
+            "$map" => self.map(arg),
+            "$filter" => self.filter(arg),
+            "$reduce" => self.reduce(arg),
+            "$convert" => self.convert(arg),
+            _ => match conversion_alias(name) {
+                Some(target) => self.conversion_alias(name, target, arg),
+                None => self.positional(name, arg),
+            },
+        }
+    }
+
+    /// `$toInt` and friends: `$convert` without `onError`/`onNull`.
+    #[inline(never)]
+    fn conversion_alias(
+        &mut self,
+        name: &str,
+        target: &'static str,
+        arg: RawBsonRef<'_>,
+    ) -> Result<Node> {
+        let mut args = self.arguments(arg)?;
+        if args.len() != 1 {
+            return Err(loc(
+                50723,
+                format!("{name} requires a single argument, got {}", args.len()),
+            ));
+        }
+        args.push(Node::Constant(Some(RawBson::String(target.to_string()))));
+        Ok(Node::Op(
+            Op::Convert {
+                on_error: false,
+                on_null: false,
+            },
+            args,
+        ))
+    }
+
+    /// An operator with positional arguments, arity checked.
+    #[inline(never)]
+    fn positional(&mut self, name: &str, arg: RawBsonRef<'_>) -> Result<Node> {
+        let Some((op, arity)) = op_by_name(name) else {
+            return Err(unknown_operator(name));
+        };
+        let args = self.arguments(arg)?;
+        check_arity(name, op, arity, args.len())?;
+        Ok(Node::Op(op, args))
+    }
+
+    /// The named-argument form of `$cond`.
+    fn cond_object(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(17080, "Missing 'if' parameter to $cond"));
+        };
+        let (mut i, mut t, mut e) = (None, None, None);
+        for el in d.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            match k.as_str() {
+                "if" => i = Some(self.operand(v)?),
+                "then" => t = Some(self.operand(v)?),
+                "else" => e = Some(self.operand(v)?),
+                other => {
+                    return Err(loc(
+                        17083,
+                        format!("Unrecognized parameter to $cond: {other}"),
+                    ));
+                }
+            }
+        }
+        let i = i.ok_or_else(|| loc(17080, "Missing 'if' parameter to $cond"))?;
+        let t = t.ok_or_else(|| loc(17081, "Missing 'then' parameter to $cond"))?;
+        let e = e.ok_or_else(|| loc(17082, "Missing 'else' parameter to $cond"))?;
+        Ok(Node::Op(Op::Cond, vec![i, t, e]))
+    }
+
+    fn switch(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(
+                40060,
+                format!(
+                    "$switch requires an object as an argument, found: {}",
+                    element_type_name(arg.element_type())
+                ),
+            ));
+        };
+        let mut branches = Vec::new();
+        let mut default = None;
+        for el in d.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            match k.as_str() {
+                "branches" => {
+                    let RawBsonRef::Array(arr) = v else {
+                        return Err(loc(
+                            40061,
+                            format!(
+                                "$switch expected an array for 'branches', found: {}",
+                                element_type_name(v.element_type())
+                            ),
+                        ));
+                    };
+                    for b in arr {
+                        let b = b.map_err(malformed)?;
+                        let RawBsonRef::Document(bd) = b else {
+                            return Err(loc(
+                                40062,
+                                format!(
+                                    "$switch expected each branch to be an object, found: {}",
+                                    element_type_name(b.element_type())
+                                ),
+                            ));
+                        };
+                        let (mut case, mut then) = (None, None);
+                        for be in bd.iter() {
+                            let (bk, bv) = be.map_err(malformed)?;
+                            match bk.as_str() {
+                                "case" => case = Some(self.operand(bv)?),
+                                "then" => then = Some(self.operand(bv)?),
+                                other => {
+                                    return Err(loc(
+                                        40063,
+                                        format!(
+                                            "$switch found an unknown argument to a branch: \
+                                             {other}"
+                                        ),
+                                    ));
+                                }
+                            }
+                        }
+                        let case = case.ok_or_else(|| {
+                            loc(
+                                40064,
+                                "$switch requires each branch have a 'case' expression",
+                            )
+                        })?;
+                        let then = then.ok_or_else(|| {
+                            loc(
+                                40065,
+                                "$switch requires each branch have a 'then' expression.",
+                            )
+                        })?;
+                        branches.push((case, then));
+                    }
+                }
+                "default" => default = Some(Box::new(self.operand(v)?)),
+                other => {
+                    return Err(loc(
+                        40067,
+                        format!("$switch found an unknown argument: {other}"),
+                    ));
+                }
+            }
+        }
+        if branches.is_empty() {
+            return Err(loc(40068, "$switch requires at least one branch."));
+        }
+        Ok(Node::Switch { branches, default })
+    }
+
+    fn let_(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(16874, "$let only supports an object as its argument"));
+        };
+        let (mut vars_el, mut in_el) = (None, None);
+        for el in d.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            match k.as_str() {
+                "vars" => vars_el = Some(v),
+                "in" => in_el = Some(v),
+                other => {
+                    return Err(loc(
+                        16875,
+                        format!("Unrecognized parameter to $let: {other}"),
+                    ));
+                }
+            }
+        }
+        let vars_el = vars_el.ok_or_else(|| loc(16876, "Missing 'vars' parameter to $let"))?;
+        let in_el = in_el.ok_or_else(|| loc(16877, "Missing 'in' parameter to $let"))?;
+        let RawBsonRef::Document(vars_doc) = vars_el else {
+            return Err(loc(10065, "invalid parameter: expected an object (vars)"));
+        };
+        // Values see only the outer variables.
+        let mut values = Vec::new();
+        for el in vars_doc.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            values.push((k.as_str(), self.operand(v)?));
+        }
+        let mark = self.scopes.len();
+        let mut vars = Vec::new();
+        for (name, node) in values {
+            validate_write_name(name)?;
+            let slot = self.new_slot();
+            self.scopes.push((name.to_string(), slot));
+            vars.push((slot, node));
+        }
+        let body = self.operand(in_el);
+        self.scopes.truncate(mark);
+        Ok(Node::Let {
+            vars,
+            body: Box::new(body?),
+        })
+    }
+
+    /// Binds `name` for the duration of `f`.
+    fn with_binding<T>(
+        &mut self,
+        name: &str,
+        slot: usize,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
+        self.scopes.push((name.to_string(), slot));
+        let r = f(self);
+        self.scopes.pop();
+        r
+    }
+
+    fn map(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(16878, "$map only supports an object as its argument"));
+        };
+        let (mut input, mut as_, mut in_) = (None, None, None);
+        for el in d.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            match k.as_str() {
+                "input" => input = Some(v),
+                "as" => as_ = Some(v),
+                "in" => in_ = Some(v),
+                other => {
+                    return Err(loc(
+                        16879,
+                        format!("Unrecognized parameter to $map: {other}"),
+                    ));
+                }
+            }
+        }
+        let input = input.ok_or_else(|| loc(16880, "Missing 'input' parameter to $map"))?;
+        let in_ = in_.ok_or_else(|| loc(16882, "Missing 'in' parameter to $map"))?;
+        let input = self.operand(input)?;
+        let name = var_name_of(as_);
+        validate_write_name(&name)?;
+        let slot = self.new_slot();
+        let body = self.with_binding(&name, slot, |p| p.operand(in_))?;
+        Ok(Node::Map {
+            input: Box::new(input),
+            slot,
+            body: Box::new(body),
+        })
+    }
+
+    fn filter(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(
+                28646,
+                "$filter only supports an object as its argument",
+            ));
+        };
+        let (mut input, mut as_, mut cond, mut limit) = (None, None, None, None);
+        for el in d.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            match k.as_str() {
+                "input" => input = Some(v),
+                "as" => as_ = Some(v),
+                "cond" => cond = Some(v),
+                "limit" => limit = Some(v),
+                other => {
+                    return Err(loc(
+                        28647,
+                        format!("Unrecognized parameter to $filter: {other}"),
+                    ));
+                }
+            }
+        }
+        let input = input.ok_or_else(|| loc(28648, "Missing 'input' parameter to $filter"))?;
+        let cond = cond.ok_or_else(|| loc(28650, "Missing 'cond' parameter to $filter"))?;
+        let input = self.operand(input)?;
+        let name = var_name_of(as_);
+        validate_write_name(&name)?;
+        let slot = self.new_slot();
+        let cond = self.with_binding(&name, slot, |p| p.operand(cond))?;
+        let limit = match limit {
+            Some(l) => Some(Box::new(self.operand(l)?)),
+            None => None,
+        };
+        Ok(Node::Filter {
+            input: Box::new(input),
+            slot,
+            cond: Box::new(cond),
+            limit,
+        })
+    }
+
+    fn reduce(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(
+                40075,
+                format!(
+                    "$reduce requires an object as an argument, found: {}",
+                    element_type_name(arg.element_type())
+                ),
+            ));
+        };
+        let this_slot = self.new_slot();
+        let value_slot = self.new_slot();
+        let (mut input, mut initial, mut body) = (None, None, None);
+        for el in d.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            match k.as_str() {
+                "input" => input = Some(self.operand(v)?),
+                "initialValue" => initial = Some(self.operand(v)?),
+                "in" => {
+                    self.scopes.push(("this".into(), this_slot));
+                    self.scopes.push(("value".into(), value_slot));
+                    let r = self.operand(v);
+                    self.scopes.truncate(self.scopes.len().saturating_sub(2));
+                    body = Some(r?);
+                }
+                other => {
+                    return Err(loc(
+                        40076,
+                        format!("$reduce found an unknown argument: {other}"),
+                    ));
+                }
+            }
+        }
+        let input = input.ok_or_else(|| loc(40077, "$reduce requires 'input' to be specified"))?;
+        let initial =
+            initial.ok_or_else(|| loc(40078, "$reduce requires 'initialValue' to be specified"))?;
+        let body = body.ok_or_else(|| loc(40079, "$reduce requires 'in' to be specified"))?;
+        Ok(Node::Reduce {
+            input: Box::new(input),
+            initial: Box::new(initial),
+            this_slot,
+            value_slot,
+            body: Box::new(body),
+        })
+    }
+
+    fn convert(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(QueryError::FailedToParse(format!(
+                "$convert expects an object of named arguments but found: {}",
+                element_type_name(arg.element_type())
+            )));
+        };
+        let (mut input, mut to, mut on_error, mut on_null) = (None, None, None, None);
+        for el in d.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            match k.as_str() {
+                "input" => input = Some(self.operand(v)?),
+                "to" => to = Some(self.operand(v)?),
+                "onError" => on_error = Some(self.operand(v)?),
+                "onNull" => on_null = Some(self.operand(v)?),
+                other => {
+                    return Err(QueryError::FailedToParse(format!(
+                        "$convert found an unknown argument: {other}"
+                    )));
+                }
+            }
+        }
+        let input = input.ok_or_else(|| {
+            QueryError::FailedToParse("Missing 'input' parameter to $convert".into())
+        })?;
+        let to = to.ok_or_else(|| {
+            QueryError::FailedToParse("Missing 'to' parameter to $convert".into())
+        })?;
+        let op = Op::Convert {
+            on_error: on_error.is_some(),
+            on_null: on_null.is_some(),
+        };
+        let mut args = vec![input, to];
+        args.extend(on_error);
+        args.extend(on_null);
+        Ok(Node::Op(op, args))
+    }
+}
+
+/// The `as` name of `$map`/`$filter` (`this` by default; a non-string is `""`, as
+/// `BSONElement::str` gives).
+fn var_name_of(v: Option<RawBsonRef<'_>>) -> String {
+    match v {
+        None => "this".into(),
+        Some(RawBsonRef::String(s)) => s.to_string(),
+        Some(_) => String::new(),
+    }
+}
