@@ -25,11 +25,12 @@ fn open_store(config: &cairn::config::Config) -> Result<Arc<cairn_storage::Store
         },
     )
     .map_err(|e| e.to_string())?;
-    let store = cairn_storage::Store::open(
+    let store = cairn_storage::Store::open_with(
         Arc::new(engine),
         cairn_storage::StoreOptions {
             sync_always: config.sync,
         },
+        Arc::new(cairn_query::index::QueryKeyGen::new()),
     )
     .map_err(|e| e.to_string())?;
     Ok(Arc::new(store))

@@ -12,6 +12,7 @@
 pub mod error;
 pub mod expr;
 pub mod filter;
+pub mod index;
 pub mod insert;
 pub mod jsonschema;
 pub mod path;

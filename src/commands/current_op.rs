@@ -46,7 +46,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let mut ops = RawArrayBuf::new();
         for b in inv.server.index_builds.list() {
             let done = b.done.load(Relaxed);
-            let pct = if b.total > 0 { done * 100 / b.total } else { 0 };
+            let pct = (done * 100).checked_div(b.total).unwrap_or(0);
             let elapsed = b.started.elapsed();
             let op = rawdoc! {
                 "type": "op",

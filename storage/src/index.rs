@@ -50,6 +50,17 @@ pub struct IndexMeta {
     pub multikey: bool,
 }
 
+/// Whether a Decimal128 is below zero (negative and not a zero or NaN), as a key-pattern
+/// direction reads it.
+fn decimal_is_negative(d: bson::Decimal128) -> bool {
+    let s = d.to_string();
+    let Some(mag) = s.strip_prefix('-') else {
+        return false;
+    };
+    let mantissa = mag.split(['E', 'e']).next().unwrap_or("");
+    mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b))
+}
+
 impl IndexMeta {
     /// The `_id_` index.
     pub fn id_index() -> IndexMeta {
@@ -83,6 +94,7 @@ impl IndexMeta {
                     RawBsonRef::Int32(i) => i < 0,
                     RawBsonRef::Int64(i) => i < 0,
                     RawBsonRef::Double(d) => d < 0.0,
+                    RawBsonRef::Decimal128(d) => decimal_is_negative(d),
                     _ => false,
                 };
                 (k.as_str().to_string(), desc)
@@ -224,6 +236,7 @@ impl IndexKeyGen for TopLevelKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::str::FromStr;
 
     #[test]
     fn record_round_trips() {
@@ -240,6 +253,15 @@ mod tests {
             vec![("a".to_string(), false), ("b".to_string(), true)]
         );
         assert!(m.is_unique() && !m.is_sparse());
+        let d = |s: &str| bson::Decimal128::from_str(s).unwrap();
+        let dec = IndexMeta {
+            spec: rawdoc! {"key": {"a": d("-1"), "b": d("-0"), "c": d("-0E+3"), "e": d("1")}},
+            ..m.clone()
+        };
+        assert_eq!(
+            dec.fields().iter().map(|f| f.1).collect::<Vec<_>>(),
+            [true, false, false, false]
+        );
         assert_eq!(
             IndexMeta::from_bson(&rawdoc! {"v": 2, "key": {"_id": 1}, "name": "_id_"}).unwrap(),
             IndexMeta::id_index()

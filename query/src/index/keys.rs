@@ -1,0 +1,508 @@
+//! Index entries of a document: MongoDB's B-tree key generation (`BtreeKeyGenerator`,
+//! src/mongo/db/index/btree_key_generator.cpp) and hashed keys (`getHashKeys`,
+//! expression_keys_private.cpp), behind storage's `IndexKeyGen` seam ([`QueryKeyGen`]).
+//!
+//! B-tree rules, as MongoDB's generator applies them:
+//! - each indexed path is followed through embedded documents; the first array met along a
+//!   path is expanded, one key per element (an element that is a document is entered with the
+//!   rest of the path; any other element yields null for the rest of the path); an array at
+//!   the end of a path yields its elements (nested arrays stay whole);
+//! - all paths of a compound index that meet an array must meet the *same* array
+//!   (error 171 "cannot index parallel arrays [b] [a]"), which keeps the key count linear;
+//! - a missing field is null; an empty array at the end of a path is undefined (an empty
+//!   array before the end makes the rest missing, so null);
+//! - a numeric path component selects that position of an array met just before it
+//!   (`a.0.b`), which does not make the index multikey; a document in such an array that also
+//!   has a field with that name is error 16746;
+//! - `sparse`: a key all of whose components were missing is not produced;
+//! - the index is multikey for a document when an indexed path expanded an array (even one of
+//!   a single element, or an empty one) or when the document produced more than one key.
+//!
+//! Hashed components (one per index, compound allowed): arrays anywhere along any indexed
+//! path are error 16766; the component's key is [`crate::index::hashed_value`] of the value
+//! (of null when missing) as an Int64; sparse keeps documents where some component exists.
+//!
+//! Partial indexes: a document is indexed only when it matches `partialFilterExpression`;
+//! parsed filters are cached by the filter's bytes (a bounded cache, so specs replaced under
+//! the same name never see a stale filter).
+//!
+//! Output: entries deduplicated by key bytes (the first value set wins, as MongoDB's key set
+//! keeps one of `1`/`1.0`) and sorted by key bytes. Each key is `E(v1) … E(vn)` with
+//! descending components inverted; `values` is `{"0": v1, …}`.
+//!
+//! Invariants: never panics; recursion is bounded by the nesting of arrays along the indexed
+//! paths, itself capped at [`MAX_ARRAY_NESTING`] (error, not overflow).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use bson::raw::CStr;
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use cairn_storage::Result;
+use cairn_storage::display;
+use cairn_storage::index::{IndexEntry, IndexKeyGen, IndexKeys, IndexMeta};
+use cairn_storage::keys::encode_value;
+
+use super::{IndexError, KeyComponent, KeyKind, code, hash, key_components, spec};
+use crate::filter::Filter;
+
+/// Arrays nested deeper than this along the indexed paths are refused.
+pub const MAX_ARRAY_NESTING: usize = 256;
+
+/// Parsed partial filters kept at most (the cache is cleared when full).
+const PARTIAL_CACHE_LIMIT: usize = 4096;
+
+/// The query layer's index key generator (storage's `IndexKeyGen`).
+#[derive(Debug, Default)]
+pub struct QueryKeyGen {
+    partial: RwLock<HashMap<Vec<u8>, Arc<Filter>>>,
+}
+
+impl QueryKeyGen {
+    /// A generator with an empty partial-filter cache.
+    pub fn new() -> QueryKeyGen {
+        QueryKeyGen::default()
+    }
+
+    /// The parsed partial filter, from the cache when possible.
+    fn partial_filter(&self, raw: &RawDocument) -> Result<Arc<Filter>> {
+        let bytes = raw.as_bytes();
+        if let Ok(cache) = self.partial.read()
+            && let Some(f) = cache.get(bytes)
+        {
+            return Ok(Arc::clone(f));
+        }
+        let parsed = Arc::new(spec::parse_partial_filter(raw).map_err(|e| e.to_storage())?);
+        if let Ok(mut cache) = self.partial.write() {
+            if cache.len() >= PARTIAL_CACHE_LIMIT {
+                cache.clear();
+            }
+            cache.insert(bytes.to_vec(), Arc::clone(&parsed));
+        }
+        Ok(parsed)
+    }
+
+    /// [`IndexKeyGen::keys`] with MongoDB's error codes.
+    pub fn index_keys(
+        &self,
+        index: &IndexMeta,
+        doc: &RawDocument,
+    ) -> std::result::Result<IndexKeys, IndexError> {
+        if let Some(pf) = index.partial_filter() {
+            let filter = self
+                .partial_filter(pf)
+                .map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))?;
+            if !filter.matches(doc) {
+                return Ok(IndexKeys::default());
+            }
+        }
+        let components = index.key_pattern().map(key_components).unwrap_or_default();
+        generate(&components, index.is_sparse(), doc)
+    }
+}
+
+impl IndexKeyGen for QueryKeyGen {
+    fn validate(&self, spec: &RawDocument) -> Result<()> {
+        spec::validate_spec(spec).map_err(|e| e.to_storage())
+    }
+
+    fn keys(&self, index: &IndexMeta, doc: &RawDocument) -> Result<IndexKeys> {
+        self.index_keys(index, doc).map_err(|e| e.to_storage())
+    }
+}
+
+/// The entries `doc` produces for an index with these components (no partial filter).
+pub fn generate(
+    components: &[KeyComponent],
+    sparse: bool,
+    doc: &RawDocument,
+) -> std::result::Result<IndexKeys, IndexError> {
+    if components.is_empty() {
+        return Ok(IndexKeys::default());
+    }
+    let raw_keys = if components.iter().any(|c| c.kind == KeyKind::Hashed) {
+        hash_keys(components, sparse, doc)?
+            .into_iter()
+            .collect::<Vec<_>>()
+    } else {
+        let mut g = BtreeGen {
+            full_paths: components.iter().map(|c| c.path.as_str()).collect(),
+            sparse,
+            keys: Vec::new(),
+            multikey: false,
+        };
+        let n = components.len();
+        let mut names: Vec<&str> = g.full_paths.clone();
+        let mut fixed = vec![RawBsonRef::Null; n];
+        let positional = vec![Positional::default(); n];
+        g.with_array(&mut names, &mut fixed, Some(doc), 0, &positional, 0)?;
+        let entries = encode_entries(components, g.keys)?;
+        // MongoDB counts distinct keys (its key set) for "more than one key".
+        let multikey = g.multikey || entries.len() > 1;
+        return Ok(IndexKeys { entries, multikey });
+    };
+    Ok(IndexKeys {
+        entries: encode_entries(components, raw_keys)?,
+        multikey: false,
+    })
+}
+
+/// Encodes, deduplicates by key bytes (first wins) and sorts.
+fn encode_entries(
+    components: &[KeyComponent],
+    keys: Vec<Vec<RawBsonRef<'_>>>,
+) -> std::result::Result<Vec<IndexEntry>, IndexError> {
+    let mut out: Vec<IndexEntry> = Vec::with_capacity(keys.len());
+    for values in keys {
+        let mut key = Vec::new();
+        let mut doc = RawDocumentBuf::new();
+        for (i, (v, c)) in values.iter().zip(components).enumerate() {
+            encode_value(&mut key, *v, c.descending())
+                .map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))?;
+            let name = i.to_string();
+            let cname = <&CStr>::try_from(name.as_str())
+                .map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))?;
+            doc.append(cname, *v);
+        }
+        out.push(IndexEntry { key, values: doc });
+    }
+    // Stable sort keeps the first of equal keys first; dedup keeps it.
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out.dedup_by(|later, earlier| later.key == earlier.key);
+    Ok(out)
+}
+
+/// An element found along a path: its name (for messages) and value.
+#[derive(Clone, Copy, Debug)]
+struct Elt<'d> {
+    name: &'d str,
+    value: RawBsonRef<'d>,
+}
+
+/// The first field called `name` in `d`, with its name.
+fn field_elt<'d>(d: &'d RawDocument, name: &str) -> Option<Elt<'d>> {
+    for el in d.iter() {
+        let (k, v) = el.ok()?;
+        if k.as_str() == name {
+            return Some(Elt {
+                name: k.as_str(),
+                value: v,
+            });
+        }
+    }
+    None
+}
+
+/// An array value as the document of its elements (`"0"`, `"1"`, … fields).
+fn array_doc<'d>(v: RawBsonRef<'d>) -> Option<&'d RawDocument> {
+    match v {
+        RawBsonRef::Array(a) => RawDocument::from_bytes(a.as_bytes()).ok(),
+        _ => None,
+    }
+}
+
+/// `dotted_path_support::extractElementAtPathOrArrayAlongPath`: the element at `path`, or the
+/// first array along it; `path` becomes the suffix after that element ("" at the end).
+fn extract_path_or_array<'d>(mut obj: &'d RawDocument, path: &mut &str) -> Option<Elt<'d>> {
+    loop {
+        let (head, rest) = match path.split_once('.') {
+            Some((h, r)) => (h, r),
+            None => (*path, ""),
+        };
+        *path = rest;
+        let sub = field_elt(obj, head)?;
+        if matches!(sub.value, RawBsonRef::Array(_)) || path.is_empty() {
+            return Some(sub);
+        }
+        match sub.value {
+            RawBsonRef::Document(d) => obj = d,
+            _ => return None,
+        }
+    }
+}
+
+/// MongoDB's `PositionalPathInfo`: an array element selected by a numeric path component.
+#[derive(Clone, Copy, Debug, Default)]
+struct Positional<'d, 'p> {
+    /// `positionallyIndexedElt`.
+    indexed: Option<Elt<'d>>,
+    /// The array it was selected from (for messages).
+    array: Option<&'d RawDocument>,
+    /// The path left after `dotted`.
+    remaining: &'p str,
+    /// The element at the rest of the path, from the array (`dottedElt`).
+    dotted: Option<Elt<'d>>,
+}
+
+fn same_value(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> bool {
+    match (a, b) {
+        (RawBsonRef::Array(x), RawBsonRef::Array(y)) => {
+            std::ptr::eq(x.as_bytes().as_ptr(), y.as_bytes().as_ptr())
+                && x.as_bytes().len() == y.as_bytes().len()
+        }
+        _ => false,
+    }
+}
+
+struct BtreeGen<'p, 'd> {
+    full_paths: Vec<&'p str>,
+    sparse: bool,
+    keys: Vec<Vec<RawBsonRef<'d>>>,
+    multikey: bool,
+}
+
+impl<'p, 'd> BtreeGen<'p, 'd> {
+    /// `_extractNextElement`: returns the element and whether it is an array nested in the
+    /// array a positional component selected from.
+    fn next_element(
+        obj: Option<&'d RawDocument>,
+        pos: &Positional<'d, 'p>,
+        field: &mut &'p str,
+    ) -> std::result::Result<(Option<Elt<'d>>, bool), IndexError> {
+        let first = field.split_once('.').map_or(*field, |(h, _)| h);
+        let have_obj_field = obj.and_then(|o| field_elt(o, first)).is_some();
+        if have_obj_field && let Some(ix) = pos.indexed {
+            let arr = pos.array.map(display::document).unwrap_or_default();
+            return Err(IndexError::new(
+                code::AMBIGUOUS_FIELD,
+                format!(
+                    "Ambiguous field name found in array (do not use numeric field names in \
+                     embedded elements in an array), field: '{}' for array: {}",
+                    ix.name,
+                    truncate_middle(&arr)
+                ),
+            ));
+        }
+        if have_obj_field && let Some(o) = obj {
+            return Ok((extract_path_or_array(o, field), false));
+        }
+        if let Some(ix) = pos.indexed {
+            let nested = matches!(ix.value, RawBsonRef::Array(_));
+            *field = pos.remaining;
+            return Ok((pos.dotted, nested));
+        }
+        Ok((None, false))
+    }
+
+    /// `_getKeysWithArray`.
+    fn with_array(
+        &mut self,
+        names: &mut [&'p str],
+        fixed: &mut [RawBsonRef<'d>],
+        obj: Option<&'d RawDocument>,
+        mut not_found: usize,
+        positional: &[Positional<'d, 'p>],
+        depth: usize,
+    ) -> std::result::Result<(), IndexError> {
+        if depth > MAX_ARRAY_NESTING {
+            return Err(IndexError::new(
+                code::BAD_VALUE,
+                format!("cannot index arrays nested more than {MAX_ARRAY_NESTING} levels deep"),
+            ));
+        }
+        let n = names.len();
+        let mut arr_elt: Option<Elt<'d>> = None;
+        let mut arr_idxs: Vec<usize> = Vec::new();
+        let mut may_expand = true;
+        for i in 0..n {
+            let Some(name) = names.get_mut(i) else { break };
+            if name.is_empty() {
+                continue;
+            }
+            let pos = positional.get(i).copied().unwrap_or_default();
+            let (e, nested) = Self::next_element(obj, &pos, name)?;
+            match e {
+                None => {
+                    if let Some(f) = fixed.get_mut(i) {
+                        *f = RawBsonRef::Null;
+                    }
+                    *name = "";
+                    not_found += 1;
+                }
+                Some(e) if matches!(e.value, RawBsonRef::Array(_)) => {
+                    arr_idxs.push(i);
+                    match arr_elt {
+                        None => arr_elt = Some(e),
+                        Some(a) if !same_value(a.value, e.value) => {
+                            return Err(IndexError::new(
+                                code::PARALLEL_ARRAYS,
+                                format!("cannot index parallel arrays [{}] [{}]", e.name, a.name),
+                            ));
+                        }
+                        Some(_) => {}
+                    }
+                    if nested {
+                        may_expand = false;
+                    }
+                }
+                Some(e) => {
+                    if let Some(f) = fixed.get_mut(i) {
+                        *f = e.value;
+                    }
+                }
+            }
+        }
+
+        let Some(arr) = arr_elt else {
+            if self.sparse && not_found == n {
+                return Ok(());
+            }
+            self.keys.push(fixed.to_vec());
+            return Ok(());
+        };
+        let Some(arr_obj) = array_doc(arr.value) else {
+            return Ok(());
+        };
+        if arr_obj.is_empty() {
+            if may_expand {
+                self.multikey = true;
+            }
+            let empty = vec![Positional::default(); n];
+            return self.arr_elt_fixed(
+                names,
+                fixed,
+                RawBsonRef::Undefined,
+                not_found,
+                arr.value,
+                &arr_idxs,
+                true,
+                &empty,
+                depth,
+            );
+        }
+        let mut sub: Vec<Positional<'d, 'p>> = vec![Positional::default(); n];
+        for i in 0..n {
+            let is_array_field = arr_idxs.contains(&i);
+            let name = names.get(i).copied().unwrap_or("");
+            if name.is_empty() {
+                if is_array_field && may_expand {
+                    self.multikey = true;
+                }
+                continue;
+            }
+            let part = name.split_once('.').map_or(name, |(h, _)| h);
+            let Some(indexed) = field_elt(arr_obj, part) else {
+                self.multikey = true;
+                continue;
+            };
+            let mut remaining = name;
+            let dotted = extract_path_or_array(arr_obj, &mut remaining);
+            if let Some(s) = sub.get_mut(i) {
+                *s = Positional {
+                    indexed: Some(indexed),
+                    array: Some(arr_obj),
+                    remaining,
+                    dotted,
+                };
+            }
+        }
+        for el in arr_obj.iter() {
+            let Ok((_, v)) = el else { break };
+            self.arr_elt_fixed(
+                names, fixed, v, not_found, arr.value, &arr_idxs, may_expand, &sub, depth,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `_getKeysArrEltFixed`: recurse for one array element.
+    #[allow(clippy::too_many_arguments)]
+    fn arr_elt_fixed(
+        &mut self,
+        names: &[&'p str],
+        fixed: &[RawBsonRef<'d>],
+        entry: RawBsonRef<'d>,
+        not_found: usize,
+        array: RawBsonRef<'d>,
+        arr_idxs: &[usize],
+        may_expand: bool,
+        positional: &[Positional<'d, 'p>],
+        depth: usize,
+    ) -> std::result::Result<(), IndexError> {
+        let mut names = names.to_vec();
+        let mut fixed = fixed.to_vec();
+        for &idx in arr_idxs {
+            if names.get(idx).is_some_and(|s| s.is_empty())
+                && let Some(f) = fixed.get_mut(idx)
+            {
+                *f = if may_expand { entry } else { array };
+            }
+        }
+        let obj = match entry {
+            RawBsonRef::Document(d) => Some(d),
+            _ => None,
+        };
+        self.with_array(
+            &mut names,
+            &mut fixed,
+            obj,
+            not_found,
+            positional,
+            depth + 1,
+        )
+    }
+}
+
+/// MongoDB shortens long array renderings in the 16746 message.
+fn truncate_middle(s: &str) -> String {
+    const MAX: usize = 1024;
+    if s.len() < MAX {
+        return s.to_string();
+    }
+    let third = MAX / 3;
+    let head: String = s.chars().take(third).collect();
+    let tail: String = {
+        let chars: Vec<char> = s.chars().collect();
+        chars
+            .get(chars.len().saturating_sub(third)..)
+            .unwrap_or(&[])
+            .iter()
+            .collect()
+    };
+    format!("{head} .......... {tail}")
+}
+
+/// `getHashKeys`: one key; arrays along any indexed path are refused.
+fn hash_keys<'d>(
+    components: &[KeyComponent],
+    sparse: bool,
+    doc: &'d RawDocument,
+) -> std::result::Result<Option<Vec<RawBsonRef<'d>>>, IndexError> {
+    let mut any_value = false;
+    let mut values = Vec::with_capacity(components.len());
+    for c in components {
+        let mut rest: &str = &c.path;
+        let found = extract_path_or_array(doc, &mut rest);
+        if let Some(e) = found
+            && matches!(e.value, RawBsonRef::Array(_))
+        {
+            let consumed = c
+                .path
+                .len()
+                .saturating_sub(rest.len() + usize::from(!rest.is_empty()));
+            return Err(IndexError::new(
+                code::HASHED_ARRAY,
+                format!(
+                    "Error: hashed indexes do not currently support array values. Found array \
+                     at path: {}",
+                    c.path.get(..consumed).unwrap_or(&c.path)
+                ),
+            ));
+        }
+        let v = match found {
+            Some(e) => {
+                any_value = true;
+                e.value
+            }
+            None => RawBsonRef::Null,
+        };
+        values.push(match c.kind {
+            KeyKind::Hashed => RawBsonRef::Int64(hash::hash64(v)),
+            _ => v,
+        });
+    }
+    if sparse && !any_value {
+        return Ok(None);
+    }
+    Ok(Some(values))
+}
