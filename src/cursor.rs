@@ -22,9 +22,10 @@ use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use std::sync::Arc;
 
 use cairn_query::filter::Filter;
+use cairn_query::plan::Execution;
 use cairn_query::projection::Projection;
 use cairn_query::sort::SortedDocs;
-use cairn_storage::{ScanLimits, Store};
+use cairn_storage::Store;
 
 use crate::error::{CommandError, ErrorCode};
 
@@ -39,20 +40,18 @@ pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
 
 /// Where a cursor's documents come from.
 pub enum Source {
-    /// A collection scan in `_id` order (descending with `reverse`).
-    Scan {
+    /// A query plan being run, one batch per storage snapshot.
+    Plan {
         /// Database.
         db: String,
         /// Collection.
         coll: String,
         /// The collection's space id when the cursor was opened (a drop or rename kills it).
         space: u64,
-        /// Where to continue ([`cairn_storage::ScanBatch::resume`]); `None` = from the start.
-        resume: Option<Vec<u8>>,
-        /// Descending `_id` order.
-        reverse: bool,
-        /// Documents must match this filter.
-        filter: Option<Arc<Filter>>,
+        /// The execution (keeps only its position between batches).
+        exec: Box<Execution>,
+        /// Documents produced but not returned yet.
+        pending: VecDeque<RawDocumentBuf>,
         /// Matching documents still to skip.
         skip: u64,
     },
@@ -65,10 +64,8 @@ pub enum Source {
 impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Source::Scan {
-                db, coll, reverse, ..
-            } => {
-                write!(f, "Scan({db}.{coll}, reverse: {reverse})")
+            Source::Plan { db, coll, exec, .. } => {
+                write!(f, "Plan({db}.{coll}, {})", exec.plan().key())
             }
             Source::Buffered(q) => write!(f, "Buffered({})", q.len()),
             Source::Sorted(_) => write!(f, "Sorted"),
@@ -368,13 +365,12 @@ pub fn next_batch(
             }
             (out, done)
         }
-        Source::Scan {
+        Source::Plan {
             db,
             coll,
             space,
-            resume,
-            reverse,
-            filter,
+            exec,
+            pending,
             skip,
         } => {
             let meta = store
@@ -389,53 +385,41 @@ pub fn next_batch(
             let read = store.read()?;
             let mut out: Vec<RawDocumentBuf> = Vec::new();
             let mut bytes = 0usize;
-            let mut exhausted = false;
-            while out.len() < max_docs && bytes < MAX_BATCH_BYTES / 2 {
-                crate::deadline::check().map_err(executor_error)?;
-                let skipping = *skip > 0;
-                let limits = if skipping {
-                    ScanLimits {
-                        max_docs: usize::try_from(*skip).unwrap_or(usize::MAX).min(10_000),
-                        max_bytes: usize::MAX,
-                        max_examined: 10_000,
-                        first_may_exceed: true,
+            let exhausted = loop {
+                // Hand over what is pending, skipping first.
+                while out.len() < max_docs {
+                    let Some(d) = pending.pop_front() else { break };
+                    if *skip > 0 {
+                        *skip -= 1;
+                        continue;
                     }
-                } else {
-                    ScanLimits {
-                        max_docs: max_docs - out.len(),
-                        max_bytes: MAX_BATCH_BYTES - bytes,
-                        max_examined: 10_000,
-                        first_may_exceed: out.is_empty(),
-                    }
-                };
-                let mut failed = None;
-                let b = read.scan_where(&meta, resume.as_deref(), *reverse, limits, &mut |d| {
-                    filter
-                        .as_ref()
-                        .is_none_or(|f| crate::exec::try_match(f, d, &mut failed))
-                })?;
-                if let Some(e) = failed {
-                    return Err(executor_error(e.into()));
-                }
-                if skipping {
-                    *skip = skip.saturating_sub(b.docs.len() as u64);
-                } else {
-                    bytes += b.docs.iter().map(|d| d.as_bytes().len()).sum::<usize>();
-                    out.extend(b.docs);
-                }
-                let progressed = b.examined > 0;
-                match b.resume {
-                    Some(r) => *resume = Some(r),
-                    None => {
-                        exhausted = true;
+                    let len = d.as_bytes().len();
+                    if !out.is_empty() && bytes + len > MAX_BATCH_BYTES {
+                        pending.push_front(d);
                         break;
                     }
+                    bytes += len;
+                    out.push(d);
                 }
-                if !progressed {
-                    // The next document did not fit in what is left of this batch.
-                    break;
+                if exec.is_exhausted() && pending.is_empty() {
+                    break true;
                 }
-            }
+                if out.len() >= max_docs || bytes >= MAX_BATCH_BYTES / 2 || !pending.is_empty() {
+                    break false;
+                }
+                crate::deadline::check().map_err(executor_error)?;
+                let want = (max_docs - out.len())
+                    .saturating_add(usize::try_from(*skip).unwrap_or(usize::MAX));
+                let room = if *skip > 0 {
+                    MAX_BATCH_BYTES
+                } else {
+                    MAX_BATCH_BYTES - bytes
+                };
+                let docs = exec
+                    .next(&read, &meta, want, room, 10_000)
+                    .map_err(|e| executor_error(e.into()))?;
+                pending.extend(docs);
+            };
             (out, exhausted)
         }
     };

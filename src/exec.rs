@@ -1,27 +1,30 @@
-//! Executing write statements that act on matching documents (update, delete,
-//! findAndModify).
+//! Running statements over the documents a filter matches, through the query planner
+//! ([`cairn_query::plan`]): reads ([`scan_matching`], [`count_matching`]) and writes
+//! ([`for_each_match`]: update, delete).
 //!
-//! [`for_each_match`] finds the documents a filter matches and hands each to a callback
-//! *inside a storage write transaction*, so the document the callback sees is the one it
-//! changes (serializable: a concurrent change to it makes the transaction conflict and
-//! rerun). A filter that is exactly `{_id: v}` is a point read; anything else is a scan in
-//! `_id` order. A multi-document statement runs as several transactions of up to
-//! [`CHUNK`] documents, each document changing atomically, as MongoDB does outside
-//! multi-document transactions. Because the scan goes in `_id` order and `_id` never
-//! changes, no document is visited twice (no Halloween problem).
+//! A write statement chooses its plan on a snapshot (an update never scans an index over a
+//! field it changes), then runs it in write transactions of up to [`CHUNK`] documents: each
+//! chunk advances a copy of the plan's execution inside the transaction, so the document the
+//! callback sees is the one it changes (a concurrent change makes the transaction conflict
+//! and rerun from the same position), and the copy is kept only when the chunk commits.
+//! Each document changes atomically, as MongoDB does outside multi-document transactions.
+//! A filter that is exactly `{_id: v}` (and no hint) is a point read.
 //!
-//! Invariant: runs on a blocking thread (see [`crate::blocking`]).
+//! Invariant: runs on a blocking thread (see [`crate::blocking`]); the deadline
+//! (`maxTimeMS`) is checked between chunks.
 
 use std::sync::Arc;
 
 use bson::{RawDocument, RawDocumentBuf};
 use cairn_query::error::QueryError;
 use cairn_query::filter::Filter;
+use cairn_query::plan::{Execution, Hint, Modifies, Query, choose};
 use cairn_storage::catalog::CollectionMeta;
 use cairn_storage::store::id_key;
-use cairn_storage::{Durability, ScanLimits, StorageError, Store, WriteTxn};
+use cairn_storage::{Durability, StorageError, WriteTxn};
 
 use crate::error::CommandError;
+use crate::state::ServerState;
 
 /// A scan predicate for `filter`: whether `doc` matches; the first evaluation error (e.g.
 /// `$expr` dividing by zero) goes to `failed`, and nothing matches after it, so the caller
@@ -42,6 +45,9 @@ pub fn try_match(filter: &Filter, doc: &RawDocument, failed: &mut Option<QueryEr
 /// Documents per transaction for multi-document statements.
 pub const CHUNK: usize = 100;
 
+/// Work (keys plus documents examined) per storage call.
+const BUDGET: u64 = 10_000;
+
 /// What the callback decides for a matched document.
 pub enum Step {
     /// Keep going.
@@ -50,131 +56,200 @@ pub enum Step {
     Stop,
 }
 
+/// Visits of [`for_each_match`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Visited {
+    /// Documents handed to the callback (and committed).
+    pub matched: usize,
+    /// Of those, the ones the callback counted (e.g. modified).
+    pub counted: usize,
+}
+
+fn ns(db: &str, coll: &str) -> String {
+    format!("{db}.{coll}")
+}
+
 /// Calls `f` for each document of `db.coll` matching `filter` (at most one when
-/// `just_one`), each inside a write transaction. Returns how many documents were visited.
-/// `f` gets the transaction, the collection, the document key and the document; its
-/// effects in one chunk commit together. A missing collection matches nothing.
+/// `just_one`), each inside a write transaction; `f` returns whether to go on and whether to
+/// count the document. `f` gets the transaction, the collection, the document key and the
+/// document; its effects in one chunk commit together, and it may run again for the same
+/// documents when the chunk's transaction reruns (only committed visits are counted). A
+/// missing collection matches nothing.
+#[allow(clippy::too_many_arguments)]
 pub fn for_each_match<F>(
-    store: &Store,
+    server: &ServerState,
     db: &str,
     coll: &str,
-    filter: &Filter,
+    filter: &Arc<Filter>,
+    hint: &Hint,
+    modifies: Option<&Modifies>,
     durability: Durability,
     just_one: bool,
     mut f: F,
-) -> Result<usize, CommandError>
+) -> Result<Visited, CommandError>
 where
     F: FnMut(
         &mut WriteTxn<'_>,
         &Arc<CollectionMeta>,
         &[u8],
         &RawDocument,
-    ) -> Result<Step, CommandError>,
+    ) -> Result<(Step, bool), CommandError>,
 {
-    if let Some(id) = filter.id_equality() {
-        let n = store.write(durability, |tx| -> Result<usize, CommandError> {
+    let store = &server.store;
+    if let (Some(id), Hint::None) = (filter.id_equality(), hint) {
+        return store.write(durability, |tx| -> Result<Visited, CommandError> {
             let Some(meta) = tx.collection(db, coll)? else {
-                return Ok(0);
+                return Ok(Visited::default());
             };
             let key = id_key(id.as_raw_bson_ref())?;
             let Some(doc) = tx.get_by_key(&meta, &key)? else {
-                return Ok(0);
+                return Ok(Visited::default());
             };
-            f(tx, &meta, &key, &doc)?;
-            Ok(1)
-        })?;
-        return Ok(n);
+            let (_, counted) = f(tx, &meta, &key, &doc)?;
+            Ok(Visited {
+                matched: 1,
+                counted: usize::from(counted),
+            })
+        });
     }
-    let mut resume: Option<Vec<u8>> = None;
-    let mut total = 0usize;
+    let Some(meta) = store.collection(db, coll) else {
+        return Ok(Visited::default());
+    };
+    let plan = {
+        let read = store.read()?;
+        let mut q = Query::new(filter, hint);
+        q.modifies = modifies;
+        choose(
+            Some(&server.plan_cache),
+            &ns(db, coll),
+            &meta,
+            &q,
+            filter,
+            &read,
+            false,
+        )?
+        .exec
+        .plan()
+        .clone()
+    };
+    let mut exec = Execution::new(plan, filter.clone(), false);
+    let mut total = Visited::default();
     loop {
         crate::deadline::check()?;
-        let (visited, next, stop) = store.write(durability, |tx| -> Result<_, CommandError> {
+        let base = &exec;
+        let (next, visited, stop) = store.write(durability, |tx| -> Result<_, CommandError> {
             let Some(meta) = tx.collection(db, coll)? else {
-                return Ok((0, None, true));
+                return Ok((None, Visited::default(), true));
             };
-            let limits = ScanLimits {
-                max_docs: if just_one { 1 } else { CHUNK },
-                max_bytes: usize::MAX,
-                max_examined: 10_000,
-                first_may_exceed: true,
-            };
-            let mut failed = None;
-            let batch = tx.scan_where(&meta, resume.as_deref(), false, limits, &mut |d| {
-                try_match(filter, d, &mut failed)
-            })?;
-            if let Some(e) = failed {
-                return Err(e.into());
-            }
-            let mut visited = 0;
+            let mut e = base.clone();
+            let docs = e.next(
+                tx,
+                &meta,
+                if just_one { 1 } else { CHUNK },
+                usize::MAX,
+                BUDGET,
+            )?;
+            let mut visited = Visited::default();
             let mut stop = false;
-            for doc in &batch.docs {
+            for doc in &docs {
                 let key =
                     id_key(doc.get("_id").ok().flatten().ok_or_else(|| {
                         StorageError::Corrupt("stored document without _id".into())
                     })?)?;
-                visited += 1;
-                if let Step::Stop = f(tx, &meta, &key, doc)? {
+                visited.matched += 1;
+                let (step, counted) = f(tx, &meta, &key, doc)?;
+                visited.counted += usize::from(counted);
+                if let Step::Stop = step {
                     stop = true;
                     break;
                 }
             }
-            Ok((visited, batch.resume, stop))
+            Ok((Some(e), visited, stop))
         })?;
-        total += visited;
-        if stop || (just_one && total > 0) {
+        total.matched += visited.matched;
+        total.counted += visited.counted;
+        let Some(next) = next else {
             return Ok(total);
-        }
-        match next {
-            Some(r) => resume = Some(r),
-            None => return Ok(total),
+        };
+        exec = next;
+        if stop || (just_one && total.matched > 0) || exec.is_exhausted() {
+            return Ok(total);
         }
     }
 }
 
-/// Reads every document of `db.coll` matching `filter` in `_id` order (a snapshot scan),
+/// Reads every document of `db.coll` matching `filter` in plan order (one snapshot),
 /// passing each to `f` until it returns false.
 pub fn scan_matching(
-    store: &Store,
+    server: &ServerState,
     db: &str,
     coll: &str,
-    filter: &Filter,
+    filter: &Arc<Filter>,
+    hint: &Hint,
     mut f: impl FnMut(RawDocumentBuf) -> Result<bool, CommandError>,
 ) -> Result<(), CommandError> {
+    let store = &server.store;
     let Some(meta) = store.collection(db, coll) else {
         return Ok(());
     };
-    if let Some(id) = filter.id_equality() {
-        if let Some(doc) = store.read()?.get(&meta, id.as_raw_bson_ref())? {
-            f(doc)?;
-        }
-        return Ok(());
-    }
     let read = store.read()?;
-    let mut resume: Option<Vec<u8>> = None;
-    loop {
-        crate::deadline::check()?;
-        let limits = ScanLimits {
-            max_docs: 1000,
-            max_bytes: 16 * 1024 * 1024,
-            max_examined: 10_000,
-            first_may_exceed: true,
-        };
-        let mut failed = None;
-        let batch = read.scan_where(&meta, resume.as_deref(), false, limits, &mut |d| {
-            try_match(filter, d, &mut failed)
-        })?;
-        if let Some(e) = failed {
-            return Err(e.into());
+    let q = Query::new(filter, hint);
+    let chosen = choose(
+        Some(&server.plan_cache),
+        &ns(db, coll),
+        &meta,
+        &q,
+        filter,
+        &read,
+        false,
+    )?;
+    for d in chosen.buffered {
+        if !f(d)? {
+            return Ok(());
         }
-        for doc in batch.docs {
-            if !f(doc)? {
+    }
+    let mut exec = chosen.exec;
+    while !exec.is_exhausted() {
+        crate::deadline::check()?;
+        for d in exec.next(&read, &meta, 1000, 16 * 1024 * 1024, BUDGET)? {
+            if !f(d)? {
                 return Ok(());
             }
         }
-        match batch.resume {
-            Some(r) => resume = Some(r),
-            None => return Ok(()),
-        }
     }
+    Ok(())
+}
+
+/// Counts the documents of `db.coll` matching `filter`, stopping once `cap` are found
+/// (from index entries alone when the plan allows: COUNT_SCAN).
+pub fn count_matching(
+    server: &ServerState,
+    db: &str,
+    coll: &str,
+    filter: &Arc<Filter>,
+    hint: &Hint,
+    cap: u64,
+) -> Result<u64, CommandError> {
+    let store = &server.store;
+    let Some(meta) = store.collection(db, coll) else {
+        return Ok(0);
+    };
+    let read = store.read()?;
+    let mut q = Query::new(filter, hint);
+    q.count = true;
+    let chosen = choose(
+        Some(&server.plan_cache),
+        &ns(db, coll),
+        &meta,
+        &q,
+        filter,
+        &read,
+        true,
+    )?;
+    let mut exec = chosen.exec;
+    while !exec.is_exhausted() && exec.stats.advanced < cap {
+        crate::deadline::check()?;
+        exec.count(&read, &meta, BUDGET)?;
+    }
+    Ok(exec.stats.advanced.min(cap))
 }

@@ -149,6 +149,8 @@ pub struct ServerState {
     pub clock: Clock,
     /// Running index builds.
     pub index_builds: crate::index_builds::IndexBuilds,
+    /// Winning plans by query shape.
+    pub plan_cache: cairn_query::plan::PlanCache,
     /// TTL monitor counters.
     pub ttl: crate::ttl::TtlCounters,
     topology: watch::Sender<TopologyVersion>,
@@ -192,6 +194,7 @@ impl ServerState {
             cursors: CursorManager::new(std::time::Duration::from_millis(cursor_timeout)),
             clock: Clock::default(),
             index_builds: crate::index_builds::IndexBuilds::default(),
+            plan_cache: cairn_query::plan::PlanCache::default(),
             ttl: crate::ttl::TtlCounters::default(),
             topology,
             shutdown,

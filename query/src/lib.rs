@@ -16,6 +16,7 @@ pub mod index;
 pub mod insert;
 pub mod jsonschema;
 pub mod path;
+pub mod plan;
 pub mod projection;
 pub mod regex;
 pub mod sort;

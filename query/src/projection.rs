@@ -119,6 +119,7 @@ pub struct Projection {
     ops: Vec<RootOp>,
     top_level: Option<Vec<String>>,
     has_positional: bool,
+    simple_paths: Option<Vec<String>>,
 }
 
 impl Projection {
@@ -180,6 +181,12 @@ impl Projection {
                 .map(|(k, _)| k.clone())
                 .collect()
         });
+        let simple_paths = if kind == ProjectionKind::Inclusion {
+            let mut paths = Vec::new();
+            simple_inclusion_paths(&root, "", &mut paths).then_some(paths)
+        } else {
+            None
+        };
         Ok(Projection {
             kind,
             empty,
@@ -187,6 +194,7 @@ impl Projection {
             ops,
             top_level,
             has_positional: ctx.has_positional,
+            simple_paths,
         })
     }
 
@@ -215,6 +223,17 @@ impl Projection {
             return None;
         }
         self.top_level.clone()
+    }
+
+    /// For an inclusion projection of plain fields only (no `$slice`, `$elemMatch`, positional
+    /// paths, literals or expressions), the dotted paths it returns (`_id` included unless
+    /// excluded): a document holding just these paths projects to the same result, so an
+    /// index holding them can answer the query alone (a covered query).
+    pub fn simple_inclusion_paths(&self) -> Option<&[String]> {
+        if self.empty {
+            return None;
+        }
+        self.simple_paths.as_deref()
     }
 
     /// Projects `doc`. `details` are the filter's [`MatchDetails`] for `doc` (needed by a
@@ -266,6 +285,29 @@ enum Ast {
     Positional,
     Literal(RawBson),
     Expr(Arc<dyn ProjectionExpression>),
+}
+
+/// Collects the included leaf paths of `tree`; false when anything but plain inclusions and
+/// exclusions of `_id` appears.
+fn simple_inclusion_paths(tree: &AstTree, prefix: &str, out: &mut Vec<String>) -> bool {
+    for (k, node) in &tree.children {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match node {
+            Ast::Bool(true) => out.push(path),
+            Ast::Bool(false) => {}
+            Ast::Inner(t) => {
+                if !simple_inclusion_paths(t, &path, out) {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
 }
 
 #[derive(Clone, Debug, Default)]

@@ -13,7 +13,8 @@ use super::{
 };
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
-use crate::exec::scan_matching;
+use crate::exec::count_matching;
+use cairn_query::plan::Hint;
 
 /// `count`.
 pub static COMMAND: Command = Command {
@@ -30,7 +31,7 @@ pub static COMMAND: Command = Command {
     run,
 };
 
-fn signed(body: &bson::RawDocument, field: &str) -> Result<i64, CommandError> {
+pub(crate) fn signed(body: &bson::RawDocument, field: &str) -> Result<i64, CommandError> {
     match body.get(field) {
         Ok(None) | Ok(Some(RawBsonRef::Null)) => Ok(0),
         Ok(Some(RawBsonRef::Int32(i))) => Ok(i64::from(i)),
@@ -53,7 +54,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
         let query = opt_document(body, "count", "query")?;
-        let filter = crate::lang::Lang::for_command(body, "count")?.filter(query)?;
+        let filter =
+            std::sync::Arc::new(crate::lang::Lang::for_command(body, "count")?.filter(query)?);
+        let hint = super::find::parse_hint(body, "count")?;
         let skip = signed(body, "skip")?;
         if skip < 0 {
             return Err(CommandError::new(
@@ -62,25 +65,21 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ));
         }
         let limit = signed(body, "limit")?.unsigned_abs();
-        let store = inv.server.store.clone();
+        let server = inv.server.clone();
         let n = blocking::run(move || {
-            let total: u64 = if filter.is_empty() {
+            let store = &server.store;
+            let total: u64 = if filter.is_empty() && hint == Hint::None {
                 match store.collection(&db, &coll) {
                     Some(meta) => u64::try_from(store.stats(&meta)?.count).unwrap_or(0),
                     None => 0,
                 }
             } else {
-                let mut n = 0u64;
                 let cap = if limit == 0 {
                     u64::MAX
                 } else {
                     limit.saturating_add(skip as u64)
                 };
-                scan_matching(&store, &db, &coll, &filter, |_| {
-                    n += 1;
-                    Ok(n < cap)
-                })?;
-                n
+                count_matching(&server, &db, &coll, &filter, &hint, cap)?
             };
             let after_skip = total.saturating_sub(skip as u64);
             Ok(if limit == 0 {

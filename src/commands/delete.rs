@@ -10,7 +10,10 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use bson::{RawBsonRef, RawDocument};
+use std::sync::Arc;
+
 use cairn_query::filter::Filter;
+use cairn_query::plan::Hint;
 
 use super::insert::write_reply;
 use super::{
@@ -37,22 +40,28 @@ pub static COMMAND: Command = Command {
     run,
 };
 
-struct Statement {
-    filter: Filter,
-    limit_one: bool,
+/// One parsed delete statement.
+pub(crate) struct Statement {
+    /// The filter.
+    pub(crate) filter: Arc<Filter>,
+    /// `limit: 1`.
+    pub(crate) limit_one: bool,
+    /// The statement's `hint`.
+    pub(crate) hint: Hint,
 }
 
 /// Parses one statement. Structural errors (field types, a missing or invalid `limit`,
 /// unknown fields) fail the whole command, as MongoDB's request parser does; the filter's
 /// errors belong to the statement (a `writeErrors` entry).
 #[allow(clippy::type_complexity)]
-fn parse_statement(
+pub(crate) fn parse_statement(
     lang: &Lang,
     i: usize,
     d: &RawDocument,
 ) -> Result<Result<Statement, CommandError>, CommandError> {
     let mut q = None;
     let mut limit = None;
+    let mut hint = Hint::None;
     for el in d.iter() {
         let (k, v) = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match k.as_str() {
@@ -97,7 +106,18 @@ fn parse_statement(
                     ));
                 }
             }
-            "hint" => {}
+            "hint" => {
+                hint = match v {
+                    RawBsonRef::String(_) | RawBsonRef::Document(_) => Hint::parse(Some(v))?,
+                    other => {
+                        return Err(CommandError::wrong_type(
+                            "delete.deletes.hint",
+                            type_name(&other),
+                            "object",
+                        ));
+                    }
+                };
+            }
             other => {
                 return Err(CommandError::unknown_field(
                     &format!("delete.deletes.{i}"),
@@ -108,7 +128,11 @@ fn parse_statement(
     }
     let q = q.ok_or_else(|| CommandError::missing_field("delete.deletes.q"))?;
     let limit_one = limit.ok_or_else(|| CommandError::missing_field("delete.deletes.limit"))?;
-    Ok(lang.filter(Some(q)).map(|filter| Statement { filter, limit_one }))
+    Ok(lang.filter(Some(q)).map(|filter| Statement {
+        filter: Arc::new(filter),
+        limit_one,
+        hint,
+    }))
 }
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
@@ -157,7 +181,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             .opcounters
             .delete
             .fetch_add(parsed.len() as i64, Relaxed);
-        let store = inv.server.store.clone();
+        let server = inv.server.clone();
         let durability = wc.durability();
         let (n, errors) = blocking::run(move || {
             let mut n = 0usize;
@@ -165,17 +189,20 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             for (i, st) in parsed.into_iter().enumerate() {
                 let r = st.and_then(|st| {
                     for_each_match(
-                        &store,
+                        &server,
                         &db,
                         &coll,
                         &st.filter,
+                        &st.hint,
+                        None,
                         durability,
                         st.limit_one,
                         |tx, meta, key, _doc| {
-                            tx.delete_by_key(meta, key).map_err(CommandError::from)?;
-                            Ok(Step::Continue)
+                            let gone = tx.delete_by_key(meta, key).map_err(CommandError::from)?;
+                            Ok((Step::Continue, gone))
                         },
                     )
+                    .map(|v| v.counted)
                 });
                 match r {
                     Ok(k) => n += k,

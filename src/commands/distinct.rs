@@ -64,14 +64,17 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "FieldPath cannot be constructed with empty string",
             ));
         }
-        let filter = crate::lang::Lang::for_command(body, "distinct")?
-            .filter(opt_document(body, "distinct", "query")?)?;
-        let store = inv.server.store.clone();
+        let filter = std::sync::Arc::new(
+            crate::lang::Lang::for_command(body, "distinct")?
+                .filter(opt_document(body, "distinct", "query")?)?,
+        );
+        let hint = super::find::parse_hint(body, "distinct")?;
+        let server = inv.server.clone();
         let set = blocking::run(move || {
             let path = FieldPath::new(&key);
             let mut set: Vec<RawBson> = Vec::new();
             let mut bytes = 0usize;
-            scan_matching(&store, &db, &coll, &filter, |doc| {
+            scan_matching(&server, &db, &coll, &filter, &hint, |doc| {
                 for pv in values(&doc, &path, LeafArrays::Whole) {
                     match pv.value {
                         Some(RawBsonRef::Array(a)) => {

@@ -2,36 +2,42 @@
 //!
 //! 1. Arguments are validated as MongoDB's IDL does (types 14, negative counts 51024,
 //!    unknown fields 40415).
-//! 2. The filter is parsed by [`cairn_query::filter::Filter`]; `{_id: <value>}` is a point
-//!    read of one document's keys, anything else a scan in `_id` order (descending for
-//!    `sort: {_id: -1}` / `{$natural: -1}`) that keeps matching documents.
-//! 3. The first batch holds `batchSize` documents (101 by default) within 16 MiB; if more
-//!    may follow, a cursor remembers where to resume (no snapshot is pinned).
+//! 2. [`FindRequest::parse`] parses the filter, projection and `let` through
+//!    [`crate::lang::Lang`], the sort, `hint`, `min`/`max`.
+//! 3. [`cairn_query::plan::choose`] picks the plan on a snapshot (a point read for
+//!    `{_id: v}`, an index scan, a `$or` union or a collection scan; see
+//!    [`cairn_query::plan`]); `sort: {$natural: ±1}` forces a collection scan.
+//! 4. If the plan's order is not the requested sort, every match goes through a [`Sorter`]
+//!    (top-k when there is a `limit`; beyond 100 MB it spills to temporary files under
+//!    `<data-dir>/_tmp`, or fails with 292 when `allowDiskUse` is false — MongoDB 7.0's
+//!    default `allowDiskUseByDefault` is true); otherwise results stream from the plan.
+//! 5. The first batch holds `batchSize` documents (101 by default) within 16 MiB; if more
+//!    may follow, a cursor keeps the plan's position (no snapshot is pinned).
 //!
 //! Reply: `{cursor: {firstBatch, id, ns}, ok}` (MongoDB's field order for find).
-//! Ordering: no sort, `$natural` or `{_id: ±1}` is the scan order itself; any other sort
-//! collects the matching documents into a [`Sorter`] (top-k when there is a `limit`; beyond
-//! 100 MB it spills to temporary files under `<data-dir>/_tmp`, or fails with 292 when
-//! `allowDiskUse` is false — MongoDB 7.0's default `allowDiskUseByDefault` is true).
 //! `skip`/`limit` apply after ordering, the projection last.
-//! Not yet supported (NotImplemented): collations other than simple, aggregation
-//! expressions in projections; tailable cursors need capped collections (BadValue as in
-//! MongoDB).
+//! Not yet supported (NotImplemented): collations other than simple, `returnKey`,
+//! `showRecordId`; tailable cursors need capped collections (BadValue as in MongoDB).
 
 use std::sync::Arc;
 
 use std::time::Instant;
 
-use bson::{RawArrayBuf, RawBsonRef, RawDocument, rawdoc};
+use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use cairn_query::filter::Filter;
+use cairn_query::plan::{Hint, Query, choose};
 use cairn_query::sort::{SortSpec, Sorter};
 
 use super::{
-    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_bool, opt_count,
+    CmdFuture, Command, Counter, Fields, Invocation, Request, collection_arg, opt_bool, opt_count,
     opt_document, opt_strict_bool, type_name,
 };
 use crate::blocking;
-use crate::cursor::{Cursor, Output, Source, executor_error, next_batch, session_of};
+use crate::cursor::{
+    Cursor, MAX_BATCH_BYTES, Output, Source, executor_error, next_batch, session_of,
+};
 use crate::error::{CommandError, ErrorCode};
+use crate::state::ServerState;
 
 /// Default first batch size.
 pub const DEFAULT_BATCH: usize = 101;
@@ -82,39 +88,69 @@ fn not_implemented(what: &str) -> CommandError {
     )
 }
 
-/// How the documents are ordered.
-enum Order {
-    /// `_id` order, ascending or (with `true`) descending: the scan itself.
-    Scan(bool),
-    /// Sorted by a [`SortSpec`] after the scan.
-    Sort(SortSpec),
-}
-
-/// Chooses the order: no sort, a `$natural` sort or a sort on `_id` alone is served by the
-/// scan direction; anything else needs a sort.
-fn order(sort: Option<&RawDocument>) -> Result<Order, CommandError> {
-    let Some(sort) = sort else {
-        return Ok(Order::Scan(false));
-    };
-    let spec = SortSpec::parse(sort)?;
-    if let Some(forward) = spec.natural() {
-        return Ok(Order::Scan(!forward));
-    }
-    match spec.fields() {
-        [] => Ok(Order::Scan(false)),
-        [f] if f.path == "_id" => Ok(Order::Scan(!f.ascending)),
-        _ => Ok(Order::Sort(spec)),
+/// Parses a `hint` (`find.hint` must be a string or an object).
+pub fn parse_hint(body: &RawDocument, cmd: &str) -> Result<Hint, CommandError> {
+    match body.get("hint") {
+        Ok(Some(v @ (RawBsonRef::String(_) | RawBsonRef::Document(_)))) => {
+            Ok(Hint::parse(Some(v))?)
+        }
+        Ok(Some(other)) => Err(CommandError::wrong_type(
+            &format!("{cmd}.hint"),
+            type_name(&other),
+            "object",
+        )),
+        _ => Ok(Hint::None),
     }
 }
 
-fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
-    Box::pin(async move {
-        let body = inv.req.body;
-        let coll = collection_arg(&inv.req)?.to_string();
-        let db = inv.req.db.to_string();
-        let ns = format!("{db}.{coll}");
+/// A parsed `find` command.
+pub struct FindRequest {
+    /// Database.
+    pub db: String,
+    /// Collection.
+    pub coll: String,
+    /// The filter as given (`{}` when absent).
+    pub filter_doc: RawDocumentBuf,
+    /// The parsed filter.
+    pub filter: Arc<Filter>,
+    /// The sort (not `$natural`), if any.
+    pub sort: Option<SortSpec>,
+    /// The sort as given.
+    pub sort_doc: Option<RawDocumentBuf>,
+    /// `sort: {$natural: ±1}`: backward when true.
+    pub natural: Option<bool>,
+    /// The projection (and the filter, for positional projections).
+    pub output: Option<Arc<Output>>,
+    /// The projection as given.
+    pub projection_doc: Option<RawDocumentBuf>,
+    /// `skip`.
+    pub skip: i64,
+    /// `limit` (positive), if any.
+    pub limit: Option<i64>,
+    /// `batchSize`.
+    pub batch_size: Option<i64>,
+    /// `singleBatch`.
+    pub single_batch: bool,
+    /// `noCursorTimeout`.
+    pub no_timeout: bool,
+    /// Whether a sort may spill to disk.
+    pub allow_disk_use: bool,
+    /// `hint`.
+    pub hint: Hint,
+    /// `min`.
+    pub min: Option<RawDocumentBuf>,
+    /// `max`.
+    pub max: Option<RawDocumentBuf>,
+}
+
+impl FindRequest {
+    /// Parses and validates a `find` command as MongoDB does.
+    pub fn parse(req: &Request<'_>, server: &ServerState) -> Result<FindRequest, CommandError> {
+        let body = req.body;
+        let coll = collection_arg(req)?.to_string();
+        let db = req.db.to_string();
         let filter_doc = opt_document(body, "find", "filter")?;
-        let sort = opt_document(body, "find", "sort")?;
+        let sort_doc = opt_document(body, "find", "sort")?;
         let projection = opt_document(body, "find", "projection")?;
         let skip = opt_count(body, "find", "skip")?.unwrap_or(0);
         let limit = opt_count(body, "find", "limit")?.filter(|l| *l > 0);
@@ -126,45 +162,38 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "error processing query: tailable cursor requested on non capped collection",
             ));
         }
+        for field in ["returnKey", "showRecordId"] {
+            if opt_bool(body, "find", field)?.unwrap_or(false) {
+                return Err(not_implemented(&format!("find.{field}")));
+            }
+        }
         let lang = crate::lang::Lang::for_command(body, "find")?;
-        let projection = match projection {
-            Some(p) if !p.is_empty() => Some(lang.projection(p)?),
-            _ => None,
+        let projection_doc = projection
+            .filter(|p| !p.is_empty())
+            .map(RawDocument::to_owned);
+        let projection = match &projection_doc {
+            Some(p) => Some(lang.projection(p)?),
+            None => None,
         };
         let allow_disk_use = opt_strict_bool(body, "find", "allowDiskUse")?
-            .unwrap_or(inv.server.config.allow_disk_use_by_default);
+            .unwrap_or(server.config.allow_disk_use_by_default);
         if let Some(c) = opt_document(body, "find", "collation")?
             && !matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple"))))
         {
             return Err(not_implemented("collations other than simple"));
         }
-        for field in ["min", "max"] {
-            if opt_document(body, "find", field)?.is_some() {
-                return Err(not_implemented(&format!("find.{field}")));
-            }
-        }
-        if let Ok(Some(h)) = body.get("hint") {
-            let natural = match h {
-                RawBsonRef::String(s) => s == "_id_",
-                RawBsonRef::Document(d) => {
-                    d.get("_id").ok().flatten().is_some()
-                        || d.get("$natural").ok().flatten().is_some()
-                }
-                other => {
-                    return Err(CommandError::wrong_type(
-                        "find.hint",
-                        type_name(&other),
-                        "object",
-                    ));
-                }
-            };
-            if !natural {
-                return Err(CommandError::bad_value(
-                    "hint provided does not correspond to an existing index",
-                ));
-            }
-        }
-        let order = order(sort)?;
+        let min = opt_document(body, "find", "min")?.map(RawDocument::to_owned);
+        let max = opt_document(body, "find", "max")?.map(RawDocument::to_owned);
+        let hint = parse_hint(body, "find")?;
+        let sort = match sort_doc {
+            Some(s) => Some(SortSpec::parse(s)?),
+            None => None,
+        };
+        let natural = sort
+            .as_ref()
+            .and_then(SortSpec::natural)
+            .map(|forward| !forward);
+        let sort = sort.filter(|s| s.natural().is_none() && !s.is_empty());
         let filter = Arc::new(lang.filter(filter_doc)?);
         let output = projection.map(|p| {
             Arc::new(Output {
@@ -172,65 +201,107 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 filter: Some(filter.clone()),
             })
         });
+        Ok(FindRequest {
+            db,
+            coll,
+            filter_doc: filter_doc.map(RawDocument::to_owned).unwrap_or_default(),
+            filter,
+            sort,
+            sort_doc: sort_doc.map(RawDocument::to_owned),
+            natural,
+            output,
+            projection_doc,
+            skip,
+            limit,
+            batch_size,
+            single_batch,
+            no_timeout,
+            allow_disk_use,
+            hint,
+            min,
+            max,
+        })
+    }
+
+    /// The query to plan.
+    pub fn query(&self) -> Query<'_> {
+        Query {
+            filter: &self.filter,
+            sort: self.sort.as_ref(),
+            natural: self.natural,
+            projection: self.output.as_ref().map(|o| &o.projection),
+            hint: &self.hint,
+            min: self.min.as_deref(),
+            max: self.max.as_deref(),
+            modifies: None,
+            count: false,
+            limit: self
+                .limit
+                .map(|l| (l as u64).saturating_add(self.skip as u64)),
+        }
+    }
+
+    /// `db.coll`.
+    pub fn ns(&self) -> String {
+        format!("{}.{}", self.db, self.coll)
+    }
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let r = FindRequest::parse(&inv.req, inv.server)?;
+        let ns = r.ns();
         let spill_dir = inv.server.config.data_dir.join(crate::cursor::SPILL_DIR);
-        let first_max =
-            batch_size.map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
+        let first_max = r
+            .batch_size
+            .map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
         let lsid = session_of(body);
         let server = inv.server.clone();
         let deadline = crate::deadline::current();
         let (docs, id) = blocking::run(move || {
             let store = &server.store;
-            let Some(meta) = store.collection(&db, &coll) else {
+            let Some(meta) = store.collection(&r.db, &r.coll) else {
                 return Ok((Vec::new(), 0));
             };
+            let (skip, limit) = (r.skip, r.limit);
             let remaining = limit.map(|l| l as u64);
-            let source = match order {
-                // A point read needs no cursor.
-                Order::Scan(_) if filter.id_equality().is_some() => {
-                    let id = filter.id_equality().unwrap_or(bson::RawBson::Null);
-                    let read = store.read()?;
-                    let doc = read.get(&meta, id.as_raw_bson_ref())?;
-                    let mut docs = Vec::new();
-                    for d in doc
-                        .into_iter()
-                        .skip(usize::try_from(skip).unwrap_or(usize::MAX))
-                        .take(limit.map_or(usize::MAX, |l| l as usize))
-                    {
-                        docs.push(match &output {
-                            Some(o) => o.apply(&d)?,
-                            None => d,
-                        });
-                    }
-                    return Ok((docs, 0));
-                }
-                Order::Scan(reverse) => Source::Scan {
-                    db: db.clone(),
-                    coll: coll.clone(),
-                    space: meta.id,
-                    resume: None,
-                    reverse,
-                    filter: (!filter.is_empty()).then(|| filter.clone()),
-                    skip: skip as u64,
-                },
-                Order::Sort(spec) => {
+            let read = store.read()?;
+            let chosen = choose(
+                Some(&server.plan_cache),
+                &r.ns(),
+                &meta,
+                &r.query(),
+                &r.filter,
+                &read,
+                false,
+            )?;
+            let source = match &r.sort {
+                Some(spec) if !chosen.exec.plan().provides_sort => {
                     let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
                     let mut sorter = Sorter::new(
-                        spec,
+                        spec.clone(),
                         top_k,
                         usize::try_from(server.config.sort_memory_limit_bytes)
                             .unwrap_or(usize::MAX),
-                        allow_disk_use,
+                        r.allow_disk_use,
                         Some(spill_dir),
                     );
-                    crate::exec::scan_matching(store, &db, &coll, &filter, |doc| {
-                        sorter
-                            .push(doc)
-                            .map(|_| true)
-                            .map_err(|e| executor_error(CommandError::from(e)))
-                    })?;
-                    let mut sorted = sorter
-                        .finish()
-                        .map_err(|e| executor_error(CommandError::from(e)))?;
+                    let sort_err = |e| executor_error(CommandError::from(e));
+                    for d in chosen.buffered {
+                        sorter.push(d).map_err(sort_err)?;
+                    }
+                    let mut exec = chosen.exec;
+                    while !exec.is_exhausted() {
+                        crate::deadline::check().map_err(executor_error)?;
+                        for d in exec
+                            .next(&read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
+                            .map_err(|e| executor_error(e.into()))?
+                        {
+                            sorter.push(d).map_err(sort_err)?;
+                        }
+                    }
+                    let mut sorted = sorter.finish().map_err(sort_err)?;
                     for _ in 0..skip {
                         match sorted.next() {
                             Some(Ok(_)) => {}
@@ -240,16 +311,25 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     }
                     Source::Sorted(sorted)
                 }
+                _ => Source::Plan {
+                    db: r.db.clone(),
+                    coll: r.coll.clone(),
+                    space: meta.id,
+                    exec: Box::new(chosen.exec),
+                    pending: chosen.buffered.into(),
+                    skip: skip as u64,
+                },
             };
+            drop(read);
             let mut cursor = Cursor {
                 id: 0,
-                ns: format!("{db}.{coll}"),
+                ns: r.ns(),
                 source,
                 remaining,
-                output,
+                output: r.output.clone(),
                 time_budget: None,
                 lsid,
-                no_timeout,
+                no_timeout: r.no_timeout,
                 last_used: Instant::now(),
             };
             if first_max == 0 {
@@ -259,7 +339,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 return Ok((Vec::new(), id));
             }
             let (docs, exhausted) = next_batch(store, &mut cursor, first_max)?;
-            if exhausted || single_batch {
+            if exhausted || r.single_batch {
                 return Ok((docs, 0));
             }
             cursor.time_budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));

@@ -9,12 +9,15 @@
 //! memory), so a concurrent change to what was read makes the transaction rerun. `value` is
 //! the document before the change, or after it with `new: true`, projected by `fields`.
 
+use std::sync::Arc;
+
 use bson::raw::cstr;
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+use cairn_query::plan::{Execution, Modifies, Query, choose};
 use cairn_query::sort::SortSpec;
 use cairn_query::update::Update;
+use cairn_storage::StorageError;
 use cairn_storage::store::id_key;
-use cairn_storage::{ScanLimits, StorageError};
 
 use super::update::write_applied;
 use super::{
@@ -88,7 +91,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ));
         }
         let lang = crate::lang::Lang::for_command(body, "findAndModify")?;
-        let filter = lang.filter(opt_document(body, "findAndModify", "query")?)?;
+        let filter = Arc::new(lang.filter(opt_document(body, "findAndModify", "query")?)?);
+        let hint = super::find::parse_hint(body, "findAndModify")?;
         let sort = match opt_document(body, "findAndModify", "sort")? {
             Some(s) => Some(SortSpec::parse(s)?).filter(|s| !s.is_empty()),
             None => None,
@@ -129,6 +133,30 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let (n, updated_existing, upserted, value) = blocking::run(move || {
             let store = &server.store;
             let now = || (bson::DateTime::now(), server.clock.next());
+            // The plan is chosen on a snapshot; it then runs inside the write transaction.
+            let plan = match store.collection(&db, &coll) {
+                Some(meta) if !(filter.id_equality().is_some() && sort.is_none()) => {
+                    let read = store.read()?;
+                    let modifies = update.as_ref().map(|u| match u.touched_top_level_fields() {
+                        Some(f) => Modifies::Paths(f),
+                        None => Modifies::Everything,
+                    });
+                    let mut q = Query::new(&filter, &hint);
+                    q.sort = sort.as_ref();
+                    q.modifies = modifies.as_ref();
+                    let chosen = choose(
+                        Some(&server.plan_cache),
+                        &format!("{db}.{coll}"),
+                        &meta,
+                        &q,
+                        &filter,
+                        &read,
+                        false,
+                    )?;
+                    Some(chosen.exec.plan().clone())
+                }
+                _ => None,
+            };
             let found = store.write(
                 durability,
                 |tx| -> Result<Option<(RawDocumentBuf, RawDocumentBuf)>, CommandError> {
@@ -141,28 +169,19 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     {
                         tx.get_by_key(&meta, &id_key(id.as_raw_bson_ref())?)?
                     } else {
+                        let Some(plan) = &plan else {
+                            return Ok(None);
+                        };
+                        let mut exec = Execution::new(plan.clone(), filter.clone(), false);
+                        let sorted_by_plan = sort.is_none() || plan.provides_sort;
                         let mut best: Option<RawDocumentBuf> = None;
-                        let mut resume: Option<Vec<u8>> = None;
-                        loop {
+                        while !exec.is_exhausted() {
                             crate::deadline::check()?;
-                            let limits = ScanLimits {
-                                max_docs: if sort.is_some() { 1000 } else { 1 },
-                                max_bytes: usize::MAX,
-                                max_examined: 10_000,
-                                first_may_exceed: true,
-                            };
-                            let mut failed = None;
-                            let batch =
-                                tx.scan_where(&meta, resume.as_deref(), false, limits, &mut |d| {
-                                    crate::exec::try_match(&filter, d, &mut failed)
-                                })?;
-                            if let Some(e) = failed {
-                                return Err(e.into());
-                            }
-                            for d in batch.docs {
+                            let want = if sorted_by_plan { 1 } else { 1000 };
+                            for d in exec.next(tx, &meta, want, usize::MAX, 10_000)? {
                                 best = match (best, &sort) {
                                     (None, _) => Some(d),
-                                    (Some(b), Some(spec)) => {
+                                    (Some(b), Some(spec)) if !sorted_by_plan => {
                                         let ord =
                                             spec.try_compare(&d, &b).map_err(CommandError::from)?;
                                         Some(if ord == std::cmp::Ordering::Less {
@@ -171,15 +190,11 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                             b
                                         })
                                     }
-                                    (Some(b), None) => Some(b),
+                                    (Some(b), _) => Some(b),
                                 };
                             }
-                            if sort.is_none() && best.is_some() {
+                            if sorted_by_plan && best.is_some() {
                                 break;
-                            }
-                            match batch.resume {
-                                Some(r) => resume = Some(r),
-                                None => break,
                             }
                         }
                         best

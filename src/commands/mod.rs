@@ -44,6 +44,7 @@ pub mod drop;
 pub mod drop_database;
 pub mod drop_indexes;
 pub mod end_sessions;
+pub mod explain;
 pub mod find;
 pub mod find_and_modify;
 pub mod fsync;
@@ -187,6 +188,7 @@ pub static REGISTRY: &[&Command] = &[
     &drop_database::COMMAND,
     &drop_indexes::COMMAND,
     &end_sessions::COMMAND,
+    &explain::COMMAND,
     &find::COMMAND,
     &find_and_modify::COMMAND,
     &fsync::COMMAND,
@@ -476,7 +478,7 @@ fn check_api_parameters(cmd: &Command, body: &RawDocument) -> Result<(), Command
     Ok(())
 }
 
-fn check_fields(cmd: &Command, req: &Request<'_>) -> Result<(), CommandError> {
+pub(crate) fn check_fields(cmd: &Command, req: &Request<'_>) -> Result<(), CommandError> {
     let Fields::Strict(allowed) = cmd.fields else {
         return Ok(());
     };

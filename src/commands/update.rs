@@ -24,6 +24,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use bson::raw::cstr;
 use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 use cairn_query::filter::Filter;
+use cairn_query::plan::{Hint, Modifies};
 use cairn_query::update::{Applied, Update, UpdateKind};
 use cairn_storage::catalog::CollectionMeta;
 use cairn_storage::store::id_key;
@@ -58,7 +59,9 @@ pub static COMMAND: Command = Command {
 /// A parsed update statement.
 pub struct Statement {
     /// The filter.
-    pub filter: Filter,
+    pub filter: Arc<Filter>,
+    /// The statement's `hint`.
+    pub hint: Hint,
     /// The update.
     pub update: Update,
     /// `upsert`.
@@ -85,7 +88,7 @@ fn simple_collation(v: RawBsonRef<'_>) -> Result<(), CommandError> {
 /// fail the whole command, as MongoDB's request parser does; errors in the filter or the
 /// update belong to the statement (a `writeErrors` entry).
 #[allow(clippy::type_complexity)]
-fn parse_statement(
+pub(crate) fn parse_statement(
     lang: &Lang,
     d: &RawDocument,
 ) -> Result<Result<Statement, CommandError>, CommandError> {
@@ -94,6 +97,7 @@ fn parse_statement(
     let mut upsert = false;
     let mut multi = false;
     let mut array_filters: Option<&RawArray> = None;
+    let mut hint = Hint::None;
     for el in d.iter() {
         let (k, v) = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match k.as_str() {
@@ -139,7 +143,19 @@ fn parse_statement(
                 }
             },
             "collation" => simple_collation(v)?,
-            "hint" | "upsertSupplied" => {}
+            "hint" => {
+                hint = match v {
+                    RawBsonRef::String(_) | RawBsonRef::Document(_) => Hint::parse(Some(v))?,
+                    other => {
+                        return Err(CommandError::wrong_type(
+                            "update.updates.hint",
+                            type_name(&other),
+                            "object",
+                        ));
+                    }
+                };
+            }
+            "upsertSupplied" => {}
             "c" => {
                 return Err(CommandError::new(
                     ErrorCode::NotImplemented,
@@ -160,7 +176,8 @@ fn parse_statement(
             ));
         }
         Ok(Statement {
-            filter: lang.filter(Some(q))?,
+            filter: Arc::new(lang.filter(Some(q))?),
+            hint,
             update,
             upsert,
             multi,
@@ -295,12 +312,17 @@ pub fn execute(
         out.modified = modified;
     } else {
         let kind = st.update.kind();
-        let mut modified = 0usize;
-        let matched = for_each_match(
-            store,
+        let modifies = match st.update.touched_top_level_fields() {
+            Some(fields) => Modifies::Paths(fields),
+            None => Modifies::Everything,
+        };
+        let visited = for_each_match(
+            server,
             db,
             coll,
             &st.filter,
+            &st.hint,
+            Some(&modifies),
             durability,
             !st.multi,
             |tx, meta, key, doc| {
@@ -314,14 +336,14 @@ pub fn execute(
                     .apply(doc, details.as_ref(), &now)
                     .map_err(CommandError::from)?;
                 if applied.modified {
-                    modified += 1;
                     write_applied(tx, meta, key, kind, &applied).map_err(CommandError::from)?;
                 }
-                Ok(if st.multi { Step::Continue } else { Step::Stop })
+                let step = if st.multi { Step::Continue } else { Step::Stop };
+                Ok((step, applied.modified))
             },
         )?;
-        out.matched = matched;
-        out.modified = modified;
+        out.matched = visited.matched;
+        out.modified = visited.counted;
     }
     if out.matched == 0 && st.upsert {
         let doc = st.update.upsert_document(&st.filter, &now)?;
@@ -340,14 +362,18 @@ pub fn execute(
                 out.matched = 0;
                 out.upserted = Some(id);
             }
-            Err(StorageError::DuplicateKey { .. }) if !st.multi => {
-                // Someone inserted the document meanwhile: apply the update to it instead.
+            Err(StorageError::DuplicateKey { key_pattern, .. })
+                if !st.multi && equality_covers(&st.filter, &key_pattern) =>
+            {
+                // Someone inserted a document with the same key meanwhile, and the filter
+                // pins that key: apply the update to it instead (MongoDB's upsert retry).
                 return execute(
                     server,
                     db,
                     coll,
                     &Statement {
                         filter: st.filter.clone(),
+                        hint: st.hint.clone(),
                         update: st.update.clone(),
                         upsert: false,
                         multi: st.multi,
@@ -359,6 +385,16 @@ pub fn execute(
         }
     }
     Ok(out)
+}
+
+/// Whether the filter has an equality on every field of a unique index's key pattern (so a
+/// duplicate key on upsert means the wanted document now exists).
+fn equality_covers(filter: &Filter, key_pattern: &RawDocument) -> bool {
+    let eq = filter.equality_fields();
+    key_pattern
+        .iter()
+        .flatten()
+        .all(|(k, _)| eq.iter().any(|(p, _)| p.as_str() == k.as_str()))
 }
 
 fn changes_of(applied: &Applied) -> Result<Vec<(String, Option<RawBson>)>, StorageError> {

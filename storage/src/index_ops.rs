@@ -258,6 +258,13 @@ pub fn index_scan(
         Box::new(ranges.iter())
     };
     for (start, end) in order {
+        let (lo, hi) = (
+            start.as_ref().map(Vec::as_slice),
+            end.as_ref().map(Vec::as_slice),
+        );
+        if crate::store::range_is_empty(lo, hi) {
+            continue;
+        }
         let it = r.range(
             idx.space,
             start.as_ref().map(Vec::as_slice),

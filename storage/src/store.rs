@@ -22,6 +22,7 @@
 //! with no catalog record (a crash between those steps) are dropped.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -902,6 +903,21 @@ impl WriteTxn<'_> {
         scan_where(&*self.tx, coll, resume, reverse, limits, pred)
     }
 
+    /// [`WriteTxn::scan_where`] limited to the document keys in `[lo, hi)` (bounds on
+    /// `E(_id)`, e.g. from index bounds on `_id`); `resume` continues a previous batch of the
+    /// same range.
+    pub fn scan_range(
+        &self,
+        coll: &CollectionMeta,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        resume: Option<&[u8]>,
+        reverse: bool,
+        limits: ScanLimits,
+        pred: &mut dyn FnMut(&RawDocument) -> bool,
+    ) -> Result<ScanBatch> {
+        scan_range(&*self.tx, coll, range, resume, reverse, limits, pred)
+    }
+
     /// Keys written so far in this transaction.
     pub fn writes(&self) -> usize {
         self.tx.writes()
@@ -1121,6 +1137,20 @@ impl ReadTxn {
         scan_where(&*self.snap, coll, resume, reverse, limits, pred)
     }
 
+    /// [`ReadTxn::scan_where`] limited to the document keys in `[lo, hi)` (see
+    /// [`WriteTxn::scan_range`]).
+    pub fn scan_range(
+        &self,
+        coll: &CollectionMeta,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        resume: Option<&[u8]>,
+        reverse: bool,
+        limits: ScanLimits,
+        pred: &mut dyn FnMut(&RawDocument) -> bool,
+    ) -> Result<ScanBatch> {
+        scan_range(&*self.snap, coll, range, resume, reverse, limits, pred)
+    }
+
     /// The underlying snapshot, for statistics and tests.
     pub fn snapshot(&self) -> &dyn Read {
         &*self.snap
@@ -1136,7 +1166,72 @@ fn scan_where(
     limits: ScanLimits,
     pred: &mut dyn FnMut(&RawDocument) -> bool,
 ) -> Result<ScanBatch> {
-    use std::ops::Bound;
+    scan_range(
+        r,
+        coll,
+        (Bound::Unbounded, Bound::Unbounded),
+        resume,
+        reverse,
+        limits,
+        pred,
+    )
+}
+
+/// True when no key lies between `lo` and `hi`.
+pub fn range_is_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    match (lo, hi) {
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
+        (Bound::Included(l), Bound::Included(h)) => l > h,
+        (Bound::Included(l), Bound::Excluded(h))
+        | (Bound::Excluded(l), Bound::Included(h))
+        | (Bound::Excluded(l), Bound::Excluded(h)) => l >= h,
+    }
+}
+
+/// The later of two lower bounds.
+fn max_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.max(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i > e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
+        }
+    }
+}
+
+/// The earlier of two upper bounds.
+fn min_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.min(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i < e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
+        }
+    }
+}
+
+/// A document scan over the keys in `range`, continuing from `resume` (the previous
+/// batch's [`ScanBatch::resume`]): forward, `resume` is the inclusive start; in reverse, the
+/// exclusive end.
+fn scan_range(
+    r: &dyn Read,
+    coll: &CollectionMeta,
+    range: (Bound<&[u8]>, Bound<&[u8]>),
+    resume: Option<&[u8]>,
+    reverse: bool,
+    limits: ScanLimits,
+    pred: &mut dyn FnMut(&RawDocument) -> bool,
+) -> Result<ScanBatch> {
     let mut out = ScanBatch {
         docs: Vec::new(),
         resume: None,
@@ -1178,9 +1273,23 @@ fn scan_where(
             "a scan batch needs max_docs >= 1".into(),
         ));
     }
+    let (lo, hi) = if reverse {
+        (
+            range.0,
+            min_upper(range.1, resume.map_or(Bound::Unbounded, Bound::Excluded)),
+        )
+    } else {
+        (
+            max_lower(range.0, resume.map_or(Bound::Unbounded, Bound::Included)),
+            range.1,
+        )
+    };
+    if range_is_empty(lo, hi) {
+        return Ok(out);
+    }
     if reverse {
-        let end = resume.map_or(Bound::Unbounded, Bound::Excluded);
-        let iter = r.range(coll.id, Bound::Unbounded, end, true)?;
+        let end = hi;
+        let iter = r.range(coll.id, range.0, end, true)?;
         let mut pending: Vec<(crate::engine::Bytes, crate::engine::Bytes)> = Vec::new();
         for kv in iter {
             let (k, v) = kv?;
@@ -1207,8 +1316,8 @@ fn scan_where(
         }
         return Ok(out);
     }
-    let start = resume.map_or(Bound::Unbounded, Bound::Included);
-    let iter = r.range(coll.id, start, Bound::Unbounded, false)?;
+    let start = max_lower(range.0, resume.map_or(Bound::Unbounded, Bound::Included));
+    let iter = r.range(coll.id, start, range.1, false)?;
     let mut asm = DocAssembler::new();
     let mut current_root: Option<Vec<u8>> = None;
     for kv in iter {

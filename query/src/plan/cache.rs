@@ -1,0 +1,98 @@
+//! The plan cache: which candidate won the race for a query shape, so later queries of the
+//! same shape skip the race.
+//!
+//! Invariants: an entry is only used while the collection's indexes are exactly those it
+//! was chosen among (a signature of names, states, hidden and multikey flags), so any index
+//! change invalidates it; the cache is bounded ([`MAX_ENTRIES`], cleared when full); a lock
+//! is held only for map operations, never across planning or storage work.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+
+use cairn_storage::catalog::CollectionMeta;
+
+/// Most entries kept.
+pub const MAX_ENTRIES: usize = 5000;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    signature: u64,
+    plan_key: String,
+    works: u64,
+}
+
+/// Winning plans by namespace and query shape.
+#[derive(Debug, Default)]
+pub struct PlanCache {
+    entries: Mutex<HashMap<(String, String), Entry>>,
+}
+
+/// A signature of a collection's index set as the planner sees it.
+pub fn signature(meta: &CollectionMeta) -> u64 {
+    let mut h = DefaultHasher::new();
+    meta.id.hash(&mut h);
+    for i in &meta.indexes {
+        i.name.hash(&mut h);
+        i.spec.as_bytes().hash(&mut h);
+        (i.state == cairn_storage::index::IndexState::Ready).hash(&mut h);
+        i.multikey.hash(&mut h);
+    }
+    h.finish()
+}
+
+impl PlanCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The cached plan key and its trial works for `shape` over `meta`, if still valid.
+    pub fn get(&self, ns: &str, shape: &str, meta: &CollectionMeta) -> Option<(String, u64)> {
+        let sig = signature(meta);
+        let key = (ns.to_string(), shape.to_string());
+        let mut map = self.lock();
+        match map.get(&key) {
+            Some(e) if e.signature == sig => Some((e.plan_key.clone(), e.works)),
+            Some(_) => {
+                map.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Records the winner for `shape`.
+    pub fn put(&self, ns: &str, shape: &str, meta: &CollectionMeta, plan_key: String, works: u64) {
+        let mut map = self.lock();
+        if map.len() >= MAX_ENTRIES {
+            map.clear();
+        }
+        map.insert(
+            (ns.to_string(), shape.to_string()),
+            Entry {
+                signature: signature(meta),
+                plan_key,
+                works,
+            },
+        );
+    }
+
+    /// Forgets the entry for `shape` (its plan did much worse than in its trial).
+    pub fn evict(&self, ns: &str, shape: &str) {
+        self.lock().remove(&(ns.to_string(), shape.to_string()));
+    }
+
+    /// Forgets every entry of a namespace (`planCacheClear`).
+    pub fn clear_namespace(&self, ns: &str) -> usize {
+        let mut map = self.lock();
+        let before = map.len();
+        map.retain(|(n, _), _| n != ns);
+        before - map.len()
+    }
+
+    /// Number of entries for a namespace.
+    pub fn len_for(&self, ns: &str) -> usize {
+        self.lock().keys().filter(|(n, _)| n == ns).count()
+    }
+}

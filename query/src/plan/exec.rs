@@ -1,0 +1,757 @@
+//! Running a plan over a storage snapshot or write transaction, batch by batch.
+//!
+//! An [`Execution`] never holds storage state between calls: each access remembers the last
+//! key it consumed and continues after it, so a cursor can run one batch per snapshot (and
+//! pins nothing while idle), and a multi-document write can run chunk by chunk in write
+//! transactions. Invariants:
+//! - every call does bounded work (`budget` keys plus documents examined), so callers can
+//!   check deadlines between calls;
+//! - a document reached twice (multikey entries, `$or` branches) is returned once;
+//! - the filter is re-checked on every fetched document unless the plan is exact, and an
+//!   evaluation error (`$expr`) fails the execution.
+
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use cairn_storage::catalog::CollectionMeta;
+use cairn_storage::index::IndexMeta;
+use cairn_storage::index_ops::{IndexHit, KeyRange};
+use cairn_storage::store::id_key;
+use cairn_storage::{ReadTxn, ScanBatch, ScanLimits, StorageError, WriteTxn};
+
+use super::planner::{Access, IndexAccess, Plan};
+use crate::error::{QueryError, Result};
+use crate::filter::Filter;
+
+/// What an execution reads from: a snapshot ([`ReadTxn`]) or a write transaction
+/// ([`WriteTxn`], whose reads then take part in its conflict checks).
+pub trait Source {
+    /// Documents with keys in `range`, continuing from `resume`.
+    fn scan_range(
+        &self,
+        coll: &CollectionMeta,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        resume: Option<&[u8]>,
+        reverse: bool,
+        limits: ScanLimits,
+        pred: &mut dyn FnMut(&RawDocument) -> bool,
+    ) -> std::result::Result<ScanBatch, StorageError>;
+
+    /// Index entries in `ranges` (ascending; read backward with `reverse`), at most `limit`.
+    fn index_scan(
+        &self,
+        idx: &IndexMeta,
+        ranges: &[KeyRange],
+        reverse: bool,
+        limit: usize,
+    ) -> std::result::Result<Vec<IndexHit>, StorageError>;
+
+    /// The document with this key.
+    fn get_by_key(
+        &self,
+        coll: &CollectionMeta,
+        key: &[u8],
+    ) -> std::result::Result<Option<RawDocumentBuf>, StorageError>;
+}
+
+impl Source for ReadTxn {
+    fn scan_range(
+        &self,
+        coll: &CollectionMeta,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        resume: Option<&[u8]>,
+        reverse: bool,
+        limits: ScanLimits,
+        pred: &mut dyn FnMut(&RawDocument) -> bool,
+    ) -> std::result::Result<ScanBatch, StorageError> {
+        ReadTxn::scan_range(self, coll, range, resume, reverse, limits, pred)
+    }
+
+    fn index_scan(
+        &self,
+        idx: &IndexMeta,
+        ranges: &[KeyRange],
+        reverse: bool,
+        limit: usize,
+    ) -> std::result::Result<Vec<IndexHit>, StorageError> {
+        ReadTxn::index_scan(self, idx, ranges, reverse, limit)
+    }
+
+    fn get_by_key(
+        &self,
+        coll: &CollectionMeta,
+        key: &[u8],
+    ) -> std::result::Result<Option<RawDocumentBuf>, StorageError> {
+        ReadTxn::get_by_key(self, coll, key)
+    }
+}
+
+impl Source for WriteTxn<'_> {
+    fn scan_range(
+        &self,
+        coll: &CollectionMeta,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        resume: Option<&[u8]>,
+        reverse: bool,
+        limits: ScanLimits,
+        pred: &mut dyn FnMut(&RawDocument) -> bool,
+    ) -> std::result::Result<ScanBatch, StorageError> {
+        WriteTxn::scan_range(self, coll, range, resume, reverse, limits, pred)
+    }
+
+    fn index_scan(
+        &self,
+        idx: &IndexMeta,
+        ranges: &[KeyRange],
+        reverse: bool,
+        limit: usize,
+    ) -> std::result::Result<Vec<IndexHit>, StorageError> {
+        WriteTxn::index_scan(self, idx, ranges, reverse, limit)
+    }
+
+    fn get_by_key(
+        &self,
+        coll: &CollectionMeta,
+        key: &[u8],
+    ) -> std::result::Result<Option<RawDocumentBuf>, StorageError> {
+        WriteTxn::get_by_key(self, coll, key)
+    }
+}
+
+/// Work counters of an execution (what `explain` reports).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Index entries read.
+    pub keys_examined: u64,
+    /// Documents read.
+    pub docs_examined: u64,
+    /// Entries inside the bounds (what the index scan passed on).
+    pub keys_advanced: u64,
+    /// Results produced (documents, or counted entries).
+    pub advanced: u64,
+    /// Documents dropped as already returned.
+    pub dups_dropped: u64,
+    /// Entries or documents from each `$or` branch: `(keys, docs, advanced)`.
+    pub branches: Vec<(u64, u64, u64)>,
+}
+
+impl Stats {
+    /// Keys plus documents examined: the unit of work.
+    pub fn works(&self) -> u64 {
+        self.keys_examined + self.docs_examined
+    }
+}
+
+/// Where one access stands: the range being read and the last key consumed in it.
+#[derive(Debug, Clone, Default)]
+struct Position {
+    range: usize,
+    resume: Option<Vec<u8>>,
+    done: bool,
+}
+
+/// Index entries read per storage call.
+const ENTRY_CHUNK: usize = 256;
+
+/// A plan being run.
+#[derive(Clone)]
+pub struct Execution {
+    plan: Arc<Plan>,
+    filter: Arc<Filter>,
+    count_only: bool,
+    positions: Vec<Position>,
+    child: usize,
+    seen: Option<HashSet<Vec<u8>>>,
+    /// Work done so far.
+    pub stats: Stats,
+    exhausted: bool,
+}
+
+impl std::fmt::Debug for Execution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Execution")
+            .field("plan", &self.plan.key())
+            .field("stats", &self.stats)
+            .field("exhausted", &self.exhausted)
+            .finish()
+    }
+}
+
+/// The later of two lower bounds (owned).
+fn max_lower(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match (a, b) {
+        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x.clone(),
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y).clone()),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.max(y).clone()),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i > e {
+                Bound::Included(i.clone())
+            } else {
+                Bound::Excluded(e.clone())
+            }
+        }
+    }
+}
+
+/// The earlier of two upper bounds (owned).
+fn min_upper(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    match (a, b) {
+        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x.clone(),
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y).clone()),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.min(y).clone()),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i < e {
+                Bound::Included(i.clone())
+            } else {
+                Bound::Excluded(e.clone())
+            }
+        }
+    }
+}
+
+fn is_empty(r: &KeyRange) -> bool {
+    cairn_storage::store::range_is_empty(
+        r.0.as_ref().map(Vec::as_slice),
+        r.1.as_ref().map(Vec::as_slice),
+    )
+}
+
+/// The part of `ranges` (ascending) still to read after consuming entry `resume`.
+pub fn ranges_after(ranges: &[KeyRange], resume: Option<&[u8]>, reverse: bool) -> Vec<KeyRange> {
+    let Some(r) = resume else {
+        return ranges.to_vec();
+    };
+    let cut = Bound::Excluded(r.to_vec());
+    ranges
+        .iter()
+        .map(|(lo, hi)| {
+            if reverse {
+                (lo.clone(), min_upper(hi, &cut))
+            } else {
+                (max_lower(lo, &cut), hi.clone())
+            }
+        })
+        .filter(|r| !is_empty(r))
+        .collect()
+}
+
+/// A document holding an entry's values at the key pattern's paths (in key-pattern order),
+/// for a covered query to project.
+fn covered_document(idx: &IndexMeta, values: &RawDocument) -> Result<RawDocumentBuf> {
+    enum Node {
+        Leaf(bson::RawBson),
+        Doc(Vec<(String, Node)>),
+    }
+    fn insert(fields: &mut Vec<(String, Node)>, parts: &[&str], v: bson::RawBson) {
+        let Some((first, rest)) = parts.split_first() else {
+            return;
+        };
+        if rest.is_empty() {
+            fields.push(((*first).to_string(), Node::Leaf(v)));
+            return;
+        }
+        if let Some((_, Node::Doc(sub))) = fields.iter_mut().find(|(k, _)| k == first) {
+            insert(sub, rest, v);
+            return;
+        }
+        let mut sub = Vec::new();
+        insert(&mut sub, rest, v);
+        fields.push(((*first).to_string(), Node::Doc(sub)));
+    }
+    fn write(fields: Vec<(String, Node)>) -> RawDocumentBuf {
+        let mut d = RawDocumentBuf::new();
+        for (k, n) in fields {
+            let Ok(k) = <&bson::raw::CStr>::try_from(k.as_str()) else {
+                continue;
+            };
+            match n {
+                Node::Leaf(v) => d.append(k, v),
+                Node::Doc(sub) => d.append(k, write(sub)),
+            }
+        }
+        d
+    }
+    let mut root = Vec::new();
+    let mut vals = values.iter();
+    for (path, _) in idx.fields() {
+        let v = match vals.next() {
+            Some(Ok((_, v))) => bson::RawBson::from(v),
+            _ => {
+                return Err(QueryError::Storage(StorageError::Corrupt(
+                    "index entry values".into(),
+                )));
+            }
+        };
+        let parts: Vec<&str> = path.split('.').collect();
+        insert(&mut root, &parts, v);
+    }
+    Ok(write(root))
+}
+
+/// Output of one [`Execution::next`] call.
+struct Sink<'a> {
+    docs: &'a mut Vec<RawDocumentBuf>,
+    max_docs: usize,
+    max_bytes: usize,
+    bytes: usize,
+    budget: u64,
+    work: u64,
+}
+
+impl Sink<'_> {
+    fn full(&self) -> bool {
+        self.docs.len() >= self.max_docs || self.bytes >= self.max_bytes || self.work >= self.budget
+    }
+}
+
+impl Execution {
+    /// Starts `plan`; `filter` is the query's whole filter. With `count_only` results are
+    /// counted in [`Stats::advanced`] and no document is materialised.
+    pub fn new(plan: Arc<Plan>, filter: Arc<Filter>, count_only: bool) -> Execution {
+        let children = match &plan.access {
+            Access::Or(cs) => cs.len(),
+            _ => 1,
+        };
+        Execution {
+            seen: plan.dedupe.then(HashSet::new),
+            positions: vec![Position::default(); children],
+            stats: Stats {
+                branches: if children > 1 {
+                    vec![(0, 0, 0); children]
+                } else {
+                    Vec::new()
+                },
+                ..Stats::default()
+            },
+            plan,
+            filter,
+            count_only,
+            child: 0,
+            exhausted: false,
+        }
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Arc<Plan> {
+        &self.plan
+    }
+
+    /// True once every result has been produced.
+    pub fn is_exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// The next matching documents, in plan order: at most `max_docs`, stopping once about
+    /// `max_bytes` are gathered or `budget` units of work are spent (so it may return fewer,
+    /// even none, without being exhausted: call again).
+    pub fn next(
+        &mut self,
+        src: &dyn Source,
+        coll: &CollectionMeta,
+        max_docs: usize,
+        max_bytes: usize,
+        budget: u64,
+    ) -> Result<Vec<RawDocumentBuf>> {
+        let mut docs = Vec::new();
+        if self.exhausted || max_docs == 0 {
+            return Ok(docs);
+        }
+        let mut sink = Sink {
+            docs: &mut docs,
+            max_docs,
+            max_bytes,
+            bytes: 0,
+            budget: budget.max(1),
+            work: 0,
+        };
+        let plan = self.plan.clone();
+        match &plan.access {
+            Access::Eof => self.exhausted = true,
+            Access::IdPoint { key } => {
+                if let Some(doc) = src.get_by_key(coll, key)? {
+                    self.stats.docs_examined += 1;
+                    self.offer(doc, &mut sink)?;
+                }
+                self.exhausted = true;
+            }
+            Access::Or(children) => {
+                while self.child < children.len() && !sink.full() {
+                    let i = self.child;
+                    let before = (
+                        self.stats.keys_examined,
+                        self.stats.docs_examined,
+                        self.stats.advanced,
+                    );
+                    if let Some(c) = children.get(i) {
+                        self.run_access(c, i, src, coll, &mut sink)?;
+                    }
+                    if let Some(b) = self.stats.branches.get_mut(i) {
+                        b.0 += self.stats.keys_examined - before.0;
+                        b.1 += self.stats.docs_examined - before.1;
+                        b.2 += self.stats.advanced - before.2;
+                    }
+                    if self.positions.get(i).is_some_and(|p| p.done) {
+                        self.child += 1;
+                    }
+                }
+                self.exhausted = self.child >= children.len();
+            }
+            other => {
+                self.run_access(other, 0, src, coll, &mut sink)?;
+                self.exhausted = self.positions.first().is_some_and(|p| p.done);
+            }
+        }
+        Ok(docs)
+    }
+
+    /// Runs up to `budget` units of work counting results (for `count`); returns how many
+    /// were added.
+    pub fn count(&mut self, src: &dyn Source, coll: &CollectionMeta, budget: u64) -> Result<u64> {
+        let before = self.stats.advanced;
+        self.count_only = true;
+        self.next(src, coll, usize::MAX, usize::MAX, budget)?;
+        Ok(self.stats.advanced - before)
+    }
+
+    /// Passes one result on (after the residual filter and deduplication by `key`).
+    fn offer(&mut self, doc: RawDocumentBuf, sink: &mut Sink<'_>) -> Result<()> {
+        if self.plan.residual && !self.filter.try_matches(&doc)? {
+            return Ok(());
+        }
+        self.emit(doc, sink);
+        Ok(())
+    }
+
+    fn emit(&mut self, doc: RawDocumentBuf, sink: &mut Sink<'_>) {
+        self.stats.advanced += 1;
+        if !self.count_only {
+            sink.bytes += doc.as_bytes().len();
+            sink.docs.push(doc);
+        }
+    }
+
+    /// True when the document `key` was already returned (and remembers it).
+    fn duplicate(&mut self, key: &[u8]) -> bool {
+        match &mut self.seen {
+            Some(seen) => {
+                if seen.contains(key) {
+                    self.stats.dups_dropped += 1;
+                    true
+                } else {
+                    seen.insert(key.to_vec());
+                    false
+                }
+            }
+            None => false,
+        }
+    }
+
+    fn run_access(
+        &mut self,
+        access: &Access,
+        slot: usize,
+        src: &dyn Source,
+        coll: &CollectionMeta,
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        match access {
+            Access::Docs {
+                ranges, reverse, ..
+            } => self.run_docs(ranges, *reverse, slot, src, coll, sink),
+            Access::Index(ia) => self.run_index(ia, slot, src, coll, sink),
+            Access::IdPoint { key } => {
+                if let Some(p) = self.positions.get(slot)
+                    && p.done
+                {
+                    return Ok(());
+                }
+                if let Some(doc) = src.get_by_key(coll, key)? {
+                    self.stats.docs_examined += 1;
+                    sink.work += 1;
+                    if !self.duplicate(key) {
+                        self.offer(doc, sink)?;
+                    }
+                }
+                if let Some(p) = self.positions.get_mut(slot) {
+                    p.done = true;
+                }
+                Ok(())
+            }
+            Access::Or(_) => Err(QueryError::BadValue("nested $or plans".into())),
+            Access::Eof => {
+                if let Some(p) = self.positions.get_mut(slot) {
+                    p.done = true;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn run_docs(
+        &mut self,
+        ranges: &[KeyRange],
+        reverse: bool,
+        slot: usize,
+        src: &dyn Source,
+        coll: &CollectionMeta,
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        let mut pos = self.positions.get(slot).cloned().unwrap_or_default();
+        while !pos.done && !sink.full() {
+            let idx = if reverse {
+                ranges.len().checked_sub(pos.range + 1)
+            } else {
+                Some(pos.range)
+            };
+            let Some((lo, hi)) = idx.and_then(|i| ranges.get(i)) else {
+                pos.done = true;
+                break;
+            };
+            let room = sink.max_docs.saturating_sub(sink.docs.len()).max(1);
+            let limits = ScanLimits {
+                max_docs: if self.count_only { usize::MAX } else { room },
+                max_bytes: sink.max_bytes.saturating_sub(sink.bytes),
+                max_examined: usize::try_from(sink.budget.saturating_sub(sink.work))
+                    .unwrap_or(usize::MAX)
+                    .max(1),
+                first_may_exceed: sink.docs.is_empty(),
+            };
+            let residual = self.plan.residual;
+            let filter = self.filter.clone();
+            let mut failed: Option<QueryError> = None;
+            let batch = src.scan_range(
+                coll,
+                (
+                    lo.as_ref().map(Vec::as_slice),
+                    hi.as_ref().map(Vec::as_slice),
+                ),
+                pos.resume.as_deref(),
+                reverse,
+                limits,
+                &mut |d| {
+                    if !residual || failed.is_some() {
+                        return failed.is_none();
+                    }
+                    match filter.try_matches(d) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            failed = Some(e);
+                            false
+                        }
+                    }
+                },
+            )?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            self.stats.docs_examined += batch.examined as u64;
+            sink.work += batch.examined as u64;
+            let progressed = batch.examined > 0;
+            for doc in batch.docs {
+                if self.seen.is_some() {
+                    let key = match doc.get("_id") {
+                        Ok(Some(id)) => id_key(id)?,
+                        _ => Vec::new(),
+                    };
+                    if self.duplicate(&key) {
+                        continue;
+                    }
+                }
+                self.emit(doc, sink);
+            }
+            match batch.resume {
+                Some(r) => pos.resume = Some(r),
+                None => {
+                    pos.range += 1;
+                    pos.resume = None;
+                    if pos.range >= ranges.len() {
+                        pos.done = true;
+                    }
+                }
+            }
+            if !progressed && pos.resume.is_some() {
+                // The next document does not fit in what is left of this batch.
+                break;
+            }
+        }
+        if let Some(p) = self.positions.get_mut(slot) {
+            *p = pos;
+        }
+        Ok(())
+    }
+
+    fn run_index(
+        &mut self,
+        ia: &IndexAccess,
+        slot: usize,
+        src: &dyn Source,
+        coll: &CollectionMeta,
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        let mut pos = self.positions.get(slot).cloned().unwrap_or_default();
+        let covered = self.plan.covered;
+        let entries_only = covered || (self.count_only && self.plan.count_scan);
+        'outer: while !pos.done && !sink.full() {
+            let ranges = ranges_after(&ia.ranges, pos.resume.as_deref(), ia.reverse);
+            if ranges.is_empty() {
+                pos.done = true;
+                break;
+            }
+            let room = usize::try_from(sink.budget.saturating_sub(sink.work))
+                .unwrap_or(usize::MAX)
+                .clamp(1, ENTRY_CHUNK);
+            let hits = src.index_scan(&ia.index, &ranges, ia.reverse, room)?;
+            let complete = hits.len() < room;
+            for h in hits {
+                pos.resume = Some(h.key.to_vec());
+                self.stats.keys_examined += 1;
+                sink.work += 1;
+                if ia.check_entries && !ia.bounds.contains_values(&h.values) {
+                    continue;
+                }
+                self.stats.keys_advanced += 1;
+                if self.duplicate(h.doc_key()) {
+                    continue;
+                }
+                if entries_only {
+                    if self.count_only {
+                        self.stats.advanced += 1;
+                    } else {
+                        let doc = covered_document(&ia.index, &h.values)?;
+                        self.emit(doc, sink);
+                    }
+                } else {
+                    let Some(doc) = src.get_by_key(coll, h.doc_key())? else {
+                        continue;
+                    };
+                    self.stats.docs_examined += 1;
+                    sink.work += 1;
+                    self.offer(doc, sink)?;
+                }
+                if sink.full() {
+                    continue 'outer;
+                }
+            }
+            if complete {
+                pos.done = true;
+            }
+        }
+        if let Some(p) = self.positions.get_mut(slot) {
+            *p = pos;
+        }
+        Ok(())
+    }
+}
+
+/// A plan tried in the race, with what it produced meanwhile.
+#[derive(Debug)]
+pub struct Trial {
+    /// The execution (continues from where the trial stopped).
+    pub exec: Execution,
+    /// Documents it produced during the trial, in order.
+    pub buffered: Vec<RawDocumentBuf>,
+    /// Its score (higher is better).
+    pub score: f64,
+}
+
+/// Results a trial aims for before the race stops (MongoDB's default batch).
+pub const TRIAL_RESULTS: u64 = 101;
+/// Work each plan may spend in the race.
+pub const TRIAL_WORKS: u64 = 10_000;
+
+/// Runs the candidates side by side, a slice of work each in turn, until one has produced
+/// [`TRIAL_RESULTS`] results or finished, or all have spent [`TRIAL_WORKS`]; scores them as
+/// MongoDB's plan ranker does (results per unit of work, with small bonuses for needing no
+/// fetch and no blocking sort; a plan that needs a blocking sort produces nothing until it
+/// finishes). Returns the trials, best first. `needs_sort`: a sort was requested; `limit`:
+/// results needed at most (a plan that streams in the requested order stops there, as
+/// MongoDB's LIMIT stage ends its trial).
+pub fn race(
+    plans: Vec<Arc<Plan>>,
+    filter: &Arc<Filter>,
+    src: &dyn Source,
+    coll: &CollectionMeta,
+    needs_sort: bool,
+    count_only: bool,
+    limit: Option<u64>,
+) -> Result<Vec<Trial>> {
+    let mut trials: Vec<Trial> = plans
+        .into_iter()
+        .map(|p| Trial {
+            exec: Execution::new(p, filter.clone(), count_only),
+            buffered: Vec::new(),
+            score: 0.0,
+        })
+        .collect();
+    let effective = |t: &Trial| -> u64 {
+        let blocking = needs_sort && !t.exec.plan.provides_sort;
+        if blocking && !t.exec.exhausted {
+            0
+        } else {
+            t.exec.stats.advanced
+        }
+    };
+    // Results a streaming plan still needs before its limit.
+    let wanted = |t: &Trial| -> Option<u64> {
+        let streams = !needs_sort || t.exec.plan.provides_sort;
+        match limit {
+            Some(l) if streams => Some(l.saturating_sub(t.exec.stats.advanced)),
+            _ => None,
+        }
+    };
+    const QUANTUM: u64 = 64;
+    'race: loop {
+        let mut progressed = false;
+        for t in &mut trials {
+            if t.exec.exhausted || t.exec.stats.works() >= TRIAL_WORKS || wanted(t) == Some(0) {
+                continue;
+            }
+            let max_docs =
+                wanted(t).map_or(usize::MAX, |w| usize::try_from(w).unwrap_or(usize::MAX));
+            let more = t
+                .exec
+                .next(src, coll, max_docs, 16 * 1024 * 1024, QUANTUM)?;
+            t.buffered.extend(more);
+            progressed = true;
+            if t.exec.exhausted || effective(t) >= TRIAL_RESULTS || wanted(t) == Some(0) {
+                break 'race;
+            }
+        }
+        if !progressed {
+            break;
+        }
+    }
+    for t in &mut trials {
+        let works = t.exec.stats.works().max(1) as f64;
+        let eps = (1.0 / (10.0 * works)).min(1e-4);
+        let mut score = 1.0 + effective(t) as f64 / works;
+        if t.exec.plan.covered || t.exec.plan.count_scan {
+            score += eps;
+        }
+        if !needs_sort || t.exec.plan.provides_sort {
+            score += eps;
+        }
+        if t.exec.exhausted || wanted(t) == Some(0) {
+            // Finishing first is what the race measures best.
+            score += 2.0 * eps;
+        }
+        t.score = score;
+    }
+    // Stable: among equal scores the earlier candidate wins.
+    trials.sort_by(|a, b| {
+        b.score
+            .partial_cmp(&a.score)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    Ok(trials)
+}
+
+/// A document's key in its collection (`E(_id)`).
+pub fn doc_key(doc: &RawDocument) -> Result<Vec<u8>> {
+    match doc.get("_id") {
+        Ok(Some(id)) => Ok(id_key(id)?),
+        _ => Ok(id_key(RawBsonRef::Null)?),
+    }
+}

@@ -1,0 +1,125 @@
+//! Query planning and execution: which index answers a query, and running the chosen plan.
+//!
+//! One `find` end to end:
+//! 1. The command gathers a [`Query`]: the parsed filter, sort, projection, [`Hint`],
+//!    `min`/`max`, and for updates what the statement [`Modifies`].
+//! 2. [`candidates`] lists the plans that can answer it ([`Plan`]: an [`Access`] — a point
+//!    read by `_id`, document ranges of the `_id` index or the whole collection, a secondary
+//!    index scan built from [`crate::index::bounds_for_index`], or a `$or` union — plus
+//!    whether the filter must be re-checked, whether the index alone answers (covered,
+//!    COUNT_SCAN) and whether the scan order is the requested sort).
+//! 3. [`choose`] takes the only candidate, or the one cached for the query's [`shape`] in
+//!    the [`PlanCache`], or runs a [`race`] (MongoDB's multi-planner): each candidate works
+//!    in turn until one produces 101 results or finishes; the best by results per unit of
+//!    work wins and is cached until the collection's indexes change.
+//! 4. The winner's [`Execution`] then produces documents batch by batch from a
+//!    [`Source`] (a snapshot for reads, the write transaction for updates and deletes),
+//!    keeping only its position between batches; the server applies sort, skip, limit and
+//!    projection on top.
+//! 5. `explain` reads the same structures back ([`explain`]).
+//!
+//! Invariants: every plan returns the documents a collection scan returns (hinted sparse
+//! indexes excepted, as in MongoDB); plans for updates never scan an index over a field the
+//! update changes; nothing here holds a lock or a storage snapshot across calls.
+
+mod cache;
+mod exec;
+pub mod explain;
+mod planner;
+
+use std::sync::Arc;
+
+use bson::RawDocumentBuf;
+use cairn_storage::catalog::CollectionMeta;
+
+pub use cache::{PlanCache, signature};
+pub use exec::{
+    Execution, Source, Stats, TRIAL_RESULTS, TRIAL_WORKS, Trial, doc_key, race, ranges_after,
+};
+pub use planner::{Access, Hint, IndexAccess, Modifies, Plan, Query, candidates, shape};
+
+use crate::error::Result;
+use crate::filter::Filter;
+
+/// The plan chosen for a query, ready to run.
+#[derive(Debug)]
+pub struct Chosen {
+    /// The winner's execution (already advanced by its trial, if it raced).
+    pub exec: Execution,
+    /// Documents the winner produced during its trial, to be returned first.
+    pub buffered: Vec<RawDocumentBuf>,
+    /// The losing trials (for `explain`).
+    pub rejected: Vec<Trial>,
+    /// How many candidates there were.
+    pub candidates: usize,
+    /// The choice came from the plan cache.
+    pub from_cache: bool,
+}
+
+/// Chooses the plan for `q` (see the module documentation). `cache`: where to look up and
+/// record winners (`None` always races, as `explain` does). `count_only`: results are
+/// counted, not materialised.
+pub fn choose(
+    cache: Option<&PlanCache>,
+    ns: &str,
+    meta: &CollectionMeta,
+    q: &Query<'_>,
+    filter: &Arc<Filter>,
+    src: &dyn Source,
+    count_only: bool,
+) -> Result<Chosen> {
+    let mut plans = candidates(meta, q)?;
+    let n = plans.len();
+    if n == 1
+        && let Some(p) = plans.pop()
+    {
+        return Ok(Chosen {
+            exec: Execution::new(Arc::new(p), filter.clone(), count_only),
+            buffered: Vec::new(),
+            rejected: Vec::new(),
+            candidates: 1,
+            from_cache: false,
+        });
+    }
+    let shape = shape(q);
+    if let Some(c) = cache
+        && let Some((key, _)) = c.get(ns, &shape, meta)
+        && let Some(i) = plans.iter().position(|p| p.key() == key)
+    {
+        let p = plans.swap_remove(i);
+        return Ok(Chosen {
+            exec: Execution::new(Arc::new(p), filter.clone(), count_only),
+            buffered: Vec::new(),
+            rejected: Vec::new(),
+            candidates: n,
+            from_cache: true,
+        });
+    }
+    let needs_sort = q.sort.is_some_and(|s| !s.is_empty());
+    let mut trials = race(
+        plans.into_iter().map(Arc::new).collect(),
+        filter,
+        src,
+        meta,
+        needs_sort,
+        count_only,
+        q.limit,
+    )?;
+    let winner = trials.remove(0);
+    if let Some(c) = cache {
+        c.put(
+            ns,
+            &shape,
+            meta,
+            winner.exec.plan().key(),
+            winner.exec.stats.works(),
+        );
+    }
+    Ok(Chosen {
+        exec: winner.exec,
+        buffered: winner.buffered,
+        rejected: trials,
+        candidates: n,
+        from_cache: false,
+    })
+}

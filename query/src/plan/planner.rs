@@ -1,0 +1,727 @@
+//! Candidate plans: which ways of reading the collection can answer a query.
+//!
+//! Invariants:
+//! - every candidate returns exactly the documents a collection scan with the same filter
+//!   returns (a hinted sparse index excepted, as in MongoDB: it only holds some documents);
+//! - a plan is *exact* (no residual filter, eligible for covering and counting from the
+//!   index alone) only when [`IndexBounds::is_exact_for`] says so;
+//! - an index that is building, hidden (unless hinted by name it still is refused, as in
+//!   MongoDB) or over a path the statement modifies is never a candidate.
+
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use cairn_storage::catalog::CollectionMeta;
+use cairn_storage::compare::compare_values;
+use cairn_storage::index::{IndexMeta, IndexState};
+use cairn_storage::index_ops::KeyRange;
+use cairn_storage::keys::encode_value;
+use cairn_storage::store::id_key;
+
+use crate::error::{QueryError, Result};
+use crate::filter::{Expr, Filter, Predicate};
+use crate::index::bounds::{Interval, index_sort_direction};
+use crate::index::{IndexBounds, bounds_for, bounds_for_index, key_components};
+use crate::projection::Projection;
+use crate::sort::SortSpec;
+
+/// The `hint` of a query.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Hint {
+    /// No hint: the planner chooses.
+    #[default]
+    None,
+    /// `{$natural: ±1}`: a collection scan, backward for -1.
+    Natural {
+        /// Backward.
+        reverse: bool,
+    },
+    /// An index by name.
+    Name(String),
+    /// An index by key pattern.
+    Pattern(RawDocumentBuf),
+}
+
+impl Hint {
+    /// Parses a `hint` value: a name, a key pattern, `{$natural: ±1}`; `{}` and `""` are no
+    /// hint. Other types are for the caller to refuse.
+    pub fn parse(v: Option<RawBsonRef<'_>>) -> Result<Hint> {
+        match v {
+            None => Ok(Hint::None),
+            Some(RawBsonRef::String("")) => Ok(Hint::None),
+            Some(RawBsonRef::String(s)) => Ok(Hint::Name(s.to_string())),
+            Some(RawBsonRef::Document(d)) => {
+                if d.is_empty() {
+                    return Ok(Hint::None);
+                }
+                if let Ok(Some(n)) = d.get("$natural") {
+                    let reverse = match n {
+                        RawBsonRef::Int32(i) => i < 0,
+                        RawBsonRef::Int64(i) => i < 0,
+                        RawBsonRef::Double(f) => f < 0.0,
+                        _ => false,
+                    };
+                    return Ok(Hint::Natural { reverse });
+                }
+                Ok(Hint::Pattern(d.to_owned()))
+            }
+            Some(_) => Err(QueryError::BadValue(
+                "hint must be a string or an object".into(),
+            )),
+        }
+    }
+}
+
+/// What an update statement changes, for keeping its own scan off indexes it moves
+/// documents in (the Halloween problem).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Modifies {
+    /// A replacement: every field may change (only `_id` is safe).
+    Everything,
+    /// These dotted paths (and everything under them).
+    Paths(Vec<String>),
+}
+
+/// A query to plan.
+#[derive(Clone, Copy)]
+pub struct Query<'a> {
+    /// The filter.
+    pub filter: &'a Filter,
+    /// The requested order (not `$natural`).
+    pub sort: Option<&'a SortSpec>,
+    /// `sort: {$natural: ±1}`: a collection scan in that direction.
+    pub natural: Option<bool>,
+    /// The projection, if any.
+    pub projection: Option<&'a Projection>,
+    /// The hint.
+    pub hint: &'a Hint,
+    /// `min`: inclusive lower key bound on the hinted index.
+    pub min: Option<&'a RawDocument>,
+    /// `max`: exclusive upper key bound on the hinted index.
+    pub max: Option<&'a RawDocument>,
+    /// For updates: the fields the statement changes.
+    pub modifies: Option<&'a Modifies>,
+    /// Only the number of matches is needed (`count`).
+    pub count: bool,
+    /// At most this many results are needed (`skip` + `limit`), if limited.
+    pub limit: Option<u64>,
+}
+
+impl<'a> Query<'a> {
+    /// A query with just a filter.
+    pub fn new(filter: &'a Filter, hint: &'a Hint) -> Query<'a> {
+        Query {
+            filter,
+            sort: None,
+            natural: None,
+            projection: None,
+            hint,
+            min: None,
+            max: None,
+            modifies: None,
+            count: false,
+            limit: None,
+        }
+    }
+}
+
+/// How the documents are reached.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// Nothing (the collection does not exist): MongoDB's EOF.
+    Eof,
+    /// One document by `_id` (MongoDB's IDHACK).
+    IdPoint {
+        /// The document key `E(_id)`.
+        key: Vec<u8>,
+    },
+    /// Documents in `_id` order over ranges of the document space: the whole collection
+    /// (COLLSCAN, `bounds: None`) or the `_id` index's bounds (IXSCAN `_id_` + FETCH).
+    Docs {
+        /// Ascending, disjoint ranges over document keys.
+        ranges: Vec<KeyRange>,
+        /// Backward.
+        reverse: bool,
+        /// The `_id` bounds the ranges come from.
+        bounds: Option<IndexBounds>,
+    },
+    /// Entries of a secondary index, then (unless covered) the documents they point to.
+    Index(IndexAccess),
+    /// The union of several scans (`$or`), each document once.
+    Or(Vec<Access>),
+}
+
+/// A scan of a secondary index.
+#[derive(Debug, Clone)]
+pub struct IndexAccess {
+    /// The index.
+    pub index: IndexMeta,
+    /// The bounds (what explain shows).
+    pub bounds: IndexBounds,
+    /// Ascending, disjoint byte ranges covering the bounds.
+    pub ranges: Vec<KeyRange>,
+    /// Backward.
+    pub reverse: bool,
+    /// Entries are checked against the bounds (the ranges may be wider).
+    pub check_entries: bool,
+    /// `min`/`max` ranges rather than filter bounds.
+    pub min_max: bool,
+}
+
+/// A candidate plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// How documents are reached.
+    pub access: Access,
+    /// The filter is re-checked on each document (false when the bounds are exact).
+    pub residual: bool,
+    /// Documents are built from index entries alone (no FETCH).
+    pub covered: bool,
+    /// The access order is the requested sort (no blocking SORT).
+    pub provides_sort: bool,
+    /// The same document may be reached more than once (multikey index, `$or`).
+    pub dedupe: bool,
+    /// Counting index entries answers a `count` (COUNT_SCAN).
+    pub count_scan: bool,
+}
+
+impl Plan {
+    /// A collection scan.
+    pub fn collscan(reverse: bool) -> Plan {
+        Plan {
+            access: Access::Docs {
+                ranges: vec![(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)],
+                reverse,
+                bounds: None,
+            },
+            residual: true,
+            covered: false,
+            provides_sort: false,
+            dedupe: false,
+            count_scan: false,
+        }
+    }
+
+    /// The plan for a collection that does not exist.
+    pub fn eof() -> Plan {
+        Plan {
+            access: Access::Eof,
+            residual: false,
+            covered: false,
+            provides_sort: true,
+            dedupe: false,
+            count_scan: false,
+        }
+    }
+
+    /// A stable identity for the plan cache: the kind of access and the indexes it uses.
+    pub fn key(&self) -> String {
+        fn access_key(a: &Access) -> String {
+            match a {
+                Access::Eof => "eof".into(),
+                Access::IdPoint { .. } => "idhack".into(),
+                Access::Docs { bounds: None, .. } => "collscan".into(),
+                Access::Docs { .. } => "ix:_id_".into(),
+                Access::Index(ia) => format!("ix:{}", ia.index.name),
+                Access::Or(cs) => format!(
+                    "or[{}]",
+                    cs.iter().map(access_key).collect::<Vec<_>>().join(",")
+                ),
+            }
+        }
+        access_key(&self.access)
+    }
+
+    /// True when the plan reads documents in full collection-scan fashion.
+    pub fn is_collscan(&self) -> bool {
+        matches!(self.access, Access::Docs { bounds: None, .. })
+    }
+}
+
+fn bad_hint() -> QueryError {
+    QueryError::BadValue("hint provided does not correspond to an existing index".into())
+}
+
+/// Whether two key patterns are the same (field names in order, values comparing equal).
+fn same_pattern(a: &RawDocument, b: &RawDocument) -> bool {
+    let mut x = a.iter();
+    let mut y = b.iter();
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return true,
+            (Some(Ok((ka, va))), Some(Ok((kb, vb)))) => {
+                if ka != kb || compare_values(va, vb) != std::cmp::Ordering::Equal {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// The index a hint names (ready and not hidden), or BadValue.
+fn hinted<'m>(meta: &'m CollectionMeta, hint: &Hint) -> Result<std::borrow::Cow<'m, IndexMeta>> {
+    let id = IndexMeta::id_index();
+    let found = match hint {
+        Hint::Name(n) if n == "_id_" => return Ok(std::borrow::Cow::Owned(id)),
+        Hint::Name(n) => meta.indexes.iter().find(|i| &i.name == n),
+        Hint::Pattern(p) => {
+            if id.key_pattern().is_some_and(|k| same_pattern(k, p)) {
+                return Ok(std::borrow::Cow::Owned(id));
+            }
+            meta.indexes
+                .iter()
+                .find(|i| i.key_pattern().is_some_and(|k| same_pattern(k, p)))
+        }
+        _ => None,
+    };
+    match found {
+        Some(i) if i.state == IndexState::Ready && !i.is_hidden() => {
+            Ok(std::borrow::Cow::Borrowed(i))
+        }
+        _ => Err(bad_hint()),
+    }
+}
+
+/// Whether an index over `fields` may be used by a statement modifying `m`.
+fn index_allowed(idx: &IndexMeta, m: Option<&Modifies>) -> bool {
+    match m {
+        None => true,
+        Some(_) if idx.is_id() => true,
+        Some(Modifies::Everything) => false,
+        Some(Modifies::Paths(paths)) => idx.fields().iter().all(|(f, _)| {
+            !paths.iter().any(|p| {
+                p == f || f.starts_with(&format!("{p}.")) || p.starts_with(&format!("{f}."))
+            })
+        }),
+    }
+}
+
+/// Bounds of the filter over the `_id` index.
+fn id_bounds(expr: &Expr) -> IndexBounds {
+    bounds_for(expr, &[("_id".to_string(), false)], false)
+}
+
+/// True when some interval of `f` holds null or undefined (a key a missing field also gets,
+/// so an entry cannot tell the value apart from a missing field).
+fn admits_null(iv: &[Interval]) -> bool {
+    iv.iter()
+        .any(|i| i.contains(RawBsonRef::Null) || i.contains(RawBsonRef::Undefined))
+}
+
+/// Whether the projection can be answered from entries of `idx` with these bounds.
+fn coverable(idx: &IndexMeta, bounds: &IndexBounds, projection: Option<&Projection>) -> bool {
+    let Some(paths) = projection.and_then(Projection::simple_inclusion_paths) else {
+        return false;
+    };
+    if idx.multikey || idx.is_id() || paths.is_empty() {
+        return false;
+    }
+    let comps = idx.key_pattern().map(key_components).unwrap_or_default();
+    // No component may be a prefix of another (the document could not be rebuilt).
+    for a in &comps {
+        for b in &comps {
+            if a.path != b.path && b.path.starts_with(&format!("{}.", a.path)) {
+                return false;
+            }
+        }
+    }
+    paths.iter().all(|p| {
+        bounds
+            .fields
+            .iter()
+            .find(|f| &f.path == p)
+            .is_some_and(|f| !f.hashed && !admits_null(&f.intervals))
+    })
+}
+
+/// Encodes a `min`/`max` document as a key over `idx` (its fields must be the key pattern's,
+/// in order).
+fn min_max_key(idx: &IndexMeta, doc: &RawDocument) -> Result<Vec<u8>> {
+    let fields = idx.fields();
+    let mut out = Vec::new();
+    let mut it = doc.iter();
+    for (name, desc) in &fields {
+        match it.next() {
+            Some(Ok((k, v))) if k.as_str() == name => {
+                encode_value(&mut out, v, *desc)
+                    .map_err(|e| QueryError::BadValue(e.to_string()))?;
+            }
+            _ => return Err(min_max_mismatch()),
+        }
+    }
+    if it.next().is_some() {
+        return Err(min_max_mismatch());
+    }
+    Ok(out)
+}
+
+fn min_max_mismatch() -> QueryError {
+    QueryError::Location(
+        51174,
+        "The index chosen is not consistent with min/max".into(),
+    )
+}
+
+/// The plan for `min`/`max` on the hinted index: the key range `[min, max)` with the
+/// filter as residual.
+fn min_max_plan(meta: &CollectionMeta, q: &Query<'_>) -> Result<Plan> {
+    if matches!(q.hint, Hint::None | Hint::Natural { .. }) {
+        return Err(QueryError::Location(
+            51173,
+            "When using min()/max() a hint of which index to use must be provided".into(),
+        ));
+    }
+    let idx = hinted(meta, q.hint)?.into_owned();
+    let lo = q.min.map(|m| min_max_key(&idx, m)).transpose()?;
+    let hi = q.max.map(|m| min_max_key(&idx, m)).transpose()?;
+    if let (Some(l), Some(h)) = (&lo, &hi)
+        && l > h
+    {
+        return Err(QueryError::Location(
+            51175,
+            "The value provided for min() does not come before the value provided for max() in the hinted index"
+                .into(),
+        ));
+    }
+    use std::ops::Bound;
+    let range: KeyRange = (
+        lo.map_or(Bound::Unbounded, Bound::Included),
+        hi.map_or(Bound::Unbounded, Bound::Excluded),
+    );
+    let comps = idx.key_pattern().map(key_components).unwrap_or_default();
+    let access = if idx.is_id() {
+        Access::Docs {
+            ranges: vec![range],
+            reverse: false,
+            bounds: Some(IndexBounds::full(&comps)),
+        }
+    } else {
+        Access::Index(IndexAccess {
+            bounds: IndexBounds::full(&comps),
+            ranges: vec![range],
+            reverse: false,
+            check_entries: false,
+            min_max: true,
+            index: idx.clone(),
+        })
+    };
+    Ok(Plan {
+        dedupe: idx.multikey,
+        access,
+        residual: true,
+        covered: false,
+        provides_sort: false,
+        count_scan: false,
+    })
+}
+
+/// The plan for one index, or `None` when the index does not help (its leading field is not
+/// constrained and it does not provide the sort). `forced`: hinted, so used anyway.
+fn plan_for_index(idx: &IndexMeta, q: &Query<'_>, forced: bool) -> Result<Option<Plan>> {
+    let expr = q.filter.expr();
+    let bounds = if idx.is_id() {
+        id_bounds(expr)
+    } else {
+        match bounds_for_index(expr, idx) {
+            Some(b) => b,
+            None if forced => {
+                if let Some(pf) = idx.partial_filter() {
+                    let usable = crate::index::spec::parse_partial_filter(pf)
+                        .map(|f| crate::index::bounds::implies(expr, f.expr()))
+                        .unwrap_or(false);
+                    if !usable {
+                        return Err(bad_hint());
+                    }
+                }
+                // A hinted sparse index is used as is (MongoDB: results may be incomplete).
+                let comps = idx.key_pattern().map(key_components).unwrap_or_default();
+                IndexBounds::full(&comps)
+            }
+            None => return Ok(None),
+        }
+    };
+    let sort_dir = q
+        .sort
+        .filter(|s| !s.is_empty())
+        .and_then(|s| index_sort_direction(&bounds, s.fields()));
+    let leading_bounded = bounds
+        .fields
+        .first()
+        .is_some_and(|f| !matches!(f.intervals.as_slice(), [only] if only.is_full()));
+    if !forced && !leading_bounded && sort_dir.is_none() {
+        return Ok(None);
+    }
+    let reverse = sort_dir.unwrap_or(false);
+    let exact = !idx.multikey && bounds.is_exact_for(expr);
+    let ranges = bounds.key_ranges();
+    let all_full = bounds
+        .fields
+        .iter()
+        .all(|f| matches!(f.intervals.as_slice(), [only] if only.is_full()));
+    if idx.is_id() {
+        return Ok(Some(Plan {
+            access: Access::Docs {
+                ranges,
+                reverse,
+                bounds: Some(bounds),
+            },
+            residual: !exact,
+            covered: false,
+            provides_sort: sort_dir.is_some(),
+            dedupe: false,
+            count_scan: false,
+        }));
+    }
+    let covered =
+        exact && !q.count && q.modifies.is_none() && coverable(idx, &bounds, q.projection);
+    let count_scan = q.count && exact;
+    Ok(Some(Plan {
+        access: Access::Index(IndexAccess {
+            index: idx.clone(),
+            check_entries: !all_full,
+            bounds,
+            ranges,
+            reverse,
+            min_max: false,
+        }),
+        residual: !exact,
+        covered,
+        provides_sort: sort_dir.is_some(),
+        dedupe: idx.multikey,
+        count_scan,
+    }))
+}
+
+/// A rough preference among indexes for one `$or` branch: more leading fields pinned to
+/// points, then more bounded fields.
+fn selectivity(b: &IndexBounds) -> (usize, usize) {
+    let points = b
+        .fields
+        .iter()
+        .take_while(|f| !f.intervals.is_empty() && f.intervals.iter().all(Interval::is_point))
+        .count();
+    let bounded = b
+        .fields
+        .iter()
+        .filter(|f| !matches!(f.intervals.as_slice(), [only] if only.is_full()))
+        .count();
+    (points, bounded)
+}
+
+/// A union of index scans for a top-level `$or` (alone or beside other predicates, which then
+/// stay in the residual filter) when every branch can use an index.
+fn or_plan(meta: &CollectionMeta, q: &Query<'_>) -> Option<Plan> {
+    let branches: &[Expr] = match q.filter.expr() {
+        Expr::Or(cs) => cs,
+        Expr::And(cs) => {
+            let mut ors = cs.iter().filter_map(|c| match c {
+                Expr::Or(b) => Some(b.as_slice()),
+                _ => None,
+            });
+            let first = ors.next()?;
+            if ors.next().is_some() {
+                return None;
+            }
+            first
+        }
+        _ => return None,
+    };
+    if branches.len() < 2 {
+        return None;
+    }
+    let mut children = Vec::with_capacity(branches.len());
+    for b in branches {
+        let branch = Filter::from_expr(b.clone());
+        let bq = Query {
+            filter: &branch,
+            sort: None,
+            natural: None,
+            projection: None,
+            count: false,
+            ..*q
+        };
+        let mut best: Option<(Plan, (usize, usize))> = None;
+        let ids = std::iter::once(IndexMeta::id_index());
+        for idx in ids.chain(usable(meta, q).cloned()) {
+            if let Ok(Some(p)) = plan_for_index(&idx, &bq, false) {
+                let score = match &p.access {
+                    Access::Index(ia) => selectivity(&ia.bounds),
+                    Access::Docs {
+                        bounds: Some(b), ..
+                    } => selectivity(b),
+                    _ => (0, 0),
+                };
+                if score.1 == 0 {
+                    continue;
+                }
+                if best.as_ref().is_none_or(|(_, s)| score > *s) {
+                    best = Some((p, score));
+                }
+            }
+        }
+        children.push(best?.0.access);
+    }
+    Some(Plan {
+        access: Access::Or(children),
+        residual: true,
+        covered: false,
+        provides_sort: false,
+        dedupe: true,
+        count_scan: false,
+    })
+}
+
+/// The secondary indexes the planner may choose without a hint.
+fn usable<'m>(meta: &'m CollectionMeta, q: &Query<'_>) -> impl Iterator<Item = &'m IndexMeta> {
+    let modifies = q.modifies.cloned();
+    meta.secondary_indexes().filter(move |i| {
+        i.state == IndexState::Ready && !i.is_hidden() && index_allowed(i, modifies.as_ref())
+    })
+}
+
+/// Every candidate plan for `q` over `meta`, in a stable order (the `_id` index, then the
+/// secondary indexes in creation order, then a `$or` union); a collection scan when nothing
+/// else applies. Errors: a bad hint (2), `min`/`max` problems (51173–51175).
+pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
+    if q.min.is_some() || q.max.is_some() {
+        return Ok(vec![min_max_plan(meta, q)?]);
+    }
+    match q.hint {
+        Hint::Natural { reverse } => return Ok(vec![Plan::collscan(*reverse)]),
+        Hint::Name(_) | Hint::Pattern(_) => {
+            let idx = hinted(meta, q.hint)?;
+            if !index_allowed(&idx, q.modifies) {
+                // MongoDB would honour the hint; scanning an index the update moves
+                // documents in could visit them twice, so the scan stays on `_id`.
+                return Ok(vec![Plan::collscan(false)]);
+            }
+            return Ok(plan_for_index(&idx, q, true)?.into_iter().collect());
+        }
+        Hint::None => {}
+    }
+    if let Some(reverse) = q.natural {
+        return Ok(vec![Plan::collscan(reverse)]);
+    }
+    if let Some(id) = q.filter.id_equality() {
+        let key = id_key(id.as_raw_bson_ref())?;
+        return Ok(vec![Plan {
+            access: Access::IdPoint { key },
+            residual: false,
+            covered: false,
+            provides_sort: true,
+            dedupe: false,
+            count_scan: false,
+        }]);
+    }
+    let mut out = Vec::new();
+    if let Some(p) = plan_for_index(&IndexMeta::id_index(), q, false)? {
+        out.push(p);
+    }
+    for idx in usable(meta, q) {
+        if let Some(p) = plan_for_index(idx, q, false)? {
+            out.push(p);
+        }
+    }
+    if let Some(p) = or_plan(meta, q) {
+        out.push(p);
+    }
+    if out.is_empty() {
+        out.push(Plan::collscan(false));
+    }
+    Ok(out)
+}
+
+/// A string identifying the query's shape for the plan cache: the filter's structure
+/// (operators and paths, with values reduced to what changes plans: null, arrays, regex
+/// prefixes), the sort, the projection's fields and the kind of statement.
+pub fn shape(q: &Query<'_>) -> String {
+    fn expr(e: &Expr, out: &mut String) {
+        match e {
+            Expr::And(cs) | Expr::Or(cs) | Expr::Nor(cs) => {
+                out.push_str(match e {
+                    Expr::And(_) => "and(",
+                    Expr::Or(_) => "or(",
+                    _ => "nor(",
+                });
+                for c in cs {
+                    expr(c, out);
+                    out.push(',');
+                }
+                out.push(')');
+            }
+            Expr::Not(c) => {
+                out.push_str("not(");
+                expr(c, out);
+                out.push(')');
+            }
+            Expr::AlwaysTrue => out.push_str("true"),
+            Expr::AlwaysFalse => out.push_str("false"),
+            Expr::Extension(x) => out.push_str(x.kind.operator()),
+            Expr::Path(p) => {
+                out.push_str(p.path.as_str());
+                out.push(':');
+                match &p.pred {
+                    Predicate::Cmp(op, v) => {
+                        out.push_str(&format!("{op:?}"));
+                        match v {
+                            bson::RawBson::Null => out.push_str("null"),
+                            bson::RawBson::Array(_) => out.push_str("[]"),
+                            bson::RawBson::Document(_) => out.push_str("{}"),
+                            _ => {}
+                        }
+                    }
+                    Predicate::In(l) => out.push_str(&format!(
+                        "in{}/{}",
+                        l.values().len().min(2),
+                        l.regexes().len().min(1)
+                    )),
+                    Predicate::Regex(r) => out.push_str(if r.pattern().starts_with('^') {
+                        "re^"
+                    } else {
+                        "re"
+                    }),
+                    Predicate::ElemMatchObject(c) => {
+                        out.push_str("em(");
+                        expr(c, out);
+                        out.push(')');
+                    }
+                    Predicate::ElemMatchValue(cs) => {
+                        out.push_str("emv(");
+                        for c in cs {
+                            expr(c, out);
+                        }
+                        out.push(')');
+                    }
+                    other => {
+                        let d = format!("{other:?}");
+                        out.push_str(d.split(['(', ' ', '{']).next().unwrap_or(""));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    expr(q.filter.expr(), &mut out);
+    if let Some(s) = q.sort {
+        out.push_str("|sort:");
+        for f in s.fields() {
+            out.push_str(&f.path);
+            out.push(if f.ascending { '+' } else { '-' });
+        }
+    }
+    if let Some(p) = q.projection.and_then(Projection::simple_inclusion_paths) {
+        out.push_str("|proj:");
+        out.push_str(&p.join(","));
+    }
+    if q.count {
+        out.push_str("|count");
+    }
+    match q.modifies {
+        Some(Modifies::Everything) => out.push_str("|replace"),
+        Some(Modifies::Paths(p)) => {
+            out.push_str("|update:");
+            out.push_str(&p.join(","));
+        }
+        None => {}
+    }
+    out
+}
