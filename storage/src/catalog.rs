@@ -321,6 +321,28 @@ impl Catalog {
         c
     }
 
+    /// A copy in which the indexes whose space is in `spaces` are marked multikey (the record
+    /// bytes stay as stored: the flag is learnt from the multikey markers).
+    pub fn with_multikey(&self, spaces: &std::collections::HashSet<SpaceId>) -> Catalog {
+        let mut c = self.clone();
+        for meta in c.collections.values_mut() {
+            if meta
+                .indexes
+                .iter()
+                .any(|i| !i.multikey && spaces.contains(&i.space) && !i.is_id())
+            {
+                let mut m = (**meta).clone();
+                for i in &mut m.indexes {
+                    if spaces.contains(&i.space) && !i.is_id() {
+                        i.multikey = true;
+                    }
+                }
+                *meta = Arc::new(m);
+            }
+        }
+        c
+    }
+
     /// A copy without `db.name`.
     pub fn without(&self, db: &str, name: &str) -> Catalog {
         let mut c = self.clone();

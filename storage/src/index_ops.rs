@@ -129,6 +129,7 @@ impl WriteTxn<'_> {
             if let Ok(mut m) = self.store.multikey.write() {
                 m.insert(space);
             }
+            self.store.refresh_multikey()?;
             self.tx.put(CATALOG_SPACE, &multikey_key(space), &[1])?;
         }
         Ok(())
@@ -150,7 +151,8 @@ impl WriteTxn<'_> {
         Ok(())
     }
 
-    /// Puts the entries of one document into one index (checking uniqueness).
+    /// Puts the entries of one document into one index (for builds), uniqueness checked
+    /// before anything is written.
     fn put_entries(
         &mut self,
         coll: &CollectionMeta,
@@ -158,13 +160,15 @@ impl WriteTxn<'_> {
         doc_key: &[u8],
         keys: &IndexKeys,
     ) -> Result<()> {
+        if idx.is_unique() {
+            for e in &keys.entries {
+                self.check_unique(coll, idx, e, doc_key)?;
+            }
+        }
         if keys.multikey {
             self.mark_multikey(idx.space)?;
         }
         for e in &keys.entries {
-            if idx.is_unique() {
-                self.check_unique(coll, idx, e, doc_key)?;
-            }
             let mut k = e.key.clone();
             k.extend_from_slice(doc_key);
             self.tx.put(idx.space, &k, &entry_value(e))?;
@@ -173,7 +177,10 @@ impl WriteTxn<'_> {
     }
 
     /// Moves a document's entries in every secondary index from those of `old` to those of
-    /// `new` (`None` = no document: an insert or a delete).
+    /// `new` (`None` = no document: an insert or a delete). Everything that can refuse the
+    /// change (key generation errors such as 171, uniqueness) is checked before anything is
+    /// written, so a refused document leaves no entry behind; callers index before writing
+    /// the document itself for the same reason.
     pub(crate) fn index_document(
         &mut self,
         coll: &CollectionMeta,
@@ -181,7 +188,15 @@ impl WriteTxn<'_> {
         old: Option<&RawDocument>,
         new: Option<&RawDocument>,
     ) -> Result<()> {
+        struct Change {
+            space: SpaceId,
+            multikey: bool,
+            deletes: Vec<Vec<u8>>,
+            puts: Vec<(Vec<u8>, Vec<u8>)>,
+        }
         let keygen = self.store.keygen.clone();
+        let mut changes: Vec<Change> = Vec::new();
+        // Phase 1: compute and check; nothing is written.
         for idx in coll.secondary_indexes() {
             let old_keys = match old {
                 Some(d) => keygen.keys(idx, d)?,
@@ -201,31 +216,49 @@ impl WriteTxn<'_> {
                 .iter()
                 .map(|e| (e.key.as_slice(), e))
                 .collect();
+            let full = |e: &IndexEntry| {
+                let mut k = e.key.clone();
+                k.extend_from_slice(doc_key);
+                k
+            };
+            let mut change = Change {
+                space: idx.space,
+                multikey: new_keys.multikey,
+                deletes: Vec::new(),
+                puts: Vec::new(),
+            };
             for e in &old_keys.entries {
                 if !after.contains_key(e.key.as_slice()) {
-                    let mut k = e.key.clone();
-                    k.extend_from_slice(doc_key);
-                    self.tx.delete(idx.space, &k)?;
+                    change.deletes.push(full(e));
                 }
             }
-            let mut added = IndexKeys {
-                entries: Vec::new(),
-                multikey: new_keys.multikey,
-            };
             for e in &new_keys.entries {
                 match before.get(e.key.as_slice()) {
                     // same key, same stored values: nothing to write
                     Some(o) if o.values == e.values => {}
                     // same key, values of another type (1 → 1.0): rewrite the value only
-                    Some(_) => {
-                        let mut k = e.key.clone();
-                        k.extend_from_slice(doc_key);
-                        self.tx.put(idx.space, &k, &entry_value(e))?;
+                    Some(_) => change.puts.push((full(e), entry_value(e))),
+                    None => {
+                        if idx.is_unique() {
+                            self.check_unique(coll, idx, e, doc_key)?;
+                        }
+                        change.puts.push((full(e), entry_value(e)));
                     }
-                    None => added.entries.push(e.clone()),
                 }
             }
-            self.put_entries(coll, idx, doc_key, &added)?;
+            changes.push(change);
+        }
+        // Phase 2: write.
+        for c in changes {
+            if c.multikey {
+                self.mark_multikey(c.space)?;
+            }
+            for k in &c.deletes {
+                self.tx.delete(c.space, k)?;
+            }
+            for (k, v) in &c.puts {
+                self.tx.put(c.space, k, v)?;
+            }
         }
         Ok(())
     }

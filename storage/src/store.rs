@@ -222,7 +222,7 @@ impl Store {
         for meta in cat.all() {
             let _ = store.fold_stats(meta.id);
         }
-        *store.catalog.write().map_err(|_| poisoned())? = Arc::new(cat);
+        store.swap_catalog(cat)?;
         Ok(store)
     }
 
@@ -241,9 +241,39 @@ impl Store {
         self.catalog().get(db, name).cloned()
     }
 
+    /// Installs a new catalog (with the multikey flags learnt so far applied).
     pub(crate) fn swap_catalog(&self, c: Catalog) -> Result<()> {
-        *self.catalog.write().map_err(|_| poisoned())? = Arc::new(c);
+        let mut guard = self.catalog.write().map_err(|_| poisoned())?;
+        let c = match self.multikey.read() {
+            Ok(set) => c.with_multikey(&set),
+            Err(_) => c,
+        };
+        *guard = Arc::new(c);
         Ok(())
+    }
+
+    /// Marks an index space multikey in the in-memory catalog (queries planned from now on
+    /// see it).
+    pub(crate) fn refresh_multikey(&self) -> Result<()> {
+        let mut guard = self.catalog.write().map_err(|_| poisoned())?;
+        if let Ok(set) = self.multikey.read() {
+            *guard = Arc::new(guard.with_multikey(&set));
+        }
+        Ok(())
+    }
+
+    /// `meta` with the multikey flags learnt so far.
+    pub(crate) fn with_multikey_flags(&self, meta: CollectionMeta) -> CollectionMeta {
+        let Ok(set) = self.multikey.read() else {
+            return meta;
+        };
+        let mut meta = meta;
+        for i in &mut meta.indexes {
+            if !i.is_id() && set.contains(&i.space) {
+                i.multikey = true;
+            }
+        }
+        meta
     }
 
     /// Runs `f` in a DDL transaction with conflict retries, then makes it durable.
@@ -586,7 +616,10 @@ impl WriteTxn<'_> {
         let cat = self.store.catalog();
         match (cat.get(db, name), cat.record(db, name)) {
             (Some(m), Some(r)) if r.as_slice() == &*record => Ok(Some(m.clone())),
-            _ => Ok(Some(Arc::new(CollectionMeta::from_bson(&record)?))),
+            _ => Ok(Some(Arc::new(
+                self.store
+                    .with_multikey_flags(CollectionMeta::from_bson(&record)?),
+            ))),
         }
     }
 
@@ -614,10 +647,12 @@ impl WriteTxn<'_> {
             });
         }
         let enc = doc::encode_document(&key, doc).map_err(doc_error)?;
+        // Indexes first: a refused document must leave nothing behind (the caller may
+        // commit the transaction with its other documents).
+        self.index_document(coll, &key, None, Some(doc))?;
         for (k, v) in &enc.nodes {
             self.tx.put(coll.id, k, v)?;
         }
-        self.index_document(coll, &key, None, Some(doc))?;
         self.deltas.entry(coll.id).or_default().add(Stats {
             count: 1,
             size: i64::from(enc.bson_size),

@@ -1444,10 +1444,16 @@ impl IndexBounds {
     /// `{field: ["[1, 1]", "(5, inf.0]"], …}` as MongoDB's explain prints `indexBounds`
     /// (descending fields in index order).
     pub fn explain(&self) -> RawDocumentBuf {
+        self.explain_scan(false)
+    }
+
+    /// [`IndexBounds::explain`] for a scan in the given direction: a backward scan lists
+    /// each field's intervals the other way round, as MongoDB prints them.
+    pub fn explain_scan(&self, backward: bool) -> RawDocumentBuf {
         let mut doc = RawDocumentBuf::new();
         for f in &self.fields {
             let mut arr = RawArrayBuf::new();
-            let strings: Vec<String> = if f.descending {
+            let strings: Vec<String> = if f.descending != backward {
                 f.intervals
                     .iter()
                     .rev()

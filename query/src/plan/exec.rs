@@ -701,9 +701,10 @@ pub fn race(
             _ => None,
         }
     };
-    const QUANTUM: u64 = 64;
-    'race: loop {
+    const QUANTUM: u64 = 16;
+    loop {
         let mut progressed = false;
+        let mut finished = false;
         for t in &mut trials {
             if t.exec.exhausted || t.exec.stats.works() >= TRIAL_WORKS || wanted(t) == Some(0) {
                 continue;
@@ -716,10 +717,12 @@ pub fn race(
             t.buffered.extend(more);
             progressed = true;
             if t.exec.exhausted || effective(t) >= TRIAL_RESULTS || wanted(t) == Some(0) {
-                break 'race;
+                // The others still get this round, so all are compared at about the same
+                // amount of work.
+                finished = true;
             }
         }
-        if !progressed {
+        if finished || !progressed {
             break;
         }
     }

@@ -113,7 +113,7 @@ fn ixscan(ia: &IndexAccess, count_scan: bool, run: Option<(&Run<'_>, u64, u64)>)
     if ia.min_max {
         d.append(cstr!("indexBounds"), rawdoc! {});
     } else {
-        d.append(cstr!("indexBounds"), ia.bounds.explain());
+        d.append(cstr!("indexBounds"), ia.bounds.explain_scan(ia.reverse));
     }
     d.append(cstr!("keyRanges"), key_ranges(&ia.ranges));
     if let Some((_, _, keys)) = run {
@@ -205,10 +205,14 @@ fn access_stage(
                 cstr!("direction"),
                 if *reverse { "backward" } else { "forward" },
             );
-            ix.append(cstr!("indexBounds"), b.explain());
+            ix.append(cstr!("indexBounds"), b.explain_scan(*reverse));
             ix.append(cstr!("keyRanges"), key_ranges(ranges));
             if run.is_some() {
                 ix.append(cstr!("keysExamined"), docs as i64);
+            }
+            if branch.is_some() {
+                // Inside an OR the union is fetched above it.
+                return ix;
             }
             fetch(
                 ix,
@@ -219,7 +223,7 @@ fn access_stage(
         Access::Index(ia) => {
             let entries = run.map(|r| (r, r.stats.keys_advanced, keys));
             let ix = ixscan(ia, plan.count_scan, entries);
-            if plan.covered || plan.count_scan {
+            if plan.covered || plan.count_scan || branch.is_some() {
                 ix
             } else {
                 fetch(
@@ -249,16 +253,17 @@ fn access_stage(
                 or.append(cstr!("dupsDropped"), r.stats.dups_dropped as i64);
             }
             or.append(cstr!("inputStages"), arr);
+            // The union's documents are fetched (and checked against the whole filter).
+            let mut f = rawdoc! {"stage": "FETCH"};
             if residual {
-                // The union's documents are checked against the whole filter.
-                let mut f = rawdoc! {"stage": "FETCH", "filter": filter.to_owned()};
-                if let Some(r) = run {
-                    common_stats(&mut f, advanced, advanced, r);
-                }
-                f.append(cstr!("inputStage"), or);
-                return f;
+                f.append(cstr!("filter"), filter.to_owned());
             }
-            or
+            if let Some(r) = run {
+                common_stats(&mut f, advanced, docs, r);
+                f.append(cstr!("docsExamined"), docs as i64);
+            }
+            f.append(cstr!("inputStage"), or);
+            f
         }
     }
 }
