@@ -1,9 +1,11 @@
 //! Server-side cursors: `find`/`listCollections` results beyond the first batch.
 //!
-//! A cursor never holds a storage snapshot: a collection scan remembers the key to resume
-//! from, so an idle cursor pins neither memory nor old versions (it sees writes made between
-//! batches, as MongoDB's default read concern allows). Small result sets computed up front
-//! (e.g. `listCollections`) are buffered.
+//! A cursor never holds a storage snapshot: a query plan's [`Execution`] remembers only the
+//! last key each of its scans consumed, and each batch reads from a fresh snapshot, so an
+//! idle cursor pins neither memory nor old versions (it sees writes made between batches, as
+//! MongoDB's default read concern allows; a multikey or `$or` plan still returns each document
+//! once). Sorted results come from the sorter (in memory or spilled), and small result sets
+//! computed up front (e.g. `listCollections`) are buffered.
 //!
 //! Invariants:
 //! - a cursor is *checked out* while a `getMore` runs on it: a second `getMore` meanwhile

@@ -339,7 +339,8 @@ fn explain_inner(
                     )
                 }),
                 skip: Some(r.skip as u64),
-                limit,
+                // A blocking sort takes the limit itself (`limitAmount`), as in MongoDB.
+                limit: if blocking_sort { None } else { limit },
                 projection: projection_stage(&r, plan.covered),
                 root: None,
             };
