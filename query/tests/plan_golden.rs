@@ -431,3 +431,62 @@ fn updates_avoid_indexes_on_fields_they_change() {
     assert_eq!(keys(Some(&Modifies::Paths(vec!["sub".into()]))), ["ix:a_1"]);
     assert_eq!(keys(Some(&Modifies::Everything)), ["collscan"]);
 }
+
+#[test]
+fn cached_plans_are_replanned_when_they_do_badly() {
+    let store = Store::open_with(
+        Arc::new(MemoryEngine::new()),
+        StoreOptions { sync_always: false },
+        Arc::new(QueryKeyGen::new()),
+    )
+    .unwrap();
+    let meta = store.ensure_collection("db", "r").unwrap();
+    store
+        .write(Durability::Buffered, |tx| -> Result<(), StorageError> {
+            for i in 0..2000 {
+                let a = if i < 1990 { 1 } else { i };
+                let b = if i >= 10 { 2 } else { i };
+                tx.insert(&meta, &rawdoc! {"_id": i, "a": a, "b": b})?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let specs = [
+        rawdoc! {"key": {"a": 1}, "name": "a_1"},
+        rawdoc! {"key": {"b": 1}, "name": "b_1"},
+    ];
+    for name in store.create_indexes("db", "r", &specs).unwrap().new {
+        store.build_index("db", "r", &name, &|_| {}).unwrap();
+    }
+    let meta = store.collection("db", "r").unwrap();
+    let cache = PlanCache::default();
+    let hint = Hint::None;
+    let pick = |filter: RawDocumentBuf| {
+        let filter = Arc::new(Filter::parse(&filter).unwrap());
+        let read = store.read().unwrap();
+        let q = Query::new(&filter, &hint);
+        let c = choose(Some(&cache), "db.r", &meta, &q, &filter, &read, false).unwrap();
+        let mut exec = c.exec;
+        let mut n = c.buffered.len();
+        while !exec.is_exhausted() {
+            n += exec
+                .next(&read, &meta, 1000, usize::MAX, 10_000)
+                .unwrap()
+                .len();
+        }
+        (exec.plan().key(), c.from_cache, n)
+    };
+    // a is selective for 1995: a_1 wins the race and is cached.
+    assert_eq!(
+        pick(rawdoc! {"a": 1995, "b": 2}),
+        ("ix:a_1".into(), false, 1)
+    );
+    assert_eq!(
+        pick(rawdoc! {"a": 1996, "b": 2}),
+        ("ix:a_1".into(), true, 1)
+    );
+    // Same shape, but a: 1 matches almost everything: the cached plan overruns its budget,
+    // the race runs again and b_1 wins.
+    assert_eq!(pick(rawdoc! {"a": 1, "b": 5}), ("ix:b_1".into(), false, 1));
+    assert_eq!(pick(rawdoc! {"a": 1, "b": 6}), ("ix:b_1".into(), true, 1));
+}

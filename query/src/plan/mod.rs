@@ -11,7 +11,9 @@
 //! 3. [`choose`] takes the only candidate, or the one cached for the query's [`shape`] in
 //!    the [`PlanCache`], or runs a [`race`] (MongoDB's multi-planner): each candidate works
 //!    in turn until one produces 101 results or finishes; the best by results per unit of
-//!    work wins and is cached until the collection's indexes change.
+//!    work wins and is cached until the collection's indexes change. A cached plan that
+//!    cannot deliver a batch within ten times the work of its winning trial is evicted and
+//!    the race runs again (MongoDB's replanning).
 //! 4. The winner's [`Execution`] then produces documents batch by batch from a
 //!    [`Source`] (a snapshot for reads, the write transaction for updates and deletes),
 //!    keeping only its position between batches; the server applies sort, skip, limit and
@@ -82,20 +84,44 @@ pub fn choose(
         });
     }
     let shape = shape(q);
-    if let Some(c) = cache
-        && let Some((key, _)) = c.get(ns, &shape, meta)
-        && let Some(i) = plans.iter().position(|p| p.key() == key)
-    {
-        let p = plans.swap_remove(i);
-        return Ok(Chosen {
-            exec: Execution::new(Arc::new(p), filter.clone(), count_only),
-            buffered: Vec::new(),
-            rejected: Vec::new(),
-            candidates: n,
-            from_cache: true,
-        });
-    }
     let needs_sort = q.sort.is_some_and(|s| !s.is_empty());
+    if let Some(c) = cache
+        && let Some((key, works)) = c.get(ns, &shape, meta)
+        && let Some(p) = plans.iter().find(|p| p.key() == key)
+    {
+        // MongoDB's cached plan stage: the cached plan gets ten times the work it needed in
+        // its race; if it cannot produce a batch (or finish) within that, the entry is
+        // evicted and the candidates race again.
+        let mut exec = Execution::new(Arc::new(p.clone()), filter.clone(), count_only);
+        let streams = !needs_sort || p.provides_sort;
+        let target = match q.limit {
+            Some(l) if streams => l.min(TRIAL_RESULTS),
+            _ => TRIAL_RESULTS,
+        };
+        let budget = works.saturating_mul(10).max(1000);
+        let mut buffered = Vec::new();
+        while !exec.is_exhausted() && exec.stats.works() < budget {
+            if streams && exec.stats.advanced >= target {
+                break;
+            }
+            let want = if streams {
+                usize::try_from(target - exec.stats.advanced).unwrap_or(usize::MAX)
+            } else {
+                usize::MAX
+            };
+            buffered.extend(exec.next(src, meta, want, 16 * 1024 * 1024, 64)?);
+        }
+        if exec.is_exhausted() || (streams && exec.stats.advanced >= target) {
+            return Ok(Chosen {
+                exec,
+                buffered,
+                rejected: Vec::new(),
+                candidates: n,
+                from_cache: true,
+            });
+        }
+        c.evict(ns, &shape);
+    }
     let mut trials = race(
         plans.into_iter().map(Arc::new).collect(),
         filter,
