@@ -12,14 +12,18 @@ pub struct Opts {
     pub seconds: f64,
     /// Concurrent clients for the parallel phase.
     pub clients: usize,
+    /// Documents in the data set, for benchmarks whose size is configurable (each has its
+    /// own default).
+    pub docs: Option<usize>,
 }
 
 impl Opts {
-    /// Parses `--seconds S --clients N`.
+    /// Parses `--seconds S --clients N --docs N`.
     pub fn parse(args: &[String]) -> Opts {
         let mut o = Opts {
             seconds: 3.0,
             clients: 16,
+            docs: None,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -27,6 +31,7 @@ impl Opts {
             match a.as_str() {
                 "--seconds" => o.seconds = v.parse().expect("--seconds"),
                 "--clients" => o.clients = v.parse().expect("--clients"),
+                "--docs" => o.docs = Some(v.parse().expect("--docs")),
                 other => panic!("unknown option {other}"),
             }
         }
@@ -155,11 +160,13 @@ pub async fn timed(d: Duration, mut op: impl AsyncFnMut()) -> Measured {
     summarize(lat, start.elapsed())
 }
 
-/// Prints one result row.
+/// Prints one result row (rates below 100/s with two decimals: collection scans of large
+/// collections run less than once a second).
 pub fn row(name: &str, m: &Measured) {
+    let rate = m.rate();
+    let prec = if rate < 100.0 { 2 } else { 0 };
     println!(
-        "{name:<34} {:>12.0} ops/s   p50 {:>8.1} µs   p99 {:>8.1} µs",
-        m.rate(),
+        "{name:<34} {rate:>12.prec$} ops/s   p50 {:>8.1} µs   p99 {:>8.1} µs",
         m.p50.as_secs_f64() * 1e6,
         m.p99.as_secs_f64() * 1e6
     );

@@ -13,16 +13,25 @@
 //!
 //! `cargo run -p cairn-bench --release -- crud [--seconds S]`: filtered collection scans,
 //! `$inc`, `$addToSet` and `$pullAll`, with the keys read and written per operation.
+//!
+//! `cargo run -p cairn-bench --release -- indexes [--docs N] [--seconds S]`: secondary
+//! indexes on N documents (default 1,000,000): insert throughput with 0, 1 and 3 indexes,
+//! index build, equality and range lookups, sort+limit and count through an index, each next
+//! to the same query forced to (or, for sort, left with) a collection scan, with the keys and
+//! documents examined per query from `explain`.
 
 mod crud;
 mod harness;
+mod indexes;
 mod ping;
 mod storage;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
-        eprintln!("usage: cairn-bench <ping|storage|crud> [--seconds S] [--clients N]");
+        eprintln!(
+            "usage: cairn-bench <ping|storage|crud|indexes> [--seconds S] [--clients N] [--docs N]"
+        );
         std::process::exit(2);
     };
     let opts = if bench == "echo-server" {
@@ -39,6 +48,7 @@ fn main() {
         "echo-server" => rt.block_on(ping::echo_server_main()),
         "storage" => rt.block_on(storage::run(&opts)),
         "crud" => rt.block_on(crud::run(&opts)),
+        "indexes" => rt.block_on(indexes::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);
