@@ -26,7 +26,7 @@ pub static COMMAND: Command = Command {
     admin_only: false,
     secondary_ok: true,
     api_v1: true,
-    fields: Fields::Strict(&["key", "query", "hint", "collation"]),
+    fields: Fields::Strict(&["key", "query", "collation"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
     run,
@@ -68,7 +68,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             crate::lang::Lang::for_command(body, "distinct")?
                 .filter(opt_document(body, "distinct", "query")?)?,
         );
-        let hint = super::find::parse_hint(body, "distinct")?;
+        // `hint` is a 7.1 addition: MongoDB 7.0 refuses it as an unknown field.
+        let hint = cairn_query::plan::Hint::None;
         let server = inv.server.clone();
         let set = blocking::run(move || {
             let path = FieldPath::new(&key);

@@ -434,7 +434,7 @@ fn explain_inner(
             let query = opt_document(inner, "distinct", "query")?;
             let lang = crate::lang::Lang::for_command(inner, "distinct")?;
             let filter = Arc::new(lang.filter(query)?);
-            let hint = super::find::parse_hint(inner, "distinct")?;
+            let hint = Hint::None;
             let q = Query::new(&filter, &hint);
             let e = explain_plan(server, meta, &ns, &q, &filter, v, false)?;
             let filter_doc = query.map(RawDocument::to_owned).unwrap_or_default();

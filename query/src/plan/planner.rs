@@ -2,11 +2,12 @@
 //!
 //! Invariants:
 //! - every candidate returns exactly the documents a collection scan with the same filter
-//!   returns (a hinted sparse index excepted, as in MongoDB: it only holds some documents);
+//!   returns (a hinted sparse or partial index the filter cannot use excepted, as in
+//!   MongoDB: it is scanned whole and holds only some documents);
 //! - a plan is *exact* (no residual filter, eligible for covering and counting from the
 //!   index alone) only when [`IndexBounds::is_exact_for`] says so;
-//! - an index that is building, hidden (unless hinted by name it still is refused, as in
-//!   MongoDB) or over a path the statement modifies is never a candidate.
+//! - an index that is building or hidden (a hint naming it is refused too, as in MongoDB),
+//!   or over a path the statement modifies, is never a candidate.
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::catalog::CollectionMeta;
@@ -424,15 +425,8 @@ fn plan_for_index(idx: &IndexMeta, q: &Query<'_>, forced: bool) -> Result<Option
         match bounds_for_index(expr, idx) {
             Some(b) => b,
             None if forced => {
-                if let Some(pf) = idx.partial_filter() {
-                    let usable = crate::index::spec::parse_partial_filter(pf)
-                        .map(|f| crate::index::bounds::implies(expr, f.expr()))
-                        .unwrap_or(false);
-                    if !usable {
-                        return Err(bad_hint());
-                    }
-                }
-                // A hinted sparse index is used as is (MongoDB: results may be incomplete).
+                // A hinted sparse or partial index the filter cannot use is scanned whole, as
+                // MongoDB does: the results are then only the documents it holds.
                 let comps = idx.key_pattern().map(key_components).unwrap_or_default();
                 IndexBounds::full(&comps)
             }
