@@ -20,7 +20,7 @@ use std::time::Instant;
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 use cairn_query::filter::Filter;
-use cairn_query::plan::explain::{Run, Wrap, returned, stage_tree};
+use cairn_query::plan::explain::{Run, Wrap, num, returned, stage_tree};
 use cairn_query::plan::{
     Chosen, Execution, Hint, Modifies, Plan, Query, Stats, choose, shape, signature,
 };
@@ -182,10 +182,10 @@ fn render(
         }
         let mut es = rawdoc! {
             "executionSuccess": true,
-            "nReturned": returned(stats, wrap) as i64,
-            "executionTimeMillis": e.millis,
-            "totalKeysExamined": stats.keys_examined as i64,
-            "totalDocsExamined": stats.docs_examined as i64,
+            "nReturned": num(returned(stats, wrap)),
+            "executionTimeMillis": num(e.millis.max(0) as u64),
+            "totalKeysExamined": num(stats.keys_examined),
+            "totalDocsExamined": num(stats.docs_examined),
         };
         es.append(cstr!("executionStages"), stages);
         if verbosity == Verbosity::AllPlansExecution {
@@ -204,10 +204,10 @@ fn render(
                         millis: 0,
                     };
                     let mut d = rawdoc! {
-                        "nReturned": returned(s, wrap) as i64,
+                        "nReturned": num(returned(s, wrap)),
                         "executionTimeMillisEstimate": 0,
-                        "totalKeysExamined": s.keys_examined as i64,
-                        "totalDocsExamined": s.docs_examined as i64,
+                        "totalKeysExamined": num(s.keys_examined),
+                        "totalDocsExamined": num(s.docs_examined),
                     };
                     d.append(
                         cstr!("executionStages"),
@@ -391,8 +391,8 @@ fn explain_inner(
                         "executionStages": {
                             "stage": "RECORD_STORE_FAST_COUNT",
                             "nReturned": 0,
-                            "nCounted": counted as i64,
-                            "nSkipped": (n - n.saturating_sub(skip)) as i64,
+                            "nCounted": num(counted),
+                            "nSkipped": num(n - n.saturating_sub(skip)),
                         },
                     };
                     if v == Verbosity::AllPlansExecution {
@@ -420,8 +420,8 @@ fn explain_inner(
                 ..Wrap::default()
             };
             let extra = rawdoc! {
-                "nCounted": counted as i64,
-                "nSkipped": (matched - matched.saturating_sub(skip)) as i64,
+                "nCounted": num(counted),
+                "nSkipped": num(matched - matched.saturating_sub(skip)),
             };
             let mut out = render(&e, &filter_doc, &wrap, v, Some(extra));
             // COUNT returns nothing itself.
@@ -478,8 +478,7 @@ fn explain_inner(
                 root: Some("DELETE"),
                 ..Wrap::default()
             };
-            let extra =
-                (v >= Verbosity::ExecutionStats).then(|| rawdoc! {"nWouldDelete": n as i64});
+            let extra = (v >= Verbosity::ExecutionStats).then(|| rawdoc! {"nWouldDelete": num(n)});
             Ok(render(&e, &filter_doc, &wrap, v, extra))
         }
         "findAndModify" | "findandmodify" => {
@@ -517,10 +516,10 @@ fn explain_inner(
                 root: Some(if update.is_some() { "UPDATE" } else { "DELETE" }),
                 ..Wrap::default()
             };
-            let n = e.chosen.exec.stats.advanced.min(1) as i64;
+            let n = num(e.chosen.exec.stats.advanced.min(1));
             let extra = (v >= Verbosity::ExecutionStats).then(|| {
                 if update.is_some() {
-                    rawdoc! {"nMatched": n, "nWouldModify": n, "nWouldUpsert": 0}
+                    rawdoc! {"nMatched": n.clone(), "nWouldModify": n.clone(), "nWouldUpsert": 0}
                 } else {
                     rawdoc! {"nWouldDelete": n}
                 }

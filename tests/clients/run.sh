@@ -225,6 +225,19 @@ expect_eval "mongosh: db.getCollectionNames()" \
 expect_eval "mongosh: db.adminCommand({listDatabases: 1}) lists cairn_mongosh" \
     'db.adminCommand({listDatabases: 1}).databases.map((d) => d.name).includes("cairn_mongosh")' equals "true"
 expect_eval "mongosh: 'show dbs' lists cairn_mongosh" 'show dbs' contains "cairn_mongosh"
+# Queries, updates, indexes and explain through mongosh's own helpers.
+expect_eval "mongosh: insertMany, updateMany with \$inc, find with a filter, sort and limit" \
+    'const d = db.getSiblingDB("cairn_mongosh"); d.q.insertMany([1, 2, 3, 4, 5].map((i) => ({_id: i, n: i, tag: i % 2 ? "odd" : "even"}))); d.q.updateMany({tag: "odd"}, {$inc: {n: 10}}); JSON.stringify(d.q.find({n: {$gt: 4}}, {_id: 0, n: 1}).sort({n: -1}).limit(3).toArray())' \
+    equals '[{"n":15},{"n":13},{"n":11}]'
+expect_eval "mongosh: createIndex, getIndexes and an IXSCAN in explain()" \
+    'const d = db.getSiblingDB("cairn_mongosh"); d.q.createIndex({n: 1}); const p = d.q.find({n: 13}).explain().queryPlanner.winningPlan; JSON.stringify([d.q.getIndexes().map((i) => i.name), p.stage, p.inputStage.stage, p.inputStage.indexName])' \
+    equals '[["_id_","n_1"],"FETCH","IXSCAN","n_1"]'
+expect_eval "mongosh: explain(\"executionStats\") of sort+limit on the index reads 2 keys" \
+    'const e = db.getSiblingDB("cairn_mongosh").q.find().sort({n: -1}).limit(2).explain("executionStats").executionStats; JSON.stringify([e.nReturned, e.totalKeysExamined, e.totalDocsExamined])' \
+    equals '[2,2,2]'
+expect_eval "mongosh: a duplicate on a unique index throws E11000 with keyValue" \
+    '(() => { const d = db.getSiblingDB("cairn_mongosh"); d.u.createIndex({k: 1}, {unique: true}); d.u.insertOne({k: 1}); try { d.u.insertOne({k: 1}); return "no error"; } catch (e) { return e.code + " " + JSON.stringify(e.errInfo || e.keyValue || (e.writeErrors && e.writeErrors[0].keyValue) || e.result?.writeErrors?.[0]?.keyValue || null); } })()' \
+    contains "11000"
 
 if out="$(HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
     timeout 180 "$PY" "$HERE/mongosh_interactive.py" "$MONGOSH" "$URI" 2>&1)"; then

@@ -42,6 +42,14 @@ pub struct Run<'a> {
     pub millis: i64,
 }
 
+/// A count as MongoDB appends it (`appendNumber`): int32 when it fits, else int64.
+pub fn num(n: u64) -> RawBson {
+    match i32::try_from(n) {
+        Ok(i) => RawBson::Int32(i),
+        Err(_) => RawBson::Int64(i64::try_from(n).unwrap_or(i64::MAX)),
+    }
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -85,11 +93,14 @@ fn index_fields(out: &mut RawDocumentBuf, idx: &IndexMeta) {
 }
 
 fn common_stats(out: &mut RawDocumentBuf, n: u64, works: u64, run: &Run<'_>) {
-    out.append(cstr!("nReturned"), n as i64);
-    out.append(cstr!("executionTimeMillisEstimate"), run.millis);
-    out.append(cstr!("works"), works as i64 + 1);
-    out.append(cstr!("advanced"), n as i64);
-    out.append(cstr!("needTime"), works.saturating_sub(n) as i64);
+    out.append(cstr!("nReturned"), num(n));
+    out.append(
+        cstr!("executionTimeMillisEstimate"),
+        num(run.millis.max(0) as u64),
+    );
+    out.append(cstr!("works"), num(works + 1));
+    out.append(cstr!("advanced"), num(n));
+    out.append(cstr!("needTime"), num(works.saturating_sub(n)));
     out.append(cstr!("needYield"), 0);
     out.append(cstr!("saveState"), 0);
     out.append(cstr!("restoreState"), 0);
@@ -117,8 +128,8 @@ fn ixscan(ia: &IndexAccess, count_scan: bool, run: Option<(&Run<'_>, u64, u64)>)
     }
     d.append(cstr!("keyRanges"), key_ranges(&ia.ranges));
     if let Some((_, _, keys)) = run {
-        d.append(cstr!("keysExamined"), keys as i64);
-        d.append(cstr!("seeks"), ia.ranges.len().max(1) as i64);
+        d.append(cstr!("keysExamined"), num(keys));
+        d.append(cstr!("seeks"), num(ia.ranges.len().max(1) as u64));
         d.append(cstr!("dupsTested"), 0);
         d.append(cstr!("dupsDropped"), 0);
     }
@@ -155,8 +166,8 @@ fn access_stage(
             let mut d = rawdoc! {"stage": "IDHACK"};
             if let Some(r) = run {
                 common_stats(&mut d, advanced, docs, r);
-                d.append(cstr!("keysExamined"), docs as i64);
-                d.append(cstr!("docsExamined"), docs as i64);
+                d.append(cstr!("keysExamined"), num(docs));
+                d.append(cstr!("docsExamined"), num(docs));
             }
             d
         }
@@ -185,7 +196,7 @@ fn access_stage(
                 d.append(cstr!("keyRanges"), key_ranges(ranges));
             }
             if run.is_some() {
-                d.append(cstr!("docsExamined"), docs as i64);
+                d.append(cstr!("docsExamined"), num(docs));
             }
             d
         }
@@ -208,7 +219,7 @@ fn access_stage(
             ix.append(cstr!("indexBounds"), b.explain_scan(*reverse));
             ix.append(cstr!("keyRanges"), key_ranges(ranges));
             if run.is_some() {
-                ix.append(cstr!("keysExamined"), docs as i64);
+                ix.append(cstr!("keysExamined"), num(docs));
             }
             if branch.is_some() {
                 // Inside an OR the union is fetched above it.
@@ -246,11 +257,8 @@ fn access_stage(
             let mut or = rawdoc! {"stage": "OR"};
             if let Some(r) = run {
                 common_stats(&mut or, advanced, keys + docs, r);
-                or.append(
-                    cstr!("dupsTested"),
-                    (advanced + r.stats.dups_dropped) as i64,
-                );
-                or.append(cstr!("dupsDropped"), r.stats.dups_dropped as i64);
+                or.append(cstr!("dupsTested"), num(advanced + r.stats.dups_dropped));
+                or.append(cstr!("dupsDropped"), num(r.stats.dups_dropped));
             }
             or.append(cstr!("inputStages"), arr);
             // The union's documents are fetched (and checked against the whole filter).
@@ -260,7 +268,7 @@ fn access_stage(
             }
             if let Some(r) = run {
                 common_stats(&mut f, advanced, docs, r);
-                f.append(cstr!("docsExamined"), docs as i64);
+                f.append(cstr!("docsExamined"), num(docs));
             }
             f.append(cstr!("inputStage"), or);
             f
@@ -279,7 +287,7 @@ fn fetch(
     }
     if let Some((r, n, docs)) = run {
         common_stats(&mut d, n, docs, r);
-        d.append(cstr!("docsExamined"), docs as i64);
+        d.append(cstr!("docsExamined"), num(docs));
         d.append(cstr!("alreadyHasObj"), 0);
     }
     d.append(cstr!("inputStage"), input);
@@ -315,18 +323,18 @@ pub fn stage_tree(
         }
         let mut extra = rawdoc! {"sortPattern": pattern.clone(), "memLimit": 104_857_600_i64};
         if let Some(l) = limit_amount {
-            extra.append(cstr!("limitAmount"), *l as i64);
+            extra.append(cstr!("limitAmount"), num(*l));
         }
         extra.append(cstr!("type"), "simple");
         tree = wrap_stage("SORT", extra, tree, n);
     }
     if let Some(s) = wrap.skip.filter(|s| *s > 0) {
         n = n.saturating_sub(s);
-        tree = wrap_stage("SKIP", rawdoc! {"skipAmount": s as i64}, tree, n);
+        tree = wrap_stage("SKIP", rawdoc! {"skipAmount": num(s)}, tree, n);
     }
     if let Some(l) = wrap.limit.filter(|l| *l > 0) {
         n = n.min(l);
-        tree = wrap_stage("LIMIT", rawdoc! {"limitAmount": l as i64}, tree, n);
+        tree = wrap_stage("LIMIT", rawdoc! {"limitAmount": num(l)}, tree, n);
     }
     if let Some((name, spec)) = &wrap.projection {
         tree = wrap_stage(name, rawdoc! {"transformBy": spec.clone()}, tree, n);
