@@ -71,6 +71,8 @@ error_codes! {
     IndexOptionsConflict = 85,
     IndexKeySpecsConflict = 86,
     CannotIndexParallelArrays = 171,
+    AmbiguousIndexKeyPattern = 181,
+    InvalidIndexSpecificationOption = 197,
     CursorNotFound = 43,
     NamespaceExists = 48,
     DollarPrefixedFieldName = 52,
@@ -379,6 +381,11 @@ mod tests {
         assert_eq!(ErrorCode::from_code(15), ErrorCode::Overflow);
         assert_eq!(ErrorCode::from_code(40415), ErrorCode::Location(40415));
         assert_eq!(ErrorCode::WriteConflict.code(), 112);
+        assert_eq!(
+            ErrorCode::from_code(197).name(),
+            "InvalidIndexSpecificationOption"
+        );
+        assert_eq!(ErrorCode::from_code(181).name(), "AmbiguousIndexKeyPattern");
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //!
 //! Queries do not use secondary indexes yet, so only results are checked, never plans.
 //! Expected replies follow the MongoDB 7.0 manual and server source (`create_indexes_cmd.cpp`,
-//! `index_key_validate.cpp`, `drop_indexes.cpp`, `coll_mod_index.cpp`, `list_indexes.cpp`
-//! with its IDL reply type, `write_ops.cpp`, `btree_key_generator.cpp`, `ttl.cpp`).
+//! `index_key_validate.cpp`, `index_catalog_impl.cpp`, `drop_indexes.cpp`, `coll_mod.cpp`,
+//! `coll_mod_index.cpp`, `list_indexes.cpp` with its IDL reply type, `write_ops.cpp`,
+//! `btree_key_generator.cpp`, `ttl.cpp`).
 
 use std::time::{Duration, Instant};
 
@@ -139,9 +140,9 @@ fn raw_write_errors(reply: &Document) -> Vec<Document> {
         .unwrap_or_default()
 }
 
-/// The `writeErrors` entries without `codeName`, which MongoDB does not put there
-/// (`WriteError::serialize`: `index, code, errmsg, …extra info`) and Cairn does: that
-/// difference is asserted once, in [`write_error_entries_have_no_code_name`].
+/// The `writeErrors` entries without any `codeName`, which MongoDB does not put there
+/// (`WriteError::serialize`: `index, code, errmsg, …extra info`); that entries carry none is
+/// asserted once, in [`write_error_entries_have_no_code_name`].
 fn write_errors(reply: &Document) -> Vec<Document> {
     raw_write_errors(reply)
         .into_iter()
@@ -401,7 +402,6 @@ async fn create_indexes_existing_and_conflicts() {
 /// `appendFinalIndexFieldsToResult`: when only some of the requested indexes already exist,
 /// the reply says `note: "index already exists"`.
 #[tokio::test]
-#[ignore = "server deviation: no `note: \"index already exists\"` when some of the requested indexes exist"]
 async fn create_indexes_some_existing_notes_it() {
     let s = TestServer::start();
     let db = s.client().await.database("cm");
@@ -430,7 +430,6 @@ async fn create_indexes_some_existing_notes_it() {
 /// `runCreateIndexesOnNewCollection`: asking only for the `_id` index on a missing collection
 /// creates the collection, then finds nothing left to build.
 #[tokio::test]
-#[ignore = "server deviation: no createdCollectionAutomatically: true when only the _id index is requested on a missing collection"]
 async fn create_indexes_only_id_on_missing_collection() {
     let s = TestServer::start();
     let db = s.client().await.database("cid");
@@ -585,13 +584,12 @@ async fn create_indexes_rejects_invalid_specs() {
     ];
     for (spec, code, code_name) in cases {
         let got = create_err(&db, "c", vec![spec.clone()]).await;
-        // 197's codeName is checked in invalid_index_specification_option_code_name.
-        let got_name = if code == 197 {
-            code_name
-        } else {
-            got.1.as_str()
-        };
-        assert_eq!((got.0, got_name), (code, code_name), "{spec}: {}", got.2);
+        assert_eq!(
+            (got.0, got.1.as_str()),
+            (code, code_name),
+            "{spec}: {}",
+            got.2
+        );
     }
     assert_eq!(index_names(&db, "c").await, ["_id_"]);
     assert_eq!(count(&db, "c", doc! {}).await, 1);
@@ -637,7 +635,6 @@ async fn create_indexes_rejects_invalid_specs() {
 
 /// Code 197 has a name in `error_codes.yml`: InvalidIndexSpecificationOption.
 #[tokio::test]
-#[ignore = "server deviation: code 197 is reported with codeName \"Location197\", not \"InvalidIndexSpecificationOption\""]
 async fn invalid_index_specification_option_code_name() {
     let s = TestServer::start();
     let db = s.client().await.database("bad");
@@ -668,7 +665,6 @@ async fn invalid_index_specification_option_code_name() {
 /// a required property of an index specification"), a name that is not a string TypeMismatch
 /// ("The field 'name' must be a string, but got int").
 #[tokio::test]
-#[ignore = "server deviation: createIndexes with `key: 1`, without `key`, or with `name: 5` answers 2 BadValue, not 14 / 9 / 14"]
 async fn create_indexes_key_and_name_shape_errors() {
     let s = TestServer::start();
     let db = s.client().await.database("bad");
@@ -741,7 +737,6 @@ async fn create_indexes_command_errors() {
 /// `parseAndValidateIndexSpecs` runs before the collection is created: a refused
 /// specification leaves no collection behind.
 #[tokio::test]
-#[ignore = "server deviation: a refused createIndexes still creates the missing collection"]
 async fn create_indexes_refused_spec_creates_no_collection() {
     let s = TestServer::start();
     let db = s.client().await.database("ghost");
@@ -756,6 +751,59 @@ async fn create_indexes_refused_spec_creates_no_collection() {
         "NamespaceNotFound",
     );
     let r = cmd(&db, doc! {"listCollections": 1, "nameOnly": true}).await;
+    let batch = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    assert!(batch.is_empty(), "{r}");
+}
+
+/// The catalog form (`IndexCatalogImpl::_fixIndexSpec`): `unique` and `hidden` are kept only
+/// when true, `dropDups` is dropped, numbers count as booleans (`sparse: 1` makes a sparse
+/// index, listed as `sparse: true`). A conflict on a missing collection leaves no collection
+/// either (the implicit creation is rolled back).
+#[tokio::test]
+async fn create_indexes_catalog_form() {
+    let s = TestServer::start();
+    let db = s.client().await.database("cat");
+    create(
+        &db,
+        "c",
+        vec![
+            doc! {"key": {"u": 1}, "name": "u_1", "unique": 1, "sparse": 1},
+            doc! {"key": {"h": 1}, "name": "h_1", "hidden": false, "unique": false, "dropDups": true},
+        ],
+    )
+    .await;
+    assert_docs(
+        &specs(&db, "c").await[1..],
+        &[
+            doc! {"v": 2, "key": {"u": 1}, "name": "u_1", "unique": true, "sparse": true},
+            doc! {"v": 2, "key": {"h": 1}, "name": "h_1"},
+        ],
+    );
+    // Sparse: documents without `u` are not indexed and do not collide.
+    let r = insert(&db, "c", vec![doc! {"_id": 1}, doc! {"_id": 2}]).await;
+    assert!(write_errors(&r).is_empty(), "{r}");
+    let r = insert(
+        &db,
+        "c",
+        vec![doc! {"_id": 3, "u": 1}, doc! {"_id": 4, "u": 1}],
+    )
+    .await;
+    assert_eq!(write_errors(&r).len(), 1, "{r}");
+
+    expect_code(
+        create_err(&db, "ghost", vec![doc! {"key": {"_id": 1}, "name": "pk"}]).await,
+        85,
+        "IndexOptionsConflict",
+    );
+    let r = cmd(
+        &db,
+        doc! {"listCollections": 1, "nameOnly": true, "filter": {"name": "ghost"}},
+    )
+    .await;
     let batch = r
         .get_document("cursor")
         .unwrap()
@@ -910,7 +958,6 @@ async fn list_indexes_batches_and_missing_collection() {
 /// `listIndexes` answers with the collection's namespace as the cursor's `ns`
 /// (`ListIndexesReplyCursor(id, nss, …)` with the collection's `nss`), and getMore runs on it.
 #[tokio::test]
-#[ignore = "server deviation: listIndexes cursor ns is \"<db>.$cmd.listIndexes\", MongoDB says \"<db>.<coll>\""]
 async fn list_indexes_reply_shape() {
     let s = TestServer::start();
     let db = s.client().await.database("ls");
@@ -951,7 +998,6 @@ async fn list_indexes_reply_shape() {
 /// partialFilterExpression, sparse, expireAfterSeconds, …`), booleans as booleans and
 /// `v`/`expireAfterSeconds` as 32-bit integers, whatever the creation request said.
 #[tokio::test]
-#[ignore = "server deviation: listIndexes echoes option order and numeric types as given"]
 async fn list_indexes_canonical_field_order_and_types() {
     let s = TestServer::start();
     let db = s.client().await.database("canon");
@@ -980,7 +1026,6 @@ async fn list_indexes_canonical_field_order_and_types() {
 /// `background` stays in the stored specification (it is a `NewIndexSpec` field, echoed by
 /// `listIndexes`); a simple collation is dropped from it (`validateIndexSpecCollation`).
 #[tokio::test]
-#[ignore = "server deviation: listIndexes drops `background` and keeps `collation: {locale: \"simple\"}`"]
 async fn list_indexes_background_and_simple_collation() {
     let s = TestServer::start();
     let db = s.client().await.database("bgc");
@@ -1112,7 +1157,6 @@ async fn drop_indexes_by_name_pattern_list_and_star() {
 /// `dropIndexes "*"` answers `{nIndexesWas, msg: "non-_id indexes dropped for collection",
 /// ok}` (`DropIndexesReply`, `reply->setMsg(...)` in `drop_indexes.cpp`).
 #[tokio::test]
-#[ignore = "server deviation: dropIndexes \"*\" reply lacks msg: \"non-_id indexes dropped for collection\""]
 async fn drop_indexes_star_reply() {
     let s = TestServer::start();
     let db = s.client().await.database("drs");
@@ -1127,7 +1171,6 @@ async fn drop_indexes_star_reply() {
 /// A key pattern shared by two indexes is AmbiguousIndexKeyPattern (181) for dropIndexes
 /// (`getDescriptorByKeyPattern`).
 #[tokio::test]
-#[ignore = "server deviation: dropIndexes by an ambiguous key pattern answers code 9, not 181 AmbiguousIndexKeyPattern"]
 async fn drop_indexes_ambiguous_key_pattern() {
     let s = TestServer::start();
     let db = s.client().await.database("dra");
@@ -1213,7 +1256,6 @@ async fn coll_mod_hides_and_unhides() {
 
 /// Hiding then unhiding leaves no `hidden` field: `updateHiddenSetting(false)` removes it.
 #[tokio::test]
-#[ignore = "server deviation: unhiding an index leaves `hidden: false` in its listIndexes spec"]
 async fn coll_mod_unhide_removes_hidden_field() {
     let s = TestServer::start();
     let db = s.client().await.database("cmu");
@@ -1238,7 +1280,6 @@ async fn coll_mod_unhide_removes_hidden_field() {
 /// `boost::optional<long long>` in `processCollModIndexRequest`), and the listed spec the new
 /// value (a 32-bit `safeInt` in the `listIndexes` IDL).
 #[tokio::test]
-#[ignore = "server deviation: collMod replies expireAfterSeconds_old with the stored type (int) and listIndexes then shows a long"]
 async fn coll_mod_changes_expire_after_seconds() {
     let s = TestServer::start();
     let db = s.client().await.database("cmt");
@@ -1309,7 +1350,6 @@ async fn coll_mod_changes_expire_after_seconds_values() {
 /// Since 5.1 collMod turns a non-TTL single-field index into a TTL index (reply:
 /// `expireAfterSeconds_new` only).
 #[tokio::test]
-#[ignore = "server deviation: collMod expireAfterSeconds on a non-TTL index answers 72 InvalidOptions"]
 async fn coll_mod_converts_index_to_ttl() {
     let s = TestServer::start();
     let db = s.client().await.database("cmc");
@@ -1387,7 +1427,6 @@ async fn coll_mod_index_errors() {
 
 /// A key pattern shared by two indexes is AmbiguousIndexKeyPattern (181) for collMod too.
 #[tokio::test]
-#[ignore = "server deviation: collMod by an ambiguous key pattern modifies the first index instead of answering 181"]
 async fn coll_mod_ambiguous_key_pattern() {
     let s = TestServer::start();
     let db = s.client().await.database("cma");
@@ -1415,13 +1454,105 @@ async fn coll_mod_ambiguous_key_pattern() {
     );
 }
 
+/// collMod's refusals in `parseCollModRequest` order and wording: the TTL range before the
+/// index lookup, no TTL on `_id` or compound indexes, name xor key pattern; and both
+/// ambiguity messages, which name the first two indexes by their catalog specifications
+/// (collMod: "Conflicting indexes:" without a space, dropIndexes: with one).
+#[tokio::test]
+async fn coll_mod_refusals_and_ambiguity_messages() {
+    let s = TestServer::start();
+    let db = s.client().await.database("cmr");
+    create(
+        &db,
+        "c",
+        vec![
+            doc! {"key": {"p": 1, "q": 1}, "name": "p_1_q_1"},
+            doc! {"key": {"a": 1}, "name": "a_1"},
+            doc! {"key": {"a": 1}, "name": "a_part", "partialFilterExpression": {"a": {"$gt": 0}}},
+        ],
+    )
+    .await;
+    let cases = [
+        (
+            doc! {"name": "_id_", "expireAfterSeconds": 10},
+            "the _id field does not support TTL indexes",
+        ),
+        (
+            doc! {"name": "p_1_q_1", "expireAfterSeconds": 10},
+            "TTL indexes are single-field indexes, compound indexes do not support TTL",
+        ),
+        (
+            doc! {"name": "nope", "expireAfterSeconds": -1},
+            "TTL index 'expireAfterSeconds' option cannot be less than 0",
+        ),
+        (
+            doc! {"name": "a_1", "keyPattern": {"a": 1}, "hidden": true},
+            "Cannot specify both key pattern and name.",
+        ),
+        (
+            doc! {"hidden": true},
+            "Must specify either index name or key pattern.",
+        ),
+        (
+            doc! {"name": "a_1"},
+            "no expireAfterSeconds, hidden, unique, or prepareUnique field",
+        ),
+    ];
+    for (index, message) in cases {
+        let m = expect_code(
+            cmd_err(&db, doc! {"collMod": "c", "index": index.clone()}).await,
+            72,
+            "InvalidOptions",
+        );
+        assert_eq!(m, message, "{index}");
+    }
+    let shown = "{ v: 2, key: { a: 1 }, name: \"a_1\" }, { v: 2, key: { a: 1 }, name: \"a_part\", \
+                 partialFilterExpression: { a: { $gt: 0 } } }";
+    let m = expect_code(
+        cmd_err(
+            &db,
+            doc! {"collMod": "c", "index": {"keyPattern": {"a": 1}, "expireAfterSeconds": 5}},
+        )
+        .await,
+        181,
+        "AmbiguousIndexKeyPattern",
+    );
+    assert_eq!(
+        m,
+        format!(
+            "index keyPattern {{ a: 1 }} matches 2 indexes, must use index name. Conflicting \
+             indexes:{shown}"
+        )
+    );
+    let m = expect_code(
+        cmd_err(&db, doc! {"dropIndexes": "c", "index": {"a": 1}}).await,
+        181,
+        "AmbiguousIndexKeyPattern",
+    );
+    assert_eq!(
+        m,
+        format!(
+            "2 indexes found for key: {{ a: 1 }}, identify by name instead. Conflicting \
+             indexes: {shown}"
+        )
+    );
+    // Nothing changed.
+    assert_docs(
+        &specs(&db, "c").await[1..],
+        &[
+            doc! {"v": 2, "key": {"p": 1, "q": 1}, "name": "p_1_q_1"},
+            doc! {"v": 2, "key": {"a": 1}, "name": "a_1"},
+            doc! {"v": 2, "key": {"a": 1}, "name": "a_part", "partialFilterExpression": {"a": {"$gt": 0}}},
+        ],
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // unique indexes
 
 /// A write error entry is `{index, code, errmsg, …extra info}` (`WriteError::serialize` in
 /// `write_ops.cpp`): no `codeName`.
 #[tokio::test]
-#[ignore = "server deviation: writeErrors entries carry a codeName field"]
 async fn write_error_entries_have_no_code_name() {
     let s = TestServer::start();
     let db = s.client().await.database("we");

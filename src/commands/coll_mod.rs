@@ -1,11 +1,25 @@
 //! `collMod`: change a collection's options. Supported: `index: {name | keyPattern, hidden,
-//! expireAfterSeconds}` — hide/unhide an index from the planner (it stays maintained) or
-//! change a TTL. Reply: `{hidden_old, hidden_new, expireAfterSeconds_old,
-//! expireAfterSeconds_new, ok}` for the fields that changed. Collection-level options
-//! (validators, change-stream images, …) are NotImplemented (238), like at `create`.
+//! expireAfterSeconds}` — hide/unhide an index from the planner (it stays maintained), change
+//! a TTL, or turn a non-TTL single-field index into a TTL index (MongoDB ≥ 5.1).
+//!
+//! Checks follow `parseCollModRequest`: field types (14), name xor key pattern (72), at least
+//! one change (72), the TTL range (72), then the index — by name, or by key pattern among the
+//! ready indexes, where a pattern shared by several indexes is AmbiguousIndexKeyPattern (181)
+//! and none is IndexNotFound (27) — then `_id` (no TTL: 72; no hiding: 2) and compound
+//! indexes (no TTL: 72). `index.unique`, `prepareUnique` and `forceNonUnique` are
+//! NotImplemented (238).
+//!
+//! Reply: `{expireAfterSeconds_old, expireAfterSeconds_new, hidden_old, hidden_new, ok}` as
+//! `processCollModIndexRequest` builds it: the TTL pair as longs whenever `expireAfterSeconds`
+//! is given (`_old` only if the index already had one), the hidden pair only when the setting
+//! changes. The catalog changes as MongoDB's does: the new `expireAfterSeconds` is stored as
+//! a long (`listIndexes` shows an int), unhiding removes the `hidden` field. Collection-level
+//! options (validators, change-stream images, …) are NotImplemented (238), like at `create`.
 
 use bson::raw::cstr;
-use bson::{RawBson, RawBsonRef, RawDocumentBuf};
+use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+use cairn_storage::display;
+use cairn_storage::index::{IndexMeta, IndexState};
 
 use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, type_name};
 use crate::blocking;
@@ -71,109 +85,218 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "object",
             ));
         };
-        let name = match (spec.get("name"), spec.get("keyPattern")) {
-            (Ok(Some(RawBsonRef::String(n))), Ok(None)) => n.to_string(),
-            (Ok(None), Ok(Some(RawBsonRef::Document(p)))) => meta
-                .indexes
-                .iter()
-                .find(|i| i.key_pattern().map(|k| k.as_bytes()) == Some(p.as_bytes()))
-                .map(|i| i.name.clone())
-                .ok_or_else(|| {
-                    CommandError::new(
-                        ErrorCode::IndexNotFound,
-                        format!(
-                            "cannot find index {} for ns {db}.{coll}",
-                            cairn_storage::display::document(p)
-                        ),
-                    )
-                })?,
-            _ => {
-                return Err(CommandError::new(
-                    ErrorCode::InvalidOptions,
-                    "must specify either index name or key pattern",
-                ));
+        let request = parse_index_request(spec)?;
+        let ready = || meta.indexes.iter().filter(|i| i.state == IndexState::Ready);
+        let idx = match &request.target {
+            Target::Name(n) => ready().find(|i| i.name == *n).ok_or_else(|| {
+                CommandError::new(
+                    ErrorCode::IndexNotFound,
+                    format!("cannot find index {n} for ns {db}.{coll}"),
+                )
+            })?,
+            Target::KeyPattern(p) => {
+                let found: Vec<&IndexMeta> = ready()
+                    .filter(|i| i.key_pattern().map(|k| k.as_bytes()) == Some(p.as_bytes()))
+                    .collect();
+                match found.as_slice() {
+                    [one] => *one,
+                    [] => {
+                        return Err(CommandError::new(
+                            ErrorCode::IndexNotFound,
+                            format!(
+                                "cannot find index {} for ns {db}.{coll}",
+                                display::document(p)
+                            ),
+                        ));
+                    }
+                    [first, second, ..] => {
+                        return Err(CommandError::new(
+                            ErrorCode::AmbiguousIndexKeyPattern,
+                            format!(
+                                "index keyPattern {} matches {} indexes, must use index name. \
+                                 Conflicting indexes:{}, {}",
+                                display::document(p),
+                                found.len(),
+                                display::document(&first.spec),
+                                display::document(&second.spec)
+                            ),
+                        ));
+                    }
+                }
             }
         };
-        let mut set: Vec<(String, RawBson)> = Vec::new();
-        if let Ok(Some(v)) = spec.get("hidden") {
-            let RawBsonRef::Boolean(h) = v else {
-                return Err(CommandError::wrong_type(
-                    "collMod.index.hidden",
-                    type_name(&v),
-                    "bool",
-                ));
+        let mut set: Vec<(String, Option<RawBson>)> = Vec::new();
+        let mut out = RawDocumentBuf::new();
+        if let Some(n) = request.expire_after_seconds {
+            let old = match idx.spec.get("expireAfterSeconds").ok().flatten() {
+                None if idx.is_id() => {
+                    return Err(CommandError::new(
+                        ErrorCode::InvalidOptions,
+                        "the _id field does not support TTL indexes",
+                    ));
+                }
+                None if idx.fields().len() != 1 => {
+                    return Err(CommandError::new(
+                        ErrorCode::InvalidOptions,
+                        "TTL indexes are single-field indexes, compound indexes do not support TTL",
+                    ));
+                }
+                None => None,
+                Some(_) => Some(idx.expire_after_seconds().ok_or_else(|| {
+                    CommandError::new(
+                        ErrorCode::InvalidOptions,
+                        "existing expireAfterSeconds field is not a number",
+                    )
+                })?),
             };
-            if name == "_id_" {
+            // `updateTTLSetting` writes a long; an unchanged value is not rewritten.
+            if old != Some(n) {
+                set.push(("expireAfterSeconds".into(), Some(RawBson::Int64(n))));
+            }
+            if let Some(old) = old {
+                out.append(cstr!("expireAfterSeconds_old"), old);
+            }
+            out.append(cstr!("expireAfterSeconds_new"), n);
+        }
+        if let Some(h) = request.hidden {
+            if idx.is_id() {
                 return Err(CommandError::new(
                     ErrorCode::BadValue,
                     "can't hide _id index",
                 ));
             }
-            set.push(("hidden".into(), RawBson::Boolean(h)));
-        }
-        if let Ok(Some(v)) = spec.get("expireAfterSeconds") {
-            let n = match v {
-                RawBsonRef::Int32(i) => i64::from(i),
-                RawBsonRef::Int64(i) => i,
-                RawBsonRef::Double(d) if d.fract() == 0.0 => d as i64,
-                other => {
-                    return Err(CommandError::wrong_type(
-                        "collMod.index.expireAfterSeconds",
-                        type_name(&other),
-                        "long",
-                    ));
-                }
-            };
-            if !(0..=i64::from(i32::MAX)).contains(&n) {
-                return Err(CommandError::new(
-                    ErrorCode::InvalidOptions,
-                    "TTL index 'expireAfterSeconds' option must be within an acceptable range",
-                ));
+            // Hiding a hidden index or unhiding a visible one is a no-op, left out of the
+            // reply; unhiding removes the field (`updateHiddenSetting(false)`).
+            let old = idx.is_hidden();
+            if old != h {
+                set.push(("hidden".into(), h.then_some(RawBson::Boolean(true))));
+                out.append(cstr!("hidden_old"), old);
+                out.append(cstr!("hidden_new"), h);
             }
-            let is_ttl = meta
-                .index(&name)
-                .and_then(|i| i.expire_after_seconds())
-                .is_some();
-            if !is_ttl {
-                return Err(CommandError::new(
-                    ErrorCode::InvalidOptions,
-                    "no expireAfterSeconds field to update",
-                ));
-            }
-            set.push(("expireAfterSeconds".into(), RawBson::Int64(n)));
         }
-        if set.is_empty() {
-            return Err(CommandError::new(
-                ErrorCode::InvalidOptions,
-                "no expireAfterSeconds or hidden field",
-            ));
-        }
-        let store = inv.server.store.clone();
-        let set2 = set.clone();
-        let old = blocking::run(move || Ok(store.modify_index(&db, &coll, &name, &set2)?)).await?;
-        let mut out = RawDocumentBuf::new();
-        for (field, new) in &set {
-            let prev = old
-                .iter()
-                .find(|(f, _)| f == field)
-                .and_then(|(_, v)| v.clone());
-            match field.as_str() {
-                "hidden" => {
-                    let prev = matches!(prev, Some(RawBson::Boolean(true)));
-                    let new = matches!(new, RawBson::Boolean(true));
-                    if prev != new {
-                        out.append(cstr!("hidden_old"), prev);
-                        out.append(cstr!("hidden_new"), new);
-                    }
-                }
-                _ => {
-                    if let Some(p) = prev {
-                        out.append(cstr!("expireAfterSeconds_old"), p);
-                    }
-                    out.append(cstr!("expireAfterSeconds_new"), new.clone());
-                }
-            }
+        if !set.is_empty() {
+            let store = inv.server.store.clone();
+            let name = idx.name.clone();
+            blocking::run(move || Ok(store.modify_index(&db, &coll, &name, &set)?)).await?;
         }
         Ok(out.into())
+    })
+}
+
+/// Which index a `collMod` names.
+enum Target {
+    /// `index.name`.
+    Name(String),
+    /// `index.keyPattern`.
+    KeyPattern(RawDocumentBuf),
+}
+
+/// The parsed `index` argument of `collMod` (`CollModIndex`).
+struct IndexRequest {
+    target: Target,
+    hidden: Option<bool>,
+    expire_after_seconds: Option<i64>,
+}
+
+/// Parses and checks `collMod.index` in MongoDB's order (`parseCollModRequest`): field types,
+/// name xor key pattern, at least one change, the TTL range.
+fn parse_index_request(spec: &RawDocument) -> Result<IndexRequest, CommandError> {
+    let name = match spec.get("name") {
+        Ok(Some(RawBsonRef::String(n))) => Some(n.to_string()),
+        Ok(Some(other)) => {
+            return Err(CommandError::wrong_type(
+                "collMod.index.name",
+                type_name(&other),
+                "string",
+            ));
+        }
+        _ => None,
+    };
+    let key_pattern = match spec.get("keyPattern") {
+        Ok(Some(RawBsonRef::Document(p))) => Some(p.to_owned()),
+        Ok(Some(other)) => {
+            return Err(CommandError::wrong_type(
+                "collMod.index.keyPattern",
+                type_name(&other),
+                "object",
+            ));
+        }
+        _ => None,
+    };
+    let hidden = match spec.get("hidden") {
+        Ok(Some(RawBsonRef::Boolean(h))) => Some(h),
+        Ok(Some(other)) => {
+            return Err(CommandError::wrong_type(
+                "collMod.index.hidden",
+                type_name(&other),
+                "bool",
+            ));
+        }
+        _ => None,
+    };
+    let expire_after_seconds = match spec.get("expireAfterSeconds") {
+        Ok(Some(RawBsonRef::Int32(i))) => Some(i64::from(i)),
+        Ok(Some(RawBsonRef::Int64(i))) => Some(i),
+        Ok(Some(RawBsonRef::Double(d))) if d.fract() == 0.0 => Some(d as i64),
+        Ok(Some(other)) => {
+            return Err(CommandError::wrong_type(
+                "collMod.index.expireAfterSeconds",
+                type_name(&other),
+                "long",
+            ));
+        }
+        _ => None,
+    };
+    let target = match (name, key_pattern) {
+        (Some(_), Some(_)) => {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                "Cannot specify both key pattern and name.",
+            ));
+        }
+        (None, None) => {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                "Must specify either index name or key pattern.",
+            ));
+        }
+        (Some(n), None) => Target::Name(n),
+        (None, Some(p)) => Target::KeyPattern(p),
+    };
+    let unsupported = ["unique", "prepareUnique", "forceNonUnique"]
+        .into_iter()
+        .find(|f| spec.get(f).ok().flatten().is_some());
+    if hidden.is_none() && expire_after_seconds.is_none() && unsupported.is_none() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "no expireAfterSeconds, hidden, unique, or prepareUnique field",
+        ));
+    }
+    if let Some(f) = unsupported {
+        return Err(CommandError::new(
+            ErrorCode::NotImplemented,
+            format!("collMod option 'index.{f}' is not supported by Cairn yet"),
+        ));
+    }
+    if let Some(n) = expire_after_seconds {
+        // `validateExpireAfterSeconds` (secondary TTL index mode).
+        if n < 0 {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                "TTL index 'expireAfterSeconds' option cannot be less than 0",
+            ));
+        }
+        if n > i64::from(i32::MAX) {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                "TTL index 'expireAfterSeconds' option must be within an acceptable range, try \
+                 a lower number",
+            ));
+        }
+    }
+    Ok(IndexRequest {
+        target,
+        hidden,
+        expire_after_seconds,
     })
 }

@@ -1,16 +1,25 @@
 //! `createIndexes`: `{createIndexes: coll, indexes: [{key, name, unique, sparse,
 //! partialFilterExpression, expireAfterSeconds, hidden, …}], commitQuorum}`.
 //!
-//! Each specification is validated (key pattern and options, by the query layer's key
-//! generator) and checked against the existing indexes: an identical one is skipped (the
-//! reply then says `note: "all indexes already exist"`), a same-name/other-key one is
-//! IndexKeySpecsConflict (86), a same-key/other-name or same-name/other-options one is
-//! IndexOptionsConflict (85). New indexes are registered as building, then built from the
-//! existing documents without stopping other operations; the command returns once they are
-//! ready (MongoDB's behaviour). Progress is visible in `currentOp`. A unique build over
-//! duplicates fails with 11000 and leaves no index.
+//! Every specification is validated first (key pattern and options, by the query layer's key
+//! generator, with `validateIndexSpec`'s codes: a `key` that is not an object or a `name` that
+//! is not a string is TypeMismatch 14, a missing one FailedToParse 9, an unknown field
+//! InvalidIndexSpecificationOption 197) and checked against the existing indexes: an
+//! identical one is skipped, a same-name/other-key one is IndexKeySpecsConflict (86), a
+//! same-key/other-name or same-name/other-options one is IndexOptionsConflict (85). Only when
+//! every specification passes is a missing collection created, so a refused request creates
+//! nothing. New indexes are registered as building, then built from the existing documents
+//! without stopping other operations; the command returns once they are ready (MongoDB's
+//! behaviour). Progress is visible in `currentOp`. A unique build over duplicates fails with
+//! 11000 and leaves no index.
 //!
-//! Reply: `{numIndexesBefore, numIndexesAfter, createdCollectionAutomatically, ok}`.
+//! Reply (`CreateIndexesReply` field order): `{numIndexesBefore, numIndexesAfter,
+//! [createdCollectionAutomatically], [note], ok}`. `createdCollectionAutomatically` is true
+//! whenever the collection was created (even if nothing was left to build, e.g. only `_id_`
+//! was asked for), false when indexes were added to an existing one, and absent when an
+//! existing collection already had them all. `note` (`appendFinalIndexFieldsToResult`) is
+//! `"all indexes already exist"` when nothing was added and `"index already exists"` when
+//! only some of the requested indexes were.
 
 use bson::raw::cstr;
 use bson::{RawBsonRef, RawDocumentBuf};
@@ -72,6 +81,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "Must specify at least one index to create",
             ));
         }
+        let requested = list.len();
         let store = inv.server.store.clone();
         let (db2, coll2) = (db.clone(), coll.clone());
         let created = blocking::run(move || Ok(store.create_indexes(&db2, &coll2, &list)?)).await?;
@@ -81,13 +91,16 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let mut out = RawDocumentBuf::new();
         out.append(cstr!("numIndexesBefore"), created.before as i32);
         out.append(cstr!("numIndexesAfter"), created.after as i32);
-        if created.new.is_empty() {
-            out.append(cstr!("note"), "all indexes already exist");
-        } else {
+        if created.created_collection || !created.new.is_empty() {
             out.append(
                 cstr!("createdCollectionAutomatically"),
                 created.created_collection,
             );
+        }
+        if created.after == created.before {
+            out.append(cstr!("note"), "all indexes already exist");
+        } else if created.after < created.before + requested {
+            out.append(cstr!("note"), "index already exists");
         }
         Ok(out.into())
     })

@@ -1,7 +1,11 @@
 //! `dropIndexes` (alias `deleteIndexes`): `{dropIndexes: coll, index: <name> | <key pattern> |
-//! [names] | "*"}` → `{nIndexesWas, ok}`. `"*"` drops every index but `_id_`; `_id_` itself
-//! cannot be dropped (72). An unknown name or pattern is IndexNotFound (27). Dropping an
-//! index that is still building stops its build. Each index goes with its whole space.
+//! [names] | "*"}` → `{nIndexesWas, ok}`, and for `"*"` (which drops every index but `_id_`)
+//! `{nIndexesWas, msg: "non-_id indexes dropped for collection", ok}` (`DropIndexesReply`
+//! field order). `_id_` itself cannot be dropped (72). An unknown name or pattern is
+//! IndexNotFound (27); a key pattern shared by several indexes (e.g. with different partial
+//! filters) is AmbiguousIndexKeyPattern (181, `getDescriptorByKeyPattern`'s message, naming
+//! the first two). Dropping an index that is still building stops its build. Each index goes
+//! with its whole space.
 
 use bson::{RawBsonRef, rawdoc};
 
@@ -35,6 +39,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             )
         })?;
         let before = meta.indexes.len();
+        let all = matches!(inv.req.body.get("index"), Ok(Some(RawBsonRef::String("*"))));
         let names: Vec<String> = match inv.req.body.get("index") {
             Ok(Some(RawBsonRef::String("*"))) => {
                 meta.secondary_indexes().map(|i| i.name.clone()).collect()
@@ -60,14 +65,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 v
             }
             Ok(Some(RawBsonRef::Document(pattern))) => {
-                let found: Vec<String> = meta
+                let found: Vec<&cairn_storage::index::IndexMeta> = meta
                     .indexes
                     .iter()
                     .filter(|i| i.key_pattern().map(|k| k.as_bytes()) == Some(pattern.as_bytes()))
-                    .map(|i| i.name.clone())
                     .collect();
                 match found.as_slice() {
-                    [one] => vec![one.clone()],
+                    [one] => vec![one.name.clone()],
                     [] => {
                         return Err(CommandError::new(
                             ErrorCode::IndexNotFound,
@@ -77,13 +81,16 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                             ),
                         ));
                     }
-                    _ => {
+                    [first, second, ..] => {
                         return Err(CommandError::new(
-                            ErrorCode::Location(9),
+                            ErrorCode::AmbiguousIndexKeyPattern,
                             format!(
-                                "{} indexes found for key: {}, identify by name instead.",
+                                "{} indexes found for key: {}, identify by name instead. \
+                                 Conflicting indexes: {}, {}",
                                 found.len(),
-                                cairn_storage::display::document(pattern)
+                                cairn_storage::display::document(pattern),
+                                cairn_storage::display::document(&first.spec),
+                                cairn_storage::display::document(&second.spec)
                             ),
                         ));
                     }
@@ -120,6 +127,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             Ok(())
         })
         .await?;
+        if all {
+            return Ok(rawdoc! {
+                "nIndexesWas": before as i32,
+                "msg": "non-_id indexes dropped for collection",
+            }
+            .into());
+        }
         Ok(rawdoc! {"nIndexesWas": before as i32}.into())
     })
 }

@@ -12,7 +12,7 @@
 //! 4. The write concern decides durability (`j`/majority → fsync via group commit) and
 //!    whether a `writeConcernError` is attached.
 //!
-//! Reply: `{n, [writeErrors: [{index, code, codeName, errmsg, ...}]], [writeConcernError], ok}`.
+//! Reply: `{n, [writeErrors: [{index, code, errmsg, ...}]], [writeConcernError], ok}`.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -50,12 +50,12 @@ pub static COMMAND: Command = Command {
     run,
 };
 
-/// One write error: `{index, code, codeName, errmsg, ...extra}`.
+/// One write error: `{index, code, errmsg, ...extra}` — `WriteError::serialize` writes no
+/// `codeName` (unlike a command error reply).
 pub fn write_error(index: usize, e: &CommandError) -> RawDocumentBuf {
     let mut d = rawdoc! {
         "index": i32::try_from(index).unwrap_or(i32::MAX),
         "code": e.code.code(),
-        "codeName": e.code.name().as_ref(),
         "errmsg": e.message.as_str(),
     };
     if let Some(extra) = &e.extra {

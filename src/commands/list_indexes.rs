@@ -1,6 +1,13 @@
-//! `listIndexes`: the ready indexes of a collection, as a cursor of their specifications
-//! (`{v: 2, key, name, …options}`, exactly as created). A missing collection is
-//! NamespaceNotFound (26). Reply: `{cursor: {id, ns: "<db>.$cmd.listIndexes", firstBatch}, ok}`.
+//! `listIndexes`: the ready indexes of a collection, as a cursor of their specifications.
+//!
+//! Each specification is written as MongoDB 7.0 writes it, through its `ListIndexesReplyItem`
+//! IDL type (`cairn_storage::index::list_spec`): fields in the IDL's order (`v, key, name,
+//! background, unique, hidden, partialFilterExpression, sparse, expireAfterSeconds, …`),
+//! booleans as booleans, `v` and `expireAfterSeconds` as int32, whatever the creation request
+//! or a later `collMod` used. A missing collection is NamespaceNotFound (26). Reply:
+//! `{cursor: {id, ns: "<db>.<coll>", firstBatch}, ok}` — the cursor belongs to the
+//! collection's namespace (`ListIndexesReplyCursor(id, nss, …)`), so `getMore` names the
+//! collection itself.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -48,9 +55,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             .indexes
             .iter()
             .filter(|i| i.state == IndexState::Ready)
-            .map(|i| i.spec.clone())
+            .map(|i| i.list_spec())
             .collect();
-        let ns = format!("{db}.$cmd.listIndexes");
+        let ns = format!("{db}.{coll}");
         let first: Vec<RawDocumentBuf> = match batch_size {
             Some(n) => {
                 let n = usize::try_from(n).unwrap_or(usize::MAX).min(specs.len());

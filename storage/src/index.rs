@@ -19,6 +19,10 @@
 //! removed in the same transaction as their document; an index in state
 //! [`IndexState::Building`] is maintained by writers but not used to answer queries until
 //! its build completes.
+//!
+//! Specifications are kept as MongoDB's catalog keeps them ([`IndexMeta::spec`]) and reported
+//! by `listIndexes` in the canonical form of its reply type ([`list_spec`]: MongoDB 7.0's
+//! `ListIndexesReplyItem` field order and types).
 
 use bson::raw::cstr;
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
@@ -40,7 +44,10 @@ pub enum IndexState {
 pub struct IndexMeta {
     /// Its name.
     pub name: String,
-    /// The specification as `listIndexes` reports it (`{v, key, name, …options}`).
+    /// The specification as MongoDB's catalog holds it (the index's `infoObj`, shown in error
+    /// messages): `{v, [unique: true], [hidden: true], [prepareUnique: true], key, name,
+    /// …other options}` (see `crate::index_ops`). `listIndexes` shows
+    /// [`IndexMeta::list_spec`].
     pub spec: RawDocumentBuf,
     /// Its space (0 for `_id_`, which is the document space).
     pub space: SpaceId,
@@ -102,8 +109,9 @@ impl IndexMeta {
             .collect()
     }
 
+    /// A boolean option as MongoDB reads it (`BSONElement::trueValue`: `sparse: 1` is set).
     fn flag(&self, name: &str) -> bool {
-        matches!(self.spec.get(name), Ok(Some(RawBsonRef::Boolean(true))))
+        self.spec.get(name).ok().flatten().is_some_and(true_value)
     }
 
     /// `unique: true` (always true for `_id_`).
@@ -126,14 +134,19 @@ impl IndexMeta {
         self.spec.get_document("partialFilterExpression").ok()
     }
 
-    /// `expireAfterSeconds`, if this is a TTL index.
+    /// `expireAfterSeconds` (`safeNumberLong` of any number), if this is a TTL index.
     pub fn expire_after_seconds(&self) -> Option<i64> {
         match self.spec.get("expireAfterSeconds") {
             Ok(Some(RawBsonRef::Int32(i))) => Some(i64::from(i)),
             Ok(Some(RawBsonRef::Int64(i))) => Some(i),
-            Ok(Some(RawBsonRef::Double(d))) => Some(d as i64),
+            Ok(Some(v)) => number_f64(v).map(|d| if d.is_nan() { 0 } else { d as i64 }),
             _ => None,
         }
+    }
+
+    /// The specification as `listIndexes` reports it; see [`list_spec`].
+    pub fn list_spec(&self) -> RawDocumentBuf {
+        list_spec(&self.spec)
     }
 
     /// Encodes the catalog form `{spec, space, state, multikey}`.
@@ -172,6 +185,123 @@ impl IndexMeta {
             },
             multikey: d.get_bool("multikey").unwrap_or(false),
         })
+    }
+}
+
+/// How `listIndexes` writes one field of a specification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListField {
+    /// As stored (objects, strings).
+    Keep,
+    /// IDL `safeInt`: an int32 (`BSONElement::safeNumberInt`).
+    Int,
+    /// IDL `safeBool`: a boolean (`BSONElement::trueValue`).
+    Bool,
+    /// IDL `safeDouble`: a double.
+    Double,
+}
+
+/// The fields of MongoDB 7.0's `ListIndexesReplyItem` (`list_indexes.idl`) in declaration
+/// order, which is the order `listIndexes` writes them in, with their IDL types.
+const LIST_FIELDS: &[(&str, ListField)] = &[
+    ("v", ListField::Int),
+    ("key", ListField::Keep),
+    ("name", ListField::Keep),
+    ("background", ListField::Bool),
+    ("unique", ListField::Bool),
+    ("hidden", ListField::Bool),
+    ("partialFilterExpression", ListField::Keep),
+    ("sparse", ListField::Bool),
+    ("expireAfterSeconds", ListField::Int),
+    ("storageEngine", ListField::Keep),
+    ("weights", ListField::Keep),
+    ("default_language", ListField::Keep),
+    ("language_override", ListField::Keep),
+    ("textIndexVersion", ListField::Int),
+    ("2dsphereIndexVersion", ListField::Int),
+    ("bits", ListField::Int),
+    ("min", ListField::Double),
+    ("max", ListField::Double),
+    ("bucketSize", ListField::Double),
+    ("collation", ListField::Keep),
+    ("wildcardProjection", ListField::Keep),
+    ("columnstoreProjection", ListField::Keep),
+    ("coarsestIndexedLevel", ListField::Int),
+    ("finestIndexedLevel", ListField::Int),
+    ("dropDups", ListField::Bool),
+    ("originalSpec", ListField::Keep),
+    ("clustered", ListField::Bool),
+    ("prepareUnique", ListField::Bool),
+];
+
+/// A specification as `listIndexes` reports it: MongoDB 7.0 re-serialises each catalog entry
+/// through the `ListIndexesReplyItem` IDL type (`list_indexes.cpp`), so the fields come out
+/// in the IDL's declaration order, `safeBool` fields as booleans, `safeInt` fields (`v`,
+/// `expireAfterSeconds`, …) as int32 and `safeDouble` fields as doubles; fields the IDL does
+/// not know (`ns`, `_id`, …) are left out (`repairIndexSpec`). An `expireAfterSeconds` that
+/// is not a valid TTL (not a number, NaN, negative, over int32) reads as `i32::MAX`
+/// (`kExpireAfterSecondsForInactiveTTLIndex`, as `repairIndexSpec` does). `unique`, `hidden`
+/// and `prepareUnique` are listed only when true: MongoDB's catalog never holds them false
+/// (`_fixIndexSpec`, `updateHiddenSetting`), catalogs written by older Cairn versions may.
+pub fn list_spec(spec: &RawDocument) -> RawDocumentBuf {
+    let mut out = RawDocumentBuf::new();
+    for &(name, kind) in LIST_FIELDS {
+        let Some(v) = spec.get(name).ok().flatten() else {
+            continue;
+        };
+        let Ok(field) = <&bson::raw::CStr>::try_from(name) else {
+            continue;
+        };
+        match kind {
+            ListField::Keep => out.append(field, v),
+            ListField::Bool => {
+                let b = true_value(v);
+                if b || !matches!(name, "unique" | "hidden" | "prepareUnique") {
+                    out.append(field, b);
+                }
+            }
+            ListField::Int if name == "expireAfterSeconds" => {
+                let valid = number_f64(v).is_some_and(|n| (0.0..=f64::from(i32::MAX)).contains(&n));
+                out.append(field, if valid { safe_number_int(v) } else { i32::MAX });
+            }
+            ListField::Int => out.append(field, safe_number_int(v)),
+            ListField::Double => out.append(field, number_f64(v).unwrap_or(0.0)),
+        }
+    }
+    out
+}
+
+/// A number's value as a double (None for non-numbers; Decimal128 through its text form).
+pub(crate) fn number_f64(v: RawBsonRef<'_>) -> Option<f64> {
+    match v {
+        RawBsonRef::Int32(i) => Some(f64::from(i)),
+        RawBsonRef::Int64(i) => Some(i as f64),
+        RawBsonRef::Double(d) => Some(d),
+        RawBsonRef::Decimal128(d) => Some(d.to_string().parse().unwrap_or(f64::NAN)),
+        _ => None,
+    }
+}
+
+/// `BSONElement::trueValue`: false for `false`, null, undefined and numeric zeros; true for
+/// everything else.
+pub(crate) fn true_value(v: RawBsonRef<'_>) -> bool {
+    match v {
+        RawBsonRef::Boolean(b) => b,
+        RawBsonRef::Null | RawBsonRef::Undefined => false,
+        other => number_f64(other).is_none_or(|n| n != 0.0),
+    }
+}
+
+/// `BSONElement::safeNumberInt`: numbers truncated toward zero and clamped to int32 (NaN and
+/// non-numbers are 0).
+pub(crate) fn safe_number_int(v: RawBsonRef<'_>) -> i32 {
+    match v {
+        RawBsonRef::Int32(i) => i,
+        RawBsonRef::Int64(i) => i.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
+        other => match number_f64(other) {
+            Some(n) if !n.is_nan() => n.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32,
+            _ => 0,
+        },
     }
 }
 
@@ -266,5 +396,55 @@ mod tests {
             IndexMeta::from_bson(&rawdoc! {"v": 2, "key": {"_id": 1}, "name": "_id_"}).unwrap(),
             IndexMeta::id_index()
         );
+    }
+
+    #[test]
+    fn list_spec_is_the_idl_form() {
+        let stored = rawdoc! {
+            "v": 2_i64,
+            "unique": true,
+            "key": {"a": 1},
+            "name": "a_1",
+            "ns": "db.c",
+            "sparse": 1,
+            "expireAfterSeconds": 60_i64,
+            "partialFilterExpression": {"a": {"$gt": 1}},
+            "background": 0.0,
+            "hidden": false,
+            "bits": 26.7,
+            "min": -10,
+        };
+        let listed = list_spec(&stored);
+        assert_eq!(
+            listed,
+            rawdoc! {
+                "v": 2,
+                "key": {"a": 1},
+                "name": "a_1",
+                "background": false,
+                "unique": true,
+                "partialFilterExpression": {"a": {"$gt": 1}},
+                "sparse": true,
+                "expireAfterSeconds": 60,
+                "bits": 26,
+                "min": -10.0,
+            }
+        );
+        assert_eq!(list_spec(&listed), listed, "idempotent");
+        // An unusable TTL reads as the inactive-TTL value.
+        let bad = rawdoc! {"v": 2, "key": {"t": 1}, "name": "t_1", "expireAfterSeconds": -5};
+        assert_eq!(
+            list_spec(&bad).get_i32("expireAfterSeconds").unwrap(),
+            i32::MAX
+        );
+        // Truthy option values count as set.
+        let m = IndexMeta {
+            name: "s".into(),
+            spec: rawdoc! {"v": 2, "key": {"s": 1}, "name": "s", "sparse": 1, "hidden": 1.0},
+            space: 3,
+            state: IndexState::Ready,
+            multikey: false,
+        };
+        assert!(m.is_sparse() && m.is_hidden() && !m.is_unique());
     }
 }

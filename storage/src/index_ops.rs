@@ -11,6 +11,14 @@
 //! Entry value layout: `u32 BE` length of the key part (`K1…Kn`; the rest of the key is
 //! `E(_id)`, the document key), then the values document `{"0": v1, …}`.
 //!
+//! DDL ([`Store::create_indexes`]): every requested specification is validated and checked
+//! against the existing indexes (and the other requested ones) before anything is created,
+//! the implicitly created collection included, so a refused request changes nothing. A
+//! specification is stored in the form MongoDB's catalog gives it (`_fixIndexSpec`: `v`,
+//! `unique`/`hidden`/`prepareUnique` only when true, `key`, `name`, then the other options;
+//! see [`crate::index::IndexMeta::spec`]); `collMod` changes ([`Store::modify_index`]) follow
+//! the catalog's update helpers (the changed field moves to the end; an unset one goes).
+//!
 //! Builds ([`Store::build_index`]) scan the collection in chunks, each chunk one transaction
 //! that indexes its documents and records where to resume in the catalog (`'B'` keys), so a
 //! build never blocks writers for long and resumes after a restart. A duplicate or an
@@ -350,38 +358,175 @@ pub fn default_index_name(pattern: &RawDocument) -> String {
     parts.join("_")
 }
 
-/// The options that make two indexes on the same key different.
-fn options_of(spec: &RawDocument) -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = spec
-        .iter()
-        .flatten()
-        .filter(|(k, _)| !matches!(k.as_str(), "v" | "key" | "name" | "background" | "ns"))
-        .map(|(k, v)| {
-            let mut d = RawDocumentBuf::new();
-            d.append(bson::raw::cstr!("v"), v);
-            (k.as_str().to_string(), d.into_bytes())
+/// The options that make two indexes on the same key different, for the "identical index"
+/// check: everything but `v`, `key`, `name`, `background` and `ns`, compared as MongoDB
+/// compares values (`100` and `NumberLong(100)` are the same value).
+fn same_options(a: &RawDocument, b: &RawDocument) -> bool {
+    fn options(d: &RawDocument) -> Vec<(&str, RawBsonRef<'_>)> {
+        let mut v: Vec<(&str, RawBsonRef<'_>)> = d
+            .iter()
+            .flatten()
+            .filter(|(k, _)| !matches!(k.as_str(), "v" | "key" | "name" | "background" | "ns"))
+            .map(|(k, v)| (k.as_str(), v))
+            .collect();
+        v.sort_by(|x, y| x.0.cmp(y.0));
+        v
+    }
+    let (a, b) = (options(a), options(b));
+    a.len() == b.len()
+        && a.iter().zip(&b).all(|((ka, va), (kb, vb))| {
+            ka == kb && crate::compare::compare_values(*va, *vb) == std::cmp::Ordering::Equal
         })
-        .collect();
-    out.sort();
-    out
 }
 
-/// Normalizes a spec for storage and `listIndexes`: `{v: 2, key, name, …options}` without
-/// `background`/`ns`.
-fn normalize_spec(spec: &RawDocument, name: &str) -> Result<RawDocumentBuf> {
-    let key = spec.get_document("key").map_err(|_| {
-        StorageError::BadValue("The 'key' field is required for an index specification".into())
-    })?;
+/// Whether a collation is the simple one (`{locale: "simple"}`).
+fn is_simple_collation(v: RawBsonRef<'_>) -> bool {
+    let RawBsonRef::Document(c) = v else {
+        return false;
+    };
+    matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple")))) && c.iter().count() == 1
+}
+
+/// A requested specification in the form MongoDB's catalog stores it (`validateIndexSpec`,
+/// `validateIndexSpecCollation`, then `IndexCatalogImpl::_fixIndexSpec`): `v` as an int (2 when
+/// absent), then `unique`, `hidden` and `prepareUnique` as `true` when set (dropped when
+/// false), `key`, `name`, then the other options in request order without `ns`, `dropDups`,
+/// `_id` and a simple collation (the simple collation is the absence of one).
+fn catalog_spec(spec: &RawDocument, key: &RawDocument, name: &str) -> RawDocumentBuf {
+    use bson::raw::cstr;
     let mut out = RawDocumentBuf::new();
-    out.append(bson::raw::cstr!("v"), 2_i32);
-    out.append(bson::raw::cstr!("key"), key);
-    out.append(bson::raw::cstr!("name"), name);
+    let v = spec
+        .get("v")
+        .ok()
+        .flatten()
+        .map_or(2, crate::index::safe_number_int);
+    out.append(cstr!("v"), v);
+    for flag in [cstr!("unique"), cstr!("hidden"), cstr!("prepareUnique")] {
+        if spec
+            .get(flag.as_str())
+            .ok()
+            .flatten()
+            .is_some_and(crate::index::true_value)
+        {
+            out.append(flag, true);
+        }
+    }
+    out.append(cstr!("key"), key);
+    out.append(cstr!("name"), name);
     for (k, v) in spec.iter().flatten() {
-        if !matches!(k.as_str(), "v" | "key" | "name" | "background" | "ns") {
+        let skip = matches!(
+            k.as_str(),
+            "v" | "unique"
+                | "hidden"
+                | "prepareUnique"
+                | "key"
+                | "name"
+                | "ns"
+                | "dropDups"
+                | "_id"
+        ) || (k.as_str() == "collation" && is_simple_collation(v));
+        if !skip {
             out.append(k, v);
         }
     }
-    Ok(out)
+    out
+}
+
+/// The name and catalog form of a requested specification. The key generator has validated
+/// it already (with MongoDB's codes and messages); these checks only stand in for it when no
+/// validation is plugged in.
+fn requested_index(spec: &RawDocument) -> Result<(String, RawDocumentBuf)> {
+    let refused = |code: i32, message: &str| StorageError::IndexConflict {
+        code,
+        message: message.to_string(),
+    };
+    let key = match spec.get("key") {
+        Ok(Some(RawBsonRef::Document(k))) => k,
+        Ok(Some(_)) => return Err(refused(14, "The field 'key' must be an object")),
+        _ => {
+            return Err(refused(
+                9,
+                "The 'key' field is a required property of an index specification",
+            ));
+        }
+    };
+    let name = match spec.get("name") {
+        Ok(Some(RawBsonRef::String(n))) => n.to_string(),
+        Ok(None) => default_index_name(key),
+        _ => return Err(refused(14, "The field 'name' must be a string")),
+    };
+    let catalog = catalog_spec(spec, key, &name);
+    Ok((name, catalog))
+}
+
+/// Checks requested indexes (name, catalog spec) against `existing` and against each other as
+/// MongoDB does, and returns those to add (identical existing ones are skipped).
+fn plan_new_indexes(
+    existing: &[IndexMeta],
+    requested: &[(String, RawDocumentBuf)],
+) -> Result<Vec<IndexMeta>> {
+    let mut to_add: Vec<IndexMeta> = Vec::new();
+    for (name, spec) in requested {
+        let key = spec.get_document("key").map_err(|_| {
+            StorageError::Corrupt("a requested index specification lost its key".into())
+        })?;
+        let mut existing_same = false;
+        for ex in existing.iter().chain(to_add.iter()) {
+            let same_key = ex.key_pattern().map(RawDocument::as_bytes) == Some(key.as_bytes());
+            let same_name = ex.name == *name;
+            let same_opts = same_options(&ex.spec, spec);
+            if same_name && same_key && same_opts {
+                existing_same = true;
+                break;
+            }
+            if same_name && !same_key {
+                return Err(StorageError::IndexConflict {
+                    code: 86,
+                    message: format!(
+                        "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                        display::document(spec),
+                        display::document(&ex.spec)
+                    ),
+                });
+            }
+            if same_name {
+                return Err(StorageError::IndexConflict {
+                    code: 85,
+                    message: format!(
+                        "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
+                        display::document(spec),
+                        display::document(&ex.spec)
+                    ),
+                });
+            }
+            if same_key && same_opts {
+                return Err(StorageError::IndexConflict {
+                    code: 85,
+                    message: format!("Index already exists with a different name: {}", ex.name),
+                });
+            }
+        }
+        if existing_same {
+            continue;
+        }
+        if ex_is_id(key) {
+            // {_id: 1} under another name or options: the _id index is fixed.
+            return Err(StorageError::IndexConflict {
+                code: 85,
+                message: format!(
+                    "Index already exists with a different name: _id_ (requested {name})"
+                ),
+            });
+        }
+        to_add.push(IndexMeta {
+            name: name.clone(),
+            spec: spec.clone(),
+            space: 0,
+            state: IndexState::Building,
+            multikey: false,
+        });
+    }
+    Ok(to_add)
 }
 
 impl Store {
@@ -393,104 +538,58 @@ impl Store {
             .unwrap_or(true)
     }
 
-    /// Registers new indexes (state building) after validating them and checking them
-    /// against the existing ones as MongoDB does; identical existing indexes are skipped.
+    /// Registers new indexes (state building) as `createIndexes` does. Every specification is
+    /// validated (by the key generator) and checked against the existing indexes and the
+    /// others of the request before anything is created, so a refused request leaves no
+    /// collection behind (MongoDB runs `parseAndValidateIndexSpecs` first and rolls the
+    /// implicit creation back on a conflict). Identical existing indexes are skipped. A
+    /// missing collection is then created, even when nothing is left to build (a request for
+    /// `_id_` alone).
     pub fn create_indexes(
         &self,
         db: &str,
         coll: &str,
         specs: &[RawDocumentBuf],
     ) -> Result<CreatedIndexes> {
-        let created_collection = self.collection(db, coll).is_none();
-        if created_collection {
+        if self.collection(db, coll).is_none() {
             namespace::check_write(db, coll)?;
         }
-        let meta = self.ensure_collection(db, coll)?;
+        let mut requested = Vec::with_capacity(specs.len());
+        for spec in specs {
+            self.keygen.validate(spec)?;
+            requested.push(requested_index(spec)?);
+        }
+        // A missing collection would start with `_id_` alone.
+        let current = self
+            .collection(db, coll)
+            .map(|m| m.indexes.clone())
+            .unwrap_or_else(|| vec![IndexMeta::id_index()]);
+        plan_new_indexes(&current, &requested)?;
+        let created_collection = match self.collection(db, coll) {
+            Some(_) => false,
+            None => match self.create_collection(db, coll, &RawDocumentBuf::new()) {
+                Ok(created) => created,
+                Err(StorageError::NamespaceExists(_)) => false,
+                Err(e) => return Err(e),
+            },
+        };
         let _ddl = self
             .ddl
             .lock()
             .map_err(|_| StorageError::Corrupt("ddl lock poisoned".into()))?;
-        let meta = self.collection(db, coll).unwrap_or(meta);
+        let meta = self.collection(db, coll).ok_or_else(|| {
+            StorageError::NamespaceNotFound(format!(
+                "collection {db}.{coll} was dropped concurrently"
+            ))
+        })?;
+        // Again under the DDL lock: another request may have added indexes meanwhile.
+        let to_add = plan_new_indexes(&meta.indexes, &requested)?;
         let mut out = CreatedIndexes {
             created_collection,
             before: meta.indexes.len(),
             after: meta.indexes.len(),
             new: Vec::new(),
         };
-        let mut to_add: Vec<IndexMeta> = Vec::new();
-        for spec in specs {
-            let key = spec.get_document("key").map_err(|_| {
-                StorageError::BadValue(
-                    "The 'key' field is required for an index specification".into(),
-                )
-            })?;
-            let name = match spec.get("name") {
-                Ok(Some(RawBsonRef::String(n))) => n.to_string(),
-                Ok(None) => default_index_name(key),
-                _ => {
-                    return Err(StorageError::BadValue(
-                        "The index name must be a string".into(),
-                    ));
-                }
-            };
-            self.keygen.validate(spec)?;
-            let normalized = normalize_spec(spec, &name)?;
-            let mut existing_same = false;
-            for ex in meta.indexes.iter().chain(to_add.iter()) {
-                let same_key = ex.key_pattern().map(RawDocument::as_bytes) == Some(key.as_bytes());
-                let same_name = ex.name == name;
-                let same_opts = options_of(&ex.spec) == options_of(&normalized);
-                if same_name && same_key && same_opts {
-                    existing_same = true;
-                    break;
-                }
-                if same_name && !same_key {
-                    return Err(StorageError::IndexConflict {
-                        code: 86,
-                        message: format!(
-                            "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
-                            display::document(&normalized),
-                            display::document(&ex.spec)
-                        ),
-                    });
-                }
-                if same_name {
-                    return Err(StorageError::IndexConflict {
-                        code: 85,
-                        message: format!(
-                            "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
-                            display::document(&normalized),
-                            display::document(&ex.spec)
-                        ),
-                    });
-                }
-                if same_key && same_opts {
-                    return Err(StorageError::IndexConflict {
-                        code: 85,
-                        message: format!("Index already exists with a different name: {}", ex.name),
-                    });
-                }
-            }
-            if existing_same {
-                continue;
-            }
-            if ex_is_id(key) {
-                // {_id: 1} under another name or options: the _id index is fixed.
-                return Err(StorageError::IndexConflict {
-                    code: 85,
-                    message: format!(
-                        "Index already exists with a different name: _id_ (requested {name})"
-                    ),
-                });
-            }
-            to_add.push(IndexMeta {
-                name,
-                spec: normalized,
-                space: 0,
-                state: IndexState::Building,
-                multikey: false,
-            });
-        }
         if to_add.is_empty() {
             return Ok(out);
         }
@@ -678,14 +777,16 @@ impl Store {
         Ok(())
     }
 
-    /// Changes index options in place (`collMod`): `hidden`, `expireAfterSeconds`. Returns
-    /// the old values that changed, as (field, old value) pairs.
+    /// Changes index options (`collMod`) as MongoDB's catalog does (`updateTTLSetting`,
+    /// `updateHiddenSetting`): each `(field, Some(value))` removes the field and appends it
+    /// with the new value at the end of the specification; `(field, None)` removes it (an
+    /// unhidden index has no `hidden` field). Returns each field's old value.
     pub fn modify_index(
         &self,
         db: &str,
         coll: &str,
         name: &str,
-        set: &[(String, bson::RawBson)],
+        set: &[(String, Option<bson::RawBson>)],
     ) -> Result<Vec<(String, Option<bson::RawBson>)>> {
         let _ddl = self
             .ddl
@@ -701,20 +802,21 @@ impl Store {
                 "cannot find index {name} for ns {db}.{coll}"
             )));
         };
-        let mut old = Vec::new();
+        let old: Vec<(String, Option<bson::RawBson>)> = set
+            .iter()
+            .map(|(f, _)| {
+                let v = idx.spec.get(f).ok().flatten().map(bson::RawBson::from);
+                (f.clone(), v)
+            })
+            .collect();
         let mut spec = RawDocumentBuf::new();
         for (k, v) in idx.spec.iter().flatten() {
-            match set.iter().find(|(f, _)| f == k.as_str()) {
-                Some((_, new)) => {
-                    old.push((k.as_str().to_string(), Some(bson::RawBson::from(v))));
-                    spec.append(k, new.clone());
-                }
-                None => spec.append(k, v),
+            if !set.iter().any(|(f, _)| f == k.as_str()) {
+                spec.append(k, v);
             }
         }
         for (f, v) in set {
-            if idx.spec.get(f).ok().flatten().is_none() {
-                old.push((f.clone(), None));
+            if let Some(v) = v {
                 let k = <&bson::raw::CStr>::try_from(f.as_str())
                     .map_err(|e| StorageError::BadValue(e.to_string()))?;
                 spec.append(k, v.clone());
@@ -771,5 +873,55 @@ impl crate::store::ReadTxn {
     /// The document with this key.
     pub fn get_by_key(&self, coll: &CollectionMeta, key: &[u8]) -> Result<Option<RawDocumentBuf>> {
         crate::store::get_document(self.snapshot(), coll.id, key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    #[test]
+    fn catalog_spec_is_fix_index_spec_form() {
+        let spec = rawdoc! {
+            "name": "a_1",
+            "sparse": 1,
+            "key": {"a": 1},
+            "unique": 1,
+            "hidden": false,
+            "ns": "db.c",
+            "dropDups": true,
+            "collation": {"locale": "simple"},
+            "expireAfterSeconds": 10_i64,
+        };
+        let key = spec.get_document("key").unwrap();
+        assert_eq!(
+            catalog_spec(&spec, key, "a_1"),
+            rawdoc! {
+                "v": 2,
+                "unique": true,
+                "key": {"a": 1},
+                "name": "a_1",
+                "sparse": 1,
+                "expireAfterSeconds": 10_i64,
+            }
+        );
+        let v1 = rawdoc! {"key": {"a": 1}, "name": "a_1", "v": 1.0};
+        let key = v1.get_document("key").unwrap();
+        assert_eq!(
+            catalog_spec(&v1, key, "a_1"),
+            rawdoc! {"v": 1, "key": {"a": 1}, "name": "a_1"}
+        );
+    }
+
+    #[test]
+    fn options_compare_as_values() {
+        let a = rawdoc! {"v": 2, "key": {"t": 1}, "name": "t", "expireAfterSeconds": 100};
+        let b = rawdoc! {"v": 2, "name": "t", "key": {"t": 1}, "expireAfterSeconds": 100_i64, "background": true};
+        assert!(same_options(&a, &b));
+        let c = rawdoc! {"v": 2, "key": {"t": 1}, "name": "t", "expireAfterSeconds": 200};
+        assert!(!same_options(&a, &c));
+        let d = rawdoc! {"v": 2, "key": {"t": 1}, "name": "t"};
+        assert!(!same_options(&a, &d));
     }
 }
