@@ -341,7 +341,11 @@ fn single_numeric() {
     check(bson!({"$exp": dec("0")}), d.clone(), dec("1"));
     check(bson!({"$ln": 1}), d.clone(), bson!(0.0));
     check(bson!({"$ln": std::f64::consts::E}), d.clone(), bson!(1.0));
-    check(bson!({"$ln": 10}), d.clone(), bson!(std::f64::consts::LN_10));
+    check(
+        bson!({"$ln": 10}),
+        d.clone(),
+        bson!(std::f64::consts::LN_10),
+    );
     check(bson!({"$ln": dec("1")}), d.clone(), dec("0"));
     check(bson!({"$log": [100, 10]}), d.clone(), bson!(2.0));
     check(
