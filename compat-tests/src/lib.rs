@@ -332,3 +332,64 @@ impl RawConn {
         r.get_f64("ok").ok() == Some(1.0)
     }
 }
+
+/// The error code of a failed driver operation: a command error, a single write error, or the
+/// first write error of an `insertMany`.
+pub fn code_of(e: &mongodb::error::Error) -> i32 {
+    use mongodb::error::{ErrorKind, WriteFailure};
+    match &*e.kind {
+        ErrorKind::Command(c) => c.code,
+        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code,
+        ErrorKind::InsertMany(m) => m
+            .write_errors
+            .as_ref()
+            .and_then(|w| w.first())
+            .map(|w| w.code)
+            .unwrap_or(-1),
+        other => panic!("unexpected error {other:?}"),
+    }
+}
+
+/// Every document of a cursor.
+pub async fn collect(mut cursor: mongodb::Cursor<bson::Document>) -> Vec<bson::Document> {
+    let mut out = Vec::new();
+    while cursor.advance().await.unwrap() {
+        out.push(cursor.deserialize_current().unwrap());
+    }
+    out
+}
+
+/// A document's BSON bytes.
+pub fn bytes(d: &bson::Document) -> Vec<u8> {
+    RawDocumentBuf::try_from(d).unwrap().into_bytes()
+}
+
+/// Byte-for-byte equality of two document lists (order of documents, order of fields and
+/// BSON types all matter).
+#[track_caller]
+pub fn assert_docs(actual: &[bson::Document], expected: &[bson::Document]) {
+    let same = actual.len() == expected.len()
+        && actual
+            .iter()
+            .zip(expected)
+            .all(|(a, b)| bytes(a) == bytes(b));
+    let show = |v: &[bson::Document]| {
+        v.iter()
+            .map(|d| format!("{d:?}"))
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    };
+    assert!(
+        same,
+        "documents differ\nactual:\n  {}\nexpected:\n  {}",
+        show(actual),
+        show(expected)
+    );
+}
+
+/// Runs a command that must succeed.
+pub async fn cmd(db: &mongodb::Database, command: bson::Document) -> bson::Document {
+    db.run_command(command.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{command}: {e}"))
+}

@@ -4,60 +4,13 @@
 use std::time::Duration;
 
 use bson::{Bson, Document, doc, oid::ObjectId};
-use cairn_compat_tests::TestServer;
-use mongodb::error::{ErrorKind, WriteFailure};
+use cairn_compat_tests::{TestServer, assert_docs, bytes, cmd, code_of, collect};
+use mongodb::error::ErrorKind;
 use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-fn code_of(e: &mongodb::error::Error) -> i32 {
-    match &*e.kind {
-        ErrorKind::Command(c) => c.code,
-        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code,
-        other => panic!("unexpected error {other:?}"),
-    }
-}
-
-async fn collect(mut cursor: mongodb::Cursor<Document>) -> Vec<Document> {
-    let mut out = Vec::new();
-    while cursor.advance().await.unwrap() {
-        out.push(cursor.deserialize_current().unwrap());
-    }
-    out
-}
-
-fn bytes(d: &Document) -> Vec<u8> {
-    bson::RawDocumentBuf::try_from(d)
-        .unwrap()
-        .as_bytes()
-        .to_vec()
-}
-
-#[track_caller]
-fn assert_docs(actual: &[Document], expected: &[Document]) {
-    let same = actual.len() == expected.len()
-        && actual
-            .iter()
-            .zip(expected)
-            .all(|(a, b)| bytes(a) == bytes(b));
-    if !same {
-        panic!(
-            "documents differ\nactual:\n  {}\nexpected:\n  {}",
-            actual
-                .iter()
-                .map(|d| format!("{d:?}"))
-                .collect::<Vec<_>>()
-                .join("\n  "),
-            expected
-                .iter()
-                .map(|d| format!("{d:?}"))
-                .collect::<Vec<_>>()
-                .join("\n  ")
-        );
-    }
-}
 
 /// Byte-for-byte equality of two BSON value lists (types matter: 1 and 1.0 differ).
 #[track_caller]
@@ -83,12 +36,6 @@ async fn setup(db: &Database, name: &str, docs: Vec<Document>) -> Collection<Doc
 
 async fn all(coll: &Collection<Document>) -> Vec<Document> {
     collect(coll.find(doc! {}).sort(doc! {"_id": 1}).await.unwrap()).await
-}
-
-async fn cmd(db: &Database, command: Document) -> Document {
-    db.run_command(command.clone())
-        .await
-        .unwrap_or_else(|e| panic!("{command}: {e}"))
 }
 
 async fn cmd_err(db: &Database, command: Document) -> i32 {

@@ -7,59 +7,11 @@
 //! in numeric order, so fields created by one update are appended in that order.
 
 use bson::{Bson, DateTime, Decimal128, Document, Timestamp, doc};
-use cairn_compat_tests::TestServer;
-use mongodb::error::{ErrorKind, WriteFailure};
+use cairn_compat_tests::{TestServer, assert_docs, code_of, collect};
 use mongodb::{Collection, Database};
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-fn code_of(e: &mongodb::error::Error) -> i32 {
-    match &*e.kind {
-        ErrorKind::Command(c) => c.code,
-        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code,
-        other => panic!("unexpected error {other:?}"),
-    }
-}
-
-async fn collect(mut cursor: mongodb::Cursor<Document>) -> Vec<Document> {
-    let mut out = Vec::new();
-    while cursor.advance().await.unwrap() {
-        out.push(cursor.deserialize_current().unwrap());
-    }
-    out
-}
-
-fn bytes(d: &Document) -> Vec<u8> {
-    bson::RawDocumentBuf::try_from(d)
-        .unwrap()
-        .as_bytes()
-        .to_vec()
-}
-
-#[track_caller]
-fn assert_docs(actual: &[Document], expected: &[Document]) {
-    let same = actual.len() == expected.len()
-        && actual
-            .iter()
-            .zip(expected)
-            .all(|(a, b)| bytes(a) == bytes(b));
-    if !same {
-        panic!(
-            "documents differ\nactual:\n  {}\nexpected:\n  {}",
-            actual
-                .iter()
-                .map(|d| format!("{d:?}"))
-                .collect::<Vec<_>>()
-                .join("\n  "),
-            expected
-                .iter()
-                .map(|d| format!("{d:?}"))
-                .collect::<Vec<_>>()
-                .join("\n  ")
-        );
-    }
-}
 
 fn dec(s: &str) -> Decimal128 {
     s.parse().unwrap()

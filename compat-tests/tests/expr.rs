@@ -3,24 +3,7 @@
 //! findAndModify). Evaluation errors fail the whole command with MongoDB's code.
 
 use bson::{Document, doc};
-use cairn_compat_tests::TestServer;
-use mongodb::error::{ErrorKind, WriteFailure};
-
-fn code_of(e: &mongodb::error::Error) -> i32 {
-    match &*e.kind {
-        ErrorKind::Command(c) => c.code,
-        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code,
-        other => panic!("unexpected error {other:?}"),
-    }
-}
-
-async fn collect(mut cursor: mongodb::Cursor<Document>) -> Vec<Document> {
-    let mut out = Vec::new();
-    while cursor.advance().await.unwrap() {
-        out.push(cursor.deserialize_current().unwrap());
-    }
-    out
-}
+use cairn_compat_tests::{TestServer, code_of, collect};
 
 async fn ids(c: &mongodb::Collection<Document>, filter: Document) -> Vec<i32> {
     let docs = collect(c.find(filter).sort(doc! {"_id": 1}).await.unwrap()).await;

@@ -12,31 +12,13 @@
 use std::time::{Duration, Instant};
 
 use bson::{Bson, DateTime, Document, Timestamp, doc};
-use cairn_compat_tests::TestServer;
-use mongodb::error::{ErrorKind, WriteFailure};
+use cairn_compat_tests::{TestServer, assert_docs, bytes, cmd, code_of};
+use mongodb::error::ErrorKind;
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-fn code_of(e: &mongodb::error::Error) -> i32 {
-    match &*e.kind {
-        ErrorKind::Command(c) => c.code,
-        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code,
-        ErrorKind::InsertMany(m) => m
-            .write_errors
-            .as_ref()
-            .and_then(|w| w.first())
-            .map(|w| w.code)
-            .unwrap_or(-1),
-        other => panic!("unexpected error {other:?}"),
-    }
-}
-
-fn bytes(d: &Document) -> Vec<u8> {
-    bson::RawDocumentBuf::try_from(d).unwrap().into_bytes()
-}
 
 /// Byte-for-byte equality (field order and numeric types matter).
 #[track_caller]
@@ -45,35 +27,6 @@ fn assert_doc(actual: &Document, expected: &Document) {
         bytes(actual) == bytes(expected),
         "documents differ\nactual:   {actual:?}\nexpected: {expected:?}"
     );
-}
-
-#[track_caller]
-fn assert_docs(actual: &[Document], expected: &[Document]) {
-    let same = actual.len() == expected.len()
-        && actual
-            .iter()
-            .zip(expected)
-            .all(|(a, b)| bytes(a) == bytes(b));
-    assert!(
-        same,
-        "documents differ\nactual:\n  {}\nexpected:\n  {}",
-        actual
-            .iter()
-            .map(|d| format!("{d:?}"))
-            .collect::<Vec<_>>()
-            .join("\n  "),
-        expected
-            .iter()
-            .map(|d| format!("{d:?}"))
-            .collect::<Vec<_>>()
-            .join("\n  ")
-    );
-}
-
-async fn cmd(db: &Database, command: Document) -> Document {
-    db.run_command(command.clone())
-        .await
-        .unwrap_or_else(|e| panic!("{command}: {e}"))
 }
 
 /// The `code`, `codeName` and `errmsg` of a command that must fail.

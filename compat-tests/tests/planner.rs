@@ -4,16 +4,8 @@
 //! count, distinct and write explains.
 
 use bson::{Bson, Document, doc};
-use cairn_compat_tests::TestServer;
+use cairn_compat_tests::{TestServer, code_of};
 use mongodb::Database;
-use mongodb::error::ErrorKind;
-
-fn code_of(e: &mongodb::error::Error) -> i32 {
-    match &*e.kind {
-        ErrorKind::Command(c) => c.code,
-        other => panic!("unexpected error {other:?}"),
-    }
-}
 
 async fn explain(db: &Database, cmd: Document, verbosity: &str) -> Document {
     db.run_command(doc! {"explain": cmd, "verbosity": verbosity})

@@ -8,23 +8,8 @@ use bson::{
     Binary, Bson, DateTime, Decimal128, Document, JavaScriptCodeWithScope, Regex, Timestamp, doc,
     oid::ObjectId, rawdoc,
 };
-use cairn_compat_tests::TestServer;
-use mongodb::error::{ErrorKind, WriteFailure};
+use cairn_compat_tests::{TestServer, code_of};
 use mongodb::options::WriteConcern;
-
-fn code_of(e: &mongodb::error::Error) -> i32 {
-    match &*e.kind {
-        ErrorKind::Command(c) => c.code,
-        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code,
-        ErrorKind::InsertMany(m) => m
-            .write_errors
-            .as_ref()
-            .and_then(|w| w.first())
-            .map(|w| w.code)
-            .unwrap_or(-1),
-        other => panic!("unexpected error {other:?}"),
-    }
-}
 
 fn every_type() -> Document {
     doc! {

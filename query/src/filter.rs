@@ -36,6 +36,7 @@ use bson::{RawArray, RawBson, RawBsonRef, RawDocument};
 use cairn_storage::compare::{TypeClass, compare_values};
 use cairn_storage::decimal::Decimal;
 use cairn_storage::display;
+use cairn_storage::display::format_g;
 
 use crate::error::{QueryError, Result};
 use crate::path::{self, FieldPath, LeafArrays};
@@ -1472,40 +1473,6 @@ fn true_value(v: RawBsonRef<'_>) -> bool {
         ),
         RawBsonRef::Null | RawBsonRef::Undefined => false,
         _ => true,
-    }
-}
-
-/// A number rendered as C++ streams render `double` by default (`%g`, 6 significant digits).
-fn format_g(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    let sci = format!("{x:.5e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let trim = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if !(-4..6).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", trim(mantissa), exp.unsigned_abs())
-    } else {
-        let decimals = usize::try_from(5 - exp).unwrap_or(0);
-        trim(&format!("{x:.decimals$}"))
     }
 }
 

@@ -68,6 +68,7 @@ use bson::{RawArray, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::compare::{MAX_COMPARE_DEPTH, TypeClass, compare_values};
 use cairn_storage::decimal::Decimal;
 use cairn_storage::display;
+use cairn_storage::display::type_name;
 
 use crate::error::{QueryError, Result};
 use crate::filter::{CmpOp, DocumentPredicate, ExtensionKind, Extensions, NoExtensions, Predicate};
@@ -894,33 +895,6 @@ fn malformed(e: impl std::fmt::Display) -> Box<QueryError> {
     Box::new(QueryError::BadValue(format!(
         "invalid BSON in $jsonSchema: {e}"
     )))
-}
-
-/// MongoDB's `typeName`.
-fn type_name(v: RawBsonRef<'_>) -> &'static str {
-    match v.element_type() {
-        ElementType::Double => "double",
-        ElementType::String => "string",
-        ElementType::EmbeddedDocument => "object",
-        ElementType::Array => "array",
-        ElementType::Binary => "binData",
-        ElementType::Undefined => "undefined",
-        ElementType::ObjectId => "objectId",
-        ElementType::Boolean => "bool",
-        ElementType::DateTime => "date",
-        ElementType::Null => "null",
-        ElementType::RegularExpression => "regex",
-        ElementType::DbPointer => "dbPointer",
-        ElementType::JavaScriptCode => "javascript",
-        ElementType::Symbol => "symbol",
-        ElementType::JavaScriptCodeWithScope => "javascriptWithScope",
-        ElementType::Int32 => "int",
-        ElementType::Timestamp => "timestamp",
-        ElementType::Int64 => "long",
-        ElementType::Decimal128 => "decimal",
-        ElementType::MinKey => "minKey",
-        ElementType::MaxKey => "maxKey",
-    }
 }
 
 /// `bsonType` aliases (`$type`'s, `findBSONTypeAlias`).

@@ -60,9 +60,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use bson::raw::{CStr, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
-use bson::spec::ElementType;
 use cairn_storage::decimal::Decimal;
 use cairn_storage::display;
+pub(crate) use cairn_storage::display::type_name;
 
 use crate::error::{QueryError, Result};
 use crate::filter::{Filter, MatchDetails};
@@ -457,33 +457,6 @@ fn number_int(v: RawBsonRef<'_>) -> i32 {
             finite => i32::try_from(decimal_to_i64_saturating(finite)).unwrap_or(i32::MIN),
         },
         _ => 0,
-    }
-}
-
-/// MongoDB's `typeName`.
-pub(crate) fn type_name(v: RawBsonRef<'_>) -> &'static str {
-    match v.element_type() {
-        ElementType::Double => "double",
-        ElementType::String => "string",
-        ElementType::EmbeddedDocument => "object",
-        ElementType::Array => "array",
-        ElementType::Binary => "binData",
-        ElementType::Undefined => "undefined",
-        ElementType::ObjectId => "objectId",
-        ElementType::Boolean => "bool",
-        ElementType::DateTime => "date",
-        ElementType::Null => "null",
-        ElementType::RegularExpression => "regex",
-        ElementType::DbPointer => "dbPointer",
-        ElementType::JavaScriptCode => "javascript",
-        ElementType::Symbol => "symbol",
-        ElementType::JavaScriptCodeWithScope => "javascriptWithScope",
-        ElementType::Int32 => "int",
-        ElementType::Timestamp => "timestamp",
-        ElementType::Int64 => "long",
-        ElementType::Decimal128 => "decimal",
-        ElementType::MaxKey => "maxKey",
-        ElementType::MinKey => "minKey",
     }
 }
 

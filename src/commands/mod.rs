@@ -270,29 +270,7 @@ pub fn lookup(name: &str) -> Option<&'static Command> {
 
 /// The BSON type name MongoDB uses in error messages.
 pub fn type_name(v: &RawBsonRef<'_>) -> &'static str {
-    match v {
-        RawBsonRef::Double(_) => "double",
-        RawBsonRef::String(_) => "string",
-        RawBsonRef::Document(_) => "object",
-        RawBsonRef::Array(_) => "array",
-        RawBsonRef::Binary(_) => "binData",
-        RawBsonRef::Undefined => "undefined",
-        RawBsonRef::ObjectId(_) => "objectId",
-        RawBsonRef::Boolean(_) => "bool",
-        RawBsonRef::DateTime(_) => "date",
-        RawBsonRef::Null => "null",
-        RawBsonRef::RegularExpression(_) => "regex",
-        RawBsonRef::DbPointer(_) => "dbPointer",
-        RawBsonRef::JavaScriptCode(_) => "javascript",
-        RawBsonRef::Symbol(_) => "symbol",
-        RawBsonRef::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        RawBsonRef::Int32(_) => "int",
-        RawBsonRef::Timestamp(_) => "timestamp",
-        RawBsonRef::Int64(_) => "long",
-        RawBsonRef::Decimal128(_) => "decimal",
-        RawBsonRef::MaxKey => "maxKey",
-        RawBsonRef::MinKey => "minKey",
-    }
+    cairn_storage::display::type_name(*v)
 }
 
 /// MongoDB's truthiness for flag fields: numbers are true unless zero, booleans as is,

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use bson::spec::ElementType;
 use bson::{RawBsonRef, RawDocument};
 
 /// Renders one value.
@@ -111,6 +112,74 @@ fn write_value(s: &mut String, v: RawBsonRef<'_>, depth: usize) {
         }
         RawBsonRef::MaxKey => s.push_str("MaxKey"),
         RawBsonRef::MinKey => s.push_str("MinKey"),
+    }
+}
+
+/// MongoDB's `typeName` of an element type (the names `$type` and error messages use).
+pub fn element_type_name(t: ElementType) -> &'static str {
+    match t {
+        ElementType::Double => "double",
+        ElementType::String => "string",
+        ElementType::EmbeddedDocument => "object",
+        ElementType::Array => "array",
+        ElementType::Binary => "binData",
+        ElementType::Undefined => "undefined",
+        ElementType::ObjectId => "objectId",
+        ElementType::Boolean => "bool",
+        ElementType::DateTime => "date",
+        ElementType::Null => "null",
+        ElementType::RegularExpression => "regex",
+        ElementType::DbPointer => "dbPointer",
+        ElementType::JavaScriptCode => "javascript",
+        ElementType::Symbol => "symbol",
+        ElementType::JavaScriptCodeWithScope => "javascriptWithScope",
+        ElementType::Int32 => "int",
+        ElementType::Timestamp => "timestamp",
+        ElementType::Int64 => "long",
+        ElementType::Decimal128 => "decimal",
+        ElementType::MaxKey => "maxKey",
+        ElementType::MinKey => "minKey",
+    }
+}
+
+/// MongoDB's `typeName` of a value.
+pub fn type_name(v: RawBsonRef<'_>) -> &'static str {
+    element_type_name(v.element_type())
+}
+
+/// A double as C's `%g` prints it (6 significant digits), which is how MongoDB's
+/// A double as MongoDB's C++ streams render it in strings and messages (`%g`: six
+/// significant digits, trailing zeros trimmed).
+pub fn format_g(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    let sci = format!("{x:.5e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.unsigned_abs())
+    } else {
+        let decimals = usize::try_from(5 - exp).unwrap_or(0);
+        trim(&format!("{x:.decimals$}"))
     }
 }
 

@@ -52,7 +52,7 @@
 
 mod arith;
 mod convert;
-mod decimal;
+pub(crate) mod decimal;
 mod eval;
 mod optimize;
 mod parse;

@@ -10,10 +10,10 @@
 
 use std::cmp::Ordering;
 
-use bson::spec::ElementType;
 use bson::{RawBson, RawBsonRef};
 use cairn_storage::compare::compare_optional;
 use cairn_storage::decimal::Decimal;
+pub(crate) use cairn_storage::display::{element_type_name, format_g, type_name};
 
 use super::decimal::{self, Rounding};
 use crate::error::{QueryError, Result};
@@ -117,38 +117,6 @@ pub(crate) fn truthy(v: RawBsonRef<'_>) -> bool {
         RawBsonRef::Double(d) => d != 0.0,
         RawBsonRef::Decimal128(d) => !decimal::is_zero(Decimal::from_decimal128(d)),
         _ => true,
-    }
-}
-
-/// MongoDB's `typeName`.
-pub(crate) fn type_name(v: RawBsonRef<'_>) -> &'static str {
-    element_type_name(v.element_type())
-}
-
-/// MongoDB's `typeName` of an element type.
-pub(crate) fn element_type_name(t: ElementType) -> &'static str {
-    match t {
-        ElementType::Double => "double",
-        ElementType::String => "string",
-        ElementType::EmbeddedDocument => "object",
-        ElementType::Array => "array",
-        ElementType::Binary => "binData",
-        ElementType::Undefined => "undefined",
-        ElementType::ObjectId => "objectId",
-        ElementType::Boolean => "bool",
-        ElementType::DateTime => "date",
-        ElementType::Null => "null",
-        ElementType::RegularExpression => "regex",
-        ElementType::DbPointer => "dbPointer",
-        ElementType::JavaScriptCode => "javascript",
-        ElementType::Symbol => "symbol",
-        ElementType::JavaScriptCodeWithScope => "javascriptWithScope",
-        ElementType::Int32 => "int",
-        ElementType::Timestamp => "timestamp",
-        ElementType::Int64 => "long",
-        ElementType::Decimal128 => "decimal",
-        ElementType::MaxKey => "maxKey",
-        ElementType::MinKey => "minKey",
     }
 }
 
@@ -327,41 +295,6 @@ pub(crate) fn int_or_long(v: i64) -> Num {
     match i32::try_from(v) {
         Ok(i) => Num::Int(i),
         Err(_) => Num::Long(v),
-    }
-}
-
-/// A double as C's `%g` prints it (6 significant digits), which is how MongoDB's
-/// `str::stream` renders doubles in strings and messages.
-pub(crate) fn format_g(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    let sci = format!("{x:.5e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let trim = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if !(-4..6).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", trim(mantissa), exp.unsigned_abs())
-    } else {
-        let decimals = usize::try_from(5 - exp).unwrap_or(0);
-        trim(&format!("{x:.decimals$}"))
     }
 }
 

@@ -16,10 +16,10 @@
 
 use std::sync::Arc;
 
-use bson::spec::ElementType;
 use bson::{RawBsonRef, RawDocument};
 use cairn_storage::compare::TypeClass;
 use cairn_storage::display;
+pub(crate) use cairn_storage::display::type_name;
 
 use super::{IndexError, code, number};
 use crate::error::QueryError;
@@ -77,33 +77,6 @@ const KNOWN_PLUGINS: &[&str] = &[
     "columnstore",
     "geoHaystack",
 ];
-
-/// MongoDB's `typeName`.
-pub(crate) fn type_name(v: RawBsonRef<'_>) -> &'static str {
-    match v.element_type() {
-        ElementType::Double => "double",
-        ElementType::String => "string",
-        ElementType::EmbeddedDocument => "object",
-        ElementType::Array => "array",
-        ElementType::Binary => "binData",
-        ElementType::Undefined => "undefined",
-        ElementType::ObjectId => "objectId",
-        ElementType::Boolean => "bool",
-        ElementType::DateTime => "date",
-        ElementType::Null => "null",
-        ElementType::RegularExpression => "regex",
-        ElementType::DbPointer => "dbPointer",
-        ElementType::JavaScriptCode => "javascript",
-        ElementType::Symbol => "symbol",
-        ElementType::JavaScriptCodeWithScope => "javascriptWithScope",
-        ElementType::Int32 => "int",
-        ElementType::Timestamp => "timestamp",
-        ElementType::Int64 => "long",
-        ElementType::Decimal128 => "decimal",
-        ElementType::MinKey => "minKey",
-        ElementType::MaxKey => "maxKey",
-    }
-}
 
 fn is_number(v: RawBsonRef<'_>) -> bool {
     TypeClass::of(v) == TypeClass::Number

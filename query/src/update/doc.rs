@@ -17,6 +17,7 @@ use std::borrow::Cow;
 use bson::raw::CStr;
 use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::display;
+pub(crate) use cairn_storage::display::type_name as raw_type_name;
 
 use crate::error::{QueryError, Result};
 
@@ -284,33 +285,5 @@ pub(crate) fn type_name(v: &Value<'_>) -> &'static str {
         Value::Arr(_) => "array",
         Value::Raw(r) => raw_type_name(*r),
         Value::Owned(o) => raw_type_name(o.as_raw_bson_ref()),
-    }
-}
-
-/// The MongoDB type name of a raw value.
-pub(crate) fn raw_type_name(v: RawBsonRef<'_>) -> &'static str {
-    use bson::spec::ElementType as T;
-    match v.element_type() {
-        T::Double => "double",
-        T::String => "string",
-        T::EmbeddedDocument => "object",
-        T::Array => "array",
-        T::Binary => "binData",
-        T::Undefined => "undefined",
-        T::ObjectId => "objectId",
-        T::Boolean => "bool",
-        T::DateTime => "date",
-        T::Null => "null",
-        T::RegularExpression => "regex",
-        T::DbPointer => "dbPointer",
-        T::JavaScriptCode => "javascript",
-        T::Symbol => "symbol",
-        T::JavaScriptCodeWithScope => "javascriptWithScope",
-        T::Int32 => "int",
-        T::Timestamp => "timestamp",
-        T::Int64 => "long",
-        T::Decimal128 => "decimal",
-        T::MaxKey => "maxKey",
-        T::MinKey => "minKey",
     }
 }
