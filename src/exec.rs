@@ -16,7 +16,6 @@
 use std::sync::Arc;
 
 use bson::{RawDocument, RawDocumentBuf};
-use cairn_query::error::QueryError;
 use cairn_query::filter::Filter;
 use cairn_query::plan::{Execution, Hint, Modifies, Query, choose};
 use cairn_storage::catalog::CollectionMeta;
@@ -25,22 +24,6 @@ use cairn_storage::{Durability, StorageError, WriteTxn};
 
 use crate::error::CommandError;
 use crate::state::ServerState;
-
-/// A scan predicate for `filter`: whether `doc` matches; the first evaluation error (e.g.
-/// `$expr` dividing by zero) goes to `failed`, and nothing matches after it, so the caller
-/// can fail the statement once the scan returns.
-pub fn try_match(filter: &Filter, doc: &RawDocument, failed: &mut Option<QueryError>) -> bool {
-    if failed.is_some() {
-        return false;
-    }
-    match filter.try_matches(doc) {
-        Ok(m) => m,
-        Err(e) => {
-            *failed = Some(e);
-            false
-        }
-    }
-}
 
 /// Documents per transaction for multi-document statements.
 pub const CHUNK: usize = 100;

@@ -368,20 +368,6 @@ impl Filter {
             }))
     }
 
-    /// Whether any node is an extension (`$expr`, `$jsonSchema` …) that may fail at
-    /// evaluation time.
-    pub fn has_extensions(&self) -> bool {
-        fn walk(e: &Expr) -> bool {
-            match e {
-                Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => v.iter().any(walk),
-                Expr::Not(c) => walk(c),
-                Expr::Extension(_) => true,
-                _ => false,
-            }
-        }
-        walk(&self.root)
-    }
-
     /// The array position the positional `$` operator refers to: `Some` when `doc` matches
     /// and an array traversal recorded a position (see [`MatchDetails::elem_match_key`]).
     pub fn matches_array_position(&self, doc: &RawDocument) -> Option<usize> {

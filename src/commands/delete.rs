@@ -106,18 +106,7 @@ pub(crate) fn parse_statement(
                     ));
                 }
             }
-            "hint" => {
-                hint = match v {
-                    RawBsonRef::String(_) | RawBsonRef::Document(_) => Hint::parse(Some(v))?,
-                    other => {
-                        return Err(CommandError::wrong_type(
-                            "delete.deletes.hint",
-                            type_name(&other),
-                            "object",
-                        ));
-                    }
-                };
-            }
+            "hint" => hint = super::find::hint_value(v, "delete.deletes.hint")?,
             other => {
                 return Err(CommandError::unknown_field(
                     &format!("delete.deletes.{i}"),
@@ -167,16 +156,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             };
             parsed.push(parse_statement(&lang, i, d)?);
         }
-        if parsed.is_empty() || parsed.len() > super::insert::MAX_BATCH {
-            return Err(CommandError::new(
-                ErrorCode::InvalidLength,
-                format!(
-                    "Write batch sizes must be between 1 and {}. Got {} operations.",
-                    super::insert::MAX_BATCH,
-                    parsed.len()
-                ),
-            ));
-        }
+        super::insert::check_batch_size(parsed.len())?;
         inv.server
             .opcounters
             .delete

@@ -88,17 +88,18 @@ fn not_implemented(what: &str) -> CommandError {
     )
 }
 
-/// Parses a `hint` (`find.hint` must be a string or an object).
+/// Parses a `hint` value given as `field` (e.g. `find.hint`): a string or an object.
+pub fn hint_value(v: RawBsonRef<'_>, field: &str) -> Result<Hint, CommandError> {
+    match v {
+        RawBsonRef::String(_) | RawBsonRef::Document(_) => Ok(Hint::parse(Some(v))?),
+        other => Err(CommandError::wrong_type(field, type_name(&other), "object")),
+    }
+}
+
+/// Parses the `hint` field of a command (none when absent).
 pub fn parse_hint(body: &RawDocument, cmd: &str) -> Result<Hint, CommandError> {
     match body.get("hint") {
-        Ok(Some(v @ (RawBsonRef::String(_) | RawBsonRef::Document(_)))) => {
-            Ok(Hint::parse(Some(v))?)
-        }
-        Ok(Some(other)) => Err(CommandError::wrong_type(
-            &format!("{cmd}.hint"),
-            type_name(&other),
-            "object",
-        )),
+        Ok(Some(v)) => hint_value(v, &format!("{cmd}.hint")),
         _ => Ok(Hint::None),
     }
 }

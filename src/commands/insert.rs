@@ -35,6 +35,17 @@ pub const CHUNK_BYTES: usize = 16 * 1024 * 1024;
 /// MongoDB's maxWriteBatchSize.
 pub const MAX_BATCH: usize = 100_000;
 
+/// InvalidLength (16) unless a write batch holds 1 to [`MAX_BATCH`] statements.
+pub fn check_batch_size(count: usize) -> Result<(), CommandError> {
+    if count == 0 || count > MAX_BATCH {
+        return Err(CommandError::new(
+            ErrorCode::InvalidLength,
+            format!("Write batch sizes must be between 1 and {MAX_BATCH}. Got {count} operations."),
+        ));
+    }
+    Ok(())
+}
+
 /// `insert`.
 pub static COMMAND: Command = Command {
     name: "insert",
@@ -127,14 +138,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 Err(e) => errors.push((i, CommandError::from(e))),
             }
         }
-        if count == 0 || count > MAX_BATCH {
-            return Err(CommandError::new(
-                ErrorCode::InvalidLength,
-                format!(
-                    "Write batch sizes must be between 1 and {MAX_BATCH}. Got {count} operations."
-                ),
-            ));
-        }
+        check_batch_size(count)?;
         if ordered && let Some(first_bad) = errors.first().map(|(i, _)| *i) {
             // An ordered insert stops at its first failing document.
             prepared.retain(|(i, _)| *i < first_bad);

@@ -1224,7 +1224,7 @@ pub fn range_is_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
 }
 
 /// The later of two lower bounds.
-fn max_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+pub fn max_lower<T: Ord>(a: Bound<T>, b: Bound<T>) -> Bound<T> {
     match (a, b) {
         (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
         (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y)),
@@ -1240,7 +1240,7 @@ fn max_lower<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
 }
 
 /// The earlier of two upper bounds.
-fn min_upper<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+pub fn min_upper<T: Ord>(a: Bound<T>, b: Bound<T>) -> Bound<T> {
     match (a, b) {
         (Bound::Unbounded, x) | (x, Bound::Unbounded) => x,
         (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y)),

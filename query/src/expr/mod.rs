@@ -33,11 +33,9 @@
 //! [`QueryError::Location`]. Constant sub-expressions are evaluated at parse time, as MongoDB
 //! does, so their errors are parse errors (see [`optimize`]).
 //!
-//! In `$expr`, [`DocumentPredicate::matches`] can only answer true or false: an evaluation
-//! error makes it false *and* is recorded (the first one) in the [`ExprExtensions`] that
-//! parsed the filter, where the command must look after matching ([`ExprExtensions::check`],
-//! [`ExprExtensions::take_error`]) and fail the query as MongoDB does. [`ExprPredicate`]
-//! also offers [`ExprPredicate::try_matches`], which returns the error directly.
+//! In `$expr`, an evaluation error fails the query as MongoDB does: `Filter::try_matches`
+//! (through [`DocumentPredicate::try_matches`], here [`ExprPredicate::try_matches`]) returns
+//! it; the infallible [`DocumentPredicate::matches`] counts it as no match.
 //!
 //! # Invariants
 //! - Parsing and evaluation never panic on any input (malformed BSON included); nesting is
@@ -58,7 +56,7 @@ mod optimize;
 mod parse;
 mod value;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bson::{DateTime, RawBson, RawBsonRef, RawDocument};
 
@@ -224,31 +222,11 @@ impl Expression {
     }
 }
 
-/// Where the first evaluation error of a query's `$expr` predicates is kept.
-#[derive(Debug, Default)]
-struct ErrorSlot {
-    first: Mutex<Option<QueryError>>,
-}
-
-impl ErrorSlot {
-    fn record(&self, e: QueryError) {
-        let mut guard = self.first.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.is_none() {
-            *guard = Some(e);
-        }
-    }
-
-    fn take(&self) -> Option<QueryError> {
-        self.first.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-}
-
 /// The `$expr` predicate: the operand's value coerced to a boolean.
 #[derive(Debug)]
 pub struct ExprPredicate {
     expr: Expression,
     vars: Arc<Variables>,
-    errors: Arc<ErrorSlot>,
 }
 
 impl ExprPredicate {
@@ -264,16 +242,9 @@ impl ExprPredicate {
 }
 
 impl DocumentPredicate for ExprPredicate {
-    /// False on an evaluation error, which is recorded in the [`ExprExtensions`] that parsed
-    /// this predicate.
+    /// False on an evaluation error (use [`DocumentPredicate::try_matches`] to see it).
     fn matches(&self, doc: &RawDocument) -> bool {
-        match ExprPredicate::try_matches(self, doc) {
-            Ok(b) => b,
-            Err(e) => {
-                self.errors.record(e);
-                false
-            }
-        }
+        ExprPredicate::try_matches(self, doc).unwrap_or(false)
     }
 
     fn try_matches(&self, doc: &RawDocument) -> Result<bool> {
@@ -282,17 +253,14 @@ impl DocumentPredicate for ExprPredicate {
 }
 
 /// The expression language for one command: parses `$expr` (as a filter [`Extensions`]) and
-/// computed projection fields (as an [`ExpressionParser`]) with the command's variables, and
-/// keeps the first evaluation error of its `$expr` predicates.
+/// computed projection fields (as an [`ExpressionParser`]) with the command's variables.
 ///
-/// Use one per command: parse the filter and projection with it, and after matching
-/// documents call [`ExprExtensions::check`] (MongoDB fails the whole query on the first
-/// evaluation error).
+/// Use one per command: parse the filter and projection with it, and match with
+/// `Filter::try_matches` (MongoDB fails the whole query on the first evaluation error).
 #[derive(Clone, Debug)]
 pub struct ExprExtensions {
     vars: Arc<Variables>,
     ctx: ParseContext,
-    errors: Arc<ErrorSlot>,
 }
 
 impl Default for ExprExtensions {
@@ -312,7 +280,6 @@ impl ExprExtensions {
         ExprExtensions {
             ctx: ParseContext::for_variables(&vars),
             vars: Arc::new(vars),
-            errors: Arc::new(ErrorSlot::default()),
         }
     }
 
@@ -331,21 +298,7 @@ impl ExprExtensions {
         Ok(ExprPredicate {
             expr: self.parse_expression(operand)?,
             vars: Arc::clone(&self.vars),
-            errors: Arc::clone(&self.errors),
         })
-    }
-
-    /// Removes and returns the first evaluation error recorded by a predicate.
-    pub fn take_error(&self) -> Option<QueryError> {
-        self.errors.take()
-    }
-
-    /// `Err` with the first recorded evaluation error (which is then cleared).
-    pub fn check(&self) -> Result<()> {
-        match self.take_error() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
     }
 }
 

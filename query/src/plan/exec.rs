@@ -14,11 +14,11 @@ use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{RawDocument, RawDocumentBuf};
 use cairn_storage::catalog::CollectionMeta;
 use cairn_storage::index::IndexMeta;
 use cairn_storage::index_ops::{IndexHit, KeyRange};
-use cairn_storage::store::id_key;
+use cairn_storage::store::{id_key, max_lower, min_upper};
 use cairn_storage::{ReadTxn, ScanBatch, ScanLimits, StorageError, WriteTxn};
 
 use super::planner::{Access, IndexAccess, Plan};
@@ -179,38 +179,6 @@ impl std::fmt::Debug for Execution {
     }
 }
 
-/// The later of two lower bounds (owned).
-fn max_lower(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
-    match (a, b) {
-        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x.clone(),
-        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y).clone()),
-        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.max(y).clone()),
-        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
-            if i > e {
-                Bound::Included(i.clone())
-            } else {
-                Bound::Excluded(e.clone())
-            }
-        }
-    }
-}
-
-/// The earlier of two upper bounds (owned).
-fn min_upper(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> Bound<Vec<u8>> {
-    match (a, b) {
-        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x.clone(),
-        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y).clone()),
-        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.min(y).clone()),
-        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
-            if i < e {
-                Bound::Included(i.clone())
-            } else {
-                Bound::Excluded(e.clone())
-            }
-        }
-    }
-}
-
 fn is_empty(r: &KeyRange) -> bool {
     cairn_storage::store::range_is_empty(
         r.0.as_ref().map(Vec::as_slice),
@@ -228,9 +196,9 @@ pub fn ranges_after(ranges: &[KeyRange], resume: Option<&[u8]>, reverse: bool) -
         .iter()
         .map(|(lo, hi)| {
             if reverse {
-                (lo.clone(), min_upper(hi, &cut))
+                (lo.clone(), min_upper(hi.clone(), cut.clone()))
             } else {
-                (max_lower(lo, &cut), hi.clone())
+                (max_lower(lo.clone(), cut.clone()), hi.clone())
             }
         })
         .filter(|r| !is_empty(r))
@@ -749,12 +717,4 @@ pub fn race(
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     Ok(trials)
-}
-
-/// A document's key in its collection (`E(_id)`).
-pub fn doc_key(doc: &RawDocument) -> Result<Vec<u8>> {
-    match doc.get("_id") {
-        Ok(Some(id)) => Ok(id_key(id)?),
-        _ => Ok(id_key(RawBsonRef::Null)?),
-    }
 }

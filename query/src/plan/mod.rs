@@ -35,9 +35,7 @@ use bson::RawDocumentBuf;
 use cairn_storage::catalog::CollectionMeta;
 
 pub use cache::{PlanCache, signature};
-pub use exec::{
-    Execution, Source, Stats, TRIAL_RESULTS, TRIAL_WORKS, Trial, doc_key, race, ranges_after,
-};
+pub use exec::{Execution, Source, Stats, TRIAL_RESULTS, TRIAL_WORKS, Trial, race, ranges_after};
 pub use planner::{Access, Hint, IndexAccess, Modifies, Plan, Query, candidates, shape};
 
 use crate::error::Result;
