@@ -127,6 +127,10 @@ pub struct Cursor {
     pub time_budget: Option<Duration>,
     /// The `lsid.id` bytes of the session that created it.
     pub lsid: Option<Vec<u8>>,
+    /// The transaction it was opened in (it dies with it).
+    pub txn_number: Option<i64>,
+    /// Where its batches read: the latest data, a pinned snapshot, or its transaction.
+    pub target: crate::session::target::Target,
     /// Exempt from the idle timeout.
     pub no_timeout: bool,
     /// Last time it was used.
@@ -209,12 +213,14 @@ impl CursorManager {
         self.lock().insert(cursor.id, Slot::Idle(Box::new(cursor)));
     }
 
-    /// Checks a cursor out for a `getMore` from session `lsid` on namespace `ns`.
+    /// Checks a cursor out for a `getMore` from session `lsid` (in transaction `txn`) on
+    /// namespace `ns`, with a router's session and transaction checks.
     pub fn check_out(
         &self,
         id: i64,
         ns: &str,
         lsid: Option<&[u8]>,
+        txn: Option<i64>,
     ) -> Result<Box<Cursor>, CommandError> {
         let mut slots = self.lock();
         let not_found = || {
@@ -241,30 +247,60 @@ impl CursorManager {
                         ),
                     ));
                 }
+                let show = |l: &[u8]| {
+                    <[u8; 16]>::try_from(l)
+                        .map(|l| crate::session::display_lsid(&l))
+                        .unwrap_or_default()
+                };
+                let fail = |code: i32, what: String| {
+                    Err(CommandError::new(
+                        ErrorCode::Location(code),
+                        format!("Cannot run getMore on cursor {id}, which was {what}"),
+                    ))
+                };
                 match (&c.lsid, lsid) {
                     (Some(owner), Some(caller)) if owner.as_slice() != caller => {
-                        return Err(CommandError::new(
-                            ErrorCode::Location(50738),
+                        return fail(
+                            50801,
                             format!(
-                                "Cannot run getMore on cursor {id}, which was created in a different session"
+                                "created in session {}, in session {}",
+                                show(owner),
+                                show(caller)
                             ),
-                        ));
+                        );
                     }
-                    (Some(_), None) => {
-                        return Err(CommandError::new(
-                            ErrorCode::Location(50737),
-                            format!(
-                                "Cannot run getMore on cursor {id}, which was created in a session, without an lsid"
-                            ),
-                        ));
+                    (Some(owner), None) => {
+                        return fail(
+                            50800,
+                            format!("created in session {}, without an lsid", show(owner)),
+                        );
                     }
-                    (None, Some(_)) => {
-                        return Err(CommandError::new(
-                            ErrorCode::Location(50736),
-                            format!(
-                                "Cannot run getMore on cursor {id}, which was not created in a session, in a session"
-                            ),
-                        ));
+                    (None, Some(caller)) => {
+                        return fail(
+                            50799,
+                            format!("not created in a session, in session {}", show(caller)),
+                        );
+                    }
+                    _ => {}
+                }
+                match (c.txn_number, txn) {
+                    (Some(a), Some(b)) if a != b => {
+                        return fail(
+                            50804,
+                            format!("created in transaction {a}, in transaction {b}"),
+                        );
+                    }
+                    (Some(a), None) => {
+                        return fail(
+                            50803,
+                            format!("created in transaction {a}, without a txnNumber"),
+                        );
+                    }
+                    (None, Some(b)) => {
+                        return fail(
+                            50802,
+                            format!("not created in a transaction, in transaction {b}"),
+                        );
                     }
                     _ => {}
                 }
@@ -298,6 +334,27 @@ impl CursorManager {
                 Some(true)
             }
         }
+    }
+
+    /// Kills every idle cursor of a session (in-use ones finish their batch and are closed on
+    /// check-in); returns how many were killed.
+    pub fn kill_session(&self, lsid: &[u8]) -> usize {
+        self.kill_where(|c| c.lsid.as_deref() == Some(lsid))
+    }
+
+    /// Kills the cursors opened in one transaction of a session.
+    pub fn kill_transaction(&self, lsid: &[u8], txn: i64) -> usize {
+        self.kill_where(|c| c.lsid.as_deref() == Some(lsid) && c.txn_number == Some(txn))
+    }
+
+    fn kill_where(&self, pred: impl Fn(&Cursor) -> bool) -> usize {
+        let mut slots = self.lock();
+        let before = slots.len();
+        slots.retain(|_, s| match s {
+            Slot::InUse => true,
+            Slot::Idle(c) => !pred(c),
+        });
+        before - slots.len()
     }
 
     /// Removes idle cursors unused for longer than the timeout; returns how many.
@@ -375,54 +432,57 @@ pub fn next_batch(
             pending,
             skip,
         } => {
-            let meta = store
-                .collection(db, coll)
-                .filter(|m| m.id == *space)
-                .ok_or_else(|| {
-                    CommandError::new(
-                        ErrorCode::QueryPlanKilled,
-                        format!("collection dropped or renamed: {db}.{coll}"),
-                    )
-                })?;
-            let read = store.read()?;
-            let mut out: Vec<RawDocumentBuf> = Vec::new();
-            let mut bytes = 0usize;
-            let exhausted = loop {
-                // Hand over what is pending, skipping first.
-                while out.len() < max_docs {
-                    let Some(d) = pending.pop_front() else { break };
-                    if *skip > 0 {
-                        *skip -= 1;
-                        continue;
+            let target = cursor.target.clone();
+            target.read(store, |view| {
+                let meta = view
+                    .collection(db, coll)?
+                    .filter(|m| m.id == *space)
+                    .ok_or_else(|| {
+                        CommandError::new(
+                            ErrorCode::QueryPlanKilled,
+                            format!("collection dropped or renamed: {db}.{coll}"),
+                        )
+                    })?;
+                let mut out: Vec<RawDocumentBuf> = Vec::new();
+                let mut bytes = 0usize;
+                let exhausted = loop {
+                    // Hand over what is pending, skipping first.
+                    while out.len() < max_docs {
+                        let Some(d) = pending.pop_front() else { break };
+                        if *skip > 0 {
+                            *skip -= 1;
+                            continue;
+                        }
+                        let len = d.as_bytes().len();
+                        if !out.is_empty() && bytes + len > MAX_BATCH_BYTES {
+                            pending.push_front(d);
+                            break;
+                        }
+                        bytes += len;
+                        out.push(d);
                     }
-                    let len = d.as_bytes().len();
-                    if !out.is_empty() && bytes + len > MAX_BATCH_BYTES {
-                        pending.push_front(d);
-                        break;
+                    if exec.is_exhausted() && pending.is_empty() {
+                        break true;
                     }
-                    bytes += len;
-                    out.push(d);
-                }
-                if exec.is_exhausted() && pending.is_empty() {
-                    break true;
-                }
-                if out.len() >= max_docs || bytes >= MAX_BATCH_BYTES / 2 || !pending.is_empty() {
-                    break false;
-                }
-                crate::deadline::check().map_err(executor_error)?;
-                let want = (max_docs - out.len())
-                    .saturating_add(usize::try_from(*skip).unwrap_or(usize::MAX));
-                let room = if *skip > 0 {
-                    MAX_BATCH_BYTES
-                } else {
-                    MAX_BATCH_BYTES - bytes
+                    if out.len() >= max_docs || bytes >= MAX_BATCH_BYTES / 2 || !pending.is_empty()
+                    {
+                        break false;
+                    }
+                    crate::deadline::check().map_err(executor_error)?;
+                    let want = (max_docs - out.len())
+                        .saturating_add(usize::try_from(*skip).unwrap_or(usize::MAX));
+                    let room = if *skip > 0 {
+                        MAX_BATCH_BYTES
+                    } else {
+                        MAX_BATCH_BYTES - bytes
+                    };
+                    let docs = exec
+                        .next(view.source(), &meta, want, room, 10_000)
+                        .map_err(|e| executor_error(e.into()))?;
+                    pending.extend(docs);
                 };
-                let docs = exec
-                    .next(&read, &meta, want, room, 10_000)
-                    .map_err(|e| executor_error(e.into()))?;
-                pending.extend(docs);
-            };
-            (out, exhausted)
+                Ok((out, exhausted))
+            })?
         }
     };
     if let Some(r) = &mut cursor.remaining {
@@ -453,6 +513,8 @@ mod tests {
             output: None,
             time_budget: None,
             lsid,
+            txn_number: None,
+            target: Default::default(),
             no_timeout: false,
             last_used: Instant::now(),
         });
@@ -463,30 +525,19 @@ mod tests {
     fn check_out_rules() {
         let m = CursorManager::new(DEFAULT_IDLE_TIMEOUT);
         let id = cursor(&m, "db.c", Some(vec![1]));
-        assert_eq!(
-            m.check_out(id, "db.d", Some(&[1])).unwrap_err().code.code(),
-            13
-        );
-        assert_eq!(
-            m.check_out(id, "db.c", Some(&[2])).unwrap_err().code.code(),
-            50738
-        );
-        assert_eq!(
-            m.check_out(id, "db.c", None).unwrap_err().code.code(),
-            50737
-        );
-        let c = m.check_out(id, "db.c", Some(&[1])).unwrap();
-        assert_eq!(
-            m.check_out(id, "db.c", Some(&[1])).unwrap_err().code.code(),
-            143
-        );
+        let code = |r: Result<Box<Cursor>, CommandError>| r.unwrap_err().code.code();
+        assert_eq!(code(m.check_out(id, "db.d", Some(&[1]), None)), 13);
+        assert_eq!(code(m.check_out(id, "db.c", Some(&[2]), None)), 50801);
+        assert_eq!(code(m.check_out(id, "db.c", None, None)), 50800);
+        assert_eq!(code(m.check_out(id, "db.c", Some(&[1]), Some(3))), 50802);
+        let c = m.check_out(id, "db.c", Some(&[1]), None).unwrap();
+        assert_eq!(code(m.check_out(id, "db.c", Some(&[1]), None)), 143);
         assert_eq!(m.kill(id), Some(false), "in use: alive");
         m.check_in(c, false);
         assert_eq!(m.kill(id), Some(true));
-        assert_eq!(
-            m.check_out(id, "db.c", Some(&[1])).unwrap_err().code.code(),
-            43
-        );
+        assert_eq!(code(m.check_out(id, "db.c", Some(&[1]), None)), 43);
+        let other = cursor(&m, "db.c", None);
+        assert_eq!(code(m.check_out(other, "db.c", Some(&[1]), None)), 50799);
         assert_eq!(m.kill(id), None);
     }
 
@@ -503,6 +554,8 @@ mod tests {
             output: None,
             time_budget: None,
             lsid: None,
+            txn_number: None,
+            target: Default::default(),
             no_timeout: true,
             last_used: Instant::now(),
         });

@@ -4,8 +4,11 @@
 //! - every error that reaches a client is a [`CommandError`], built here or from another
 //!   crate's error type by a `From` impl in this module (the only place that knows how a
 //!   wire or storage error maps to a MongoDB code);
-//! - an error reply has MongoDB's shape: `[errorLabels, extra prefix fields,] ok: 0.0,
-//!   errmsg, code, codeName[, extra info fields]`;
+//! - an error reply has a router's shape: `ok: 0.0, errmsg, code, codeName[, extra info
+//!   fields][, $clusterTime, operationTime][, topologyVersion][, errorLabels]`;
+//! - which labels an error carries depends on the request, not on where the error came from:
+//!   `TransientTransactionError` is decided in [`crate::session::finish`] for requests inside
+//!   a transaction, and nowhere else;
 //! - codes without a name in MongoDB's `error_codes.yml` report `codeName: "Location<code>"`.
 
 use std::borrow::Cow;
@@ -112,6 +115,18 @@ error_codes! {
     APIStrictError = 323,
     UnsupportedOpQueryCommand = 352,
     BSONObjectTooLarge = 10334,
+    NoSuchSession = 206,
+    TransactionTooOld = 225,
+    SnapshotTooOld = 239,
+    NoSuchTransaction = 251,
+    IncompleteTransactionHistory = 217,
+    TransactionCommitted = 256,
+    TransactionTooLarge = 257,
+    OperationNotSupportedInTransaction = 263,
+    ConflictingOperationInProgress = 117,
+    Interrupted = 11601,
+    ExceededTimeLimit = 262,
+    InvalidUUID = 207,
 }
 
 /// An error to be sent to the client as an error reply.
@@ -123,7 +138,8 @@ pub struct CommandError {
     pub message: String,
     /// `errorLabels` (e.g. `TransientTransactionError`).
     pub labels: Vec<&'static str>,
-    /// Fields placed before `ok` (e.g. `topologyVersion` on ShutdownInProgress).
+    /// Fields placed after the cluster-time gossip, before the labels (e.g.
+    /// `topologyVersion` on ShutdownInProgress).
     pub prefix: Option<RawDocumentBuf>,
     /// Extra info placed after `codeName`.
     pub extra: Option<RawDocumentBuf>,
@@ -193,23 +209,33 @@ impl CommandError {
 
     /// Renders the error reply document.
     pub fn to_reply(&self) -> RawDocumentBuf {
+        self.to_reply_with(None)
+    }
+
+    /// Renders the error reply in a router's field order: `ok, errmsg, code, codeName,
+    /// extra info, [gossip ($clusterTime, operationTime)], [prefix fields such as
+    /// topologyVersion], [errorLabels]`.
+    pub fn to_reply_with(&self, gossip: Option<&RawDocument>) -> RawDocumentBuf {
         let mut out = RawDocumentBuf::new();
-        if !self.labels.is_empty() {
-            let mut labels = RawArrayBuf::new();
-            for l in &self.labels {
-                labels.push(*l);
-            }
-            out.append(cstr!("errorLabels"), labels);
-        }
-        if let Some(p) = &self.prefix {
-            append_all(&mut out, p);
-        }
         out.append(cstr!("ok"), 0.0);
         out.append(cstr!("errmsg"), self.message.as_str());
         out.append(cstr!("code"), self.code.code());
         out.append(cstr!("codeName"), self.code.name().as_ref());
         if let Some(e) = &self.extra {
             append_all(&mut out, e);
+        }
+        if let Some(g) = gossip {
+            append_all(&mut out, g);
+        }
+        if let Some(p) = &self.prefix {
+            append_all(&mut out, p);
+        }
+        if !self.labels.is_empty() {
+            let mut labels = RawArrayBuf::new();
+            for l in &self.labels {
+                labels.push(*l);
+            }
+            out.append(cstr!("errorLabels"), labels);
         }
         out
     }
@@ -302,6 +328,9 @@ impl From<StorageError> for CommandError {
             StorageError::IndexNotFound(_) => ErrorCode::IndexNotFound,
             StorageError::NotImplemented(_) => ErrorCode::NotImplemented,
             StorageError::Corrupt(_) => ErrorCode::InternalError,
+            StorageError::SnapshotTooOld(_) => ErrorCode::SnapshotTooOld,
+            StorageError::SnapshotInFuture(_) => ErrorCode::InvalidOptions,
+            StorageError::TransactionAborted(_) => ErrorCode::NoSuchTransaction,
         };
         let mut err = CommandError::new(code, e.to_string());
         if let StorageError::DuplicateKey {
@@ -312,9 +341,6 @@ impl From<StorageError> for CommandError {
         {
             err.extra =
                 Some(rawdoc! {"keyPattern": key_pattern.clone(), "keyValue": key_value.clone()});
-        }
-        if e.is_transient() {
-            err.labels.push("TransientTransactionError");
         }
         err
     }
@@ -394,7 +420,7 @@ mod tests {
             .with_label("TransientTransactionError");
         let r = e.to_reply();
         let keys: Vec<_> = r.iter().map(|x| x.unwrap().0.as_str().to_owned()).collect();
-        assert_eq!(keys, ["errorLabels", "ok", "errmsg", "code", "codeName"]);
+        assert_eq!(keys, ["ok", "errmsg", "code", "codeName", "errorLabels"]);
         assert_eq!(r.get_f64("ok").unwrap(), 0.0);
         assert_eq!(r.get_i32("code").unwrap(), 112);
         assert_eq!(r.get_str("codeName").unwrap(), "WriteConflict");

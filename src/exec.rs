@@ -10,6 +10,11 @@
 //! Each document changes atomically, as MongoDB does outside multi-document transactions.
 //! A filter that is exactly `{_id: v}` (and no hint) is a point read.
 //!
+//! Every function takes the command's [`Target`]: outside a transaction the chunks are their
+//! own storage transactions as described; inside a multi-document transaction the plan is
+//! chosen on the transaction's view (which sees the collections and documents the
+//! transaction created) and every chunk runs in the transaction itself.
+//!
 //! Invariant: runs on a blocking thread (see [`crate::blocking`]); the deadline
 //! (`maxTimeMS`) is checked between chunks.
 
@@ -23,6 +28,7 @@ use cairn_storage::store::id_key;
 use cairn_storage::{Durability, StorageError, WriteTxn};
 
 use crate::error::CommandError;
+use crate::session::target::Target;
 use crate::state::ServerState;
 
 /// Documents per transaction for multi-document statements.
@@ -61,6 +67,7 @@ fn ns(db: &str, coll: &str) -> String {
 #[allow(clippy::too_many_arguments)]
 pub fn for_each_match<F>(
     server: &ServerState,
+    target: &Target,
     db: &str,
     coll: &str,
     filter: &Arc<Filter>,
@@ -80,7 +87,7 @@ where
 {
     let store = &server.store;
     if let (Some(id), Hint::None) = (filter.id_equality(), hint) {
-        return store.write(durability, |tx| -> Result<Visited, CommandError> {
+        return target.write(store, durability, |tx| -> Result<Visited, CommandError> {
             let Some(meta) = tx.collection(db, coll)? else {
                 return Ok(Visited::default());
             };
@@ -95,60 +102,64 @@ where
             })
         });
     }
-    let Some(meta) = store.collection(db, coll) else {
-        return Ok(Visited::default());
-    };
-    let plan = {
-        let read = store.read()?;
+    let plan = target.read(store, |view| {
+        let Some(meta) = view.collection(db, coll)? else {
+            return Ok(None);
+        };
         let mut q = Query::new(filter, hint);
         q.modifies = modifies;
-        choose(
-            Some(&server.plan_cache),
-            &ns(db, coll),
-            &meta,
-            &q,
-            filter,
-            &read,
-            false,
-        )?
-        .exec
-        .plan()
-        .clone()
+        Ok(Some(
+            choose(
+                Some(&server.plan_cache),
+                &ns(db, coll),
+                &meta,
+                &q,
+                filter,
+                view.source(),
+                false,
+            )?
+            .exec
+            .plan()
+            .clone(),
+        ))
+    })?;
+    let Some(plan) = plan else {
+        return Ok(Visited::default());
     };
     let mut exec = Execution::new(plan, filter.clone(), false);
     let mut total = Visited::default();
     loop {
         crate::deadline::check()?;
         let base = &exec;
-        let (next, visited, stop) = store.write(durability, |tx| -> Result<_, CommandError> {
-            let Some(meta) = tx.collection(db, coll)? else {
-                return Ok((None, Visited::default(), true));
-            };
-            let mut e = base.clone();
-            let docs = e.next(
-                tx,
-                &meta,
-                if just_one { 1 } else { CHUNK },
-                usize::MAX,
-                BUDGET,
-            )?;
-            let mut visited = Visited::default();
-            let mut stop = false;
-            for doc in &docs {
-                let key =
-                    id_key(doc.get("_id").ok().flatten().ok_or_else(|| {
+        let (next, visited, stop) =
+            target.write(store, durability, |tx| -> Result<_, CommandError> {
+                let Some(meta) = tx.collection(db, coll)? else {
+                    return Ok((None, Visited::default(), true));
+                };
+                let mut e = base.clone();
+                let docs = e.next(
+                    tx,
+                    &meta,
+                    if just_one { 1 } else { CHUNK },
+                    usize::MAX,
+                    BUDGET,
+                )?;
+                let mut visited = Visited::default();
+                let mut stop = false;
+                for doc in &docs {
+                    let key = id_key(doc.get("_id").ok().flatten().ok_or_else(|| {
                         StorageError::Corrupt("stored document without _id".into())
                     })?)?;
-                visited.matched += 1;
-                let (step, counted) = f(tx, &meta, &key, doc)?;
-                visited.counted += usize::from(counted);
-                if let Step::Stop = step {
-                    stop = true;
-                    break;
+                    visited.matched += 1;
+                    let (step, counted) = f(tx, &meta, &key, doc)?;
+                    visited.counted += usize::from(counted);
+                    if let Step::Stop = step {
+                        stop = true;
+                        break;
+                    }
                 }
-            }
-            Ok((Some(e), visited, stop))
-        })?;
+                Ok((Some(e), visited, stop))
+            })?;
         total.matched += visited.matched;
         total.counted += visited.counted;
         let Some(next) = next else {
@@ -165,74 +176,78 @@ where
 /// passing each to `f` until it returns false.
 pub fn scan_matching(
     server: &ServerState,
+    target: &Target,
     db: &str,
     coll: &str,
     filter: &Arc<Filter>,
     hint: &Hint,
     mut f: impl FnMut(RawDocumentBuf) -> Result<bool, CommandError>,
 ) -> Result<(), CommandError> {
-    let store = &server.store;
-    let Some(meta) = store.collection(db, coll) else {
-        return Ok(());
-    };
-    let read = store.read()?;
-    let q = Query::new(filter, hint);
-    let chosen = choose(
-        Some(&server.plan_cache),
-        &ns(db, coll),
-        &meta,
-        &q,
-        filter,
-        &read,
-        false,
-    )?;
-    for d in chosen.buffered {
-        if !f(d)? {
+    target.read(&server.store, |view| {
+        let Some(meta) = view.collection(db, coll)? else {
             return Ok(());
-        }
-    }
-    let mut exec = chosen.exec;
-    while !exec.is_exhausted() {
-        crate::deadline::check()?;
-        for d in exec.next(&read, &meta, 1000, 16 * 1024 * 1024, BUDGET)? {
+        };
+        let read = view.source();
+        let q = Query::new(filter, hint);
+        let chosen = choose(
+            Some(&server.plan_cache),
+            &ns(db, coll),
+            &meta,
+            &q,
+            filter,
+            read,
+            false,
+        )?;
+        for d in chosen.buffered {
             if !f(d)? {
                 return Ok(());
             }
         }
-    }
-    Ok(())
+        let mut exec = chosen.exec;
+        while !exec.is_exhausted() {
+            crate::deadline::check()?;
+            for d in exec.next(read, &meta, 1000, 16 * 1024 * 1024, BUDGET)? {
+                if !f(d)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Counts the documents of `db.coll` matching `filter`, stopping once `cap` are found
 /// (from index entries alone when the plan allows: COUNT_SCAN).
 pub fn count_matching(
     server: &ServerState,
+    target: &Target,
     db: &str,
     coll: &str,
     filter: &Arc<Filter>,
     hint: &Hint,
     cap: u64,
 ) -> Result<u64, CommandError> {
-    let store = &server.store;
-    let Some(meta) = store.collection(db, coll) else {
-        return Ok(0);
-    };
-    let read = store.read()?;
-    let mut q = Query::new(filter, hint);
-    q.count = true;
-    let chosen = choose(
-        Some(&server.plan_cache),
-        &ns(db, coll),
-        &meta,
-        &q,
-        filter,
-        &read,
-        true,
-    )?;
-    let mut exec = chosen.exec;
-    while !exec.is_exhausted() && exec.stats.advanced < cap {
-        crate::deadline::check()?;
-        exec.count(&read, &meta, BUDGET)?;
-    }
-    Ok(exec.stats.advanced.min(cap))
+    target.read(&server.store, |view| {
+        let Some(meta) = view.collection(db, coll)? else {
+            return Ok(0);
+        };
+        let read = view.source();
+        let mut q = Query::new(filter, hint);
+        q.count = true;
+        let chosen = choose(
+            Some(&server.plan_cache),
+            &ns(db, coll),
+            &meta,
+            &q,
+            filter,
+            read,
+            true,
+        )?;
+        let mut exec = chosen.exec;
+        while !exec.is_exhausted() && exec.stats.advanced < cap {
+            crate::deadline::check()?;
+            exec.count(read, &meta, BUDGET)?;
+        }
+        Ok(exec.stats.advanced.min(cap))
+    })
 }

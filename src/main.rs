@@ -49,6 +49,29 @@ async fn reap_cursors(state: Arc<ServerState>) {
     }
 }
 
+/// MongoDB's `logicalSessionRefreshMillis`: ended sessions and stale session records go at
+/// this period.
+const SESSION_REFRESH: Duration = Duration::from_secs(300);
+
+/// Aborts expired transactions every second and refreshes the session cache every
+/// [`SESSION_REFRESH`] (see [`cairn::session::reap`]).
+async fn reap_sessions(state: Arc<ServerState>) {
+    let mut last_refresh = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let refresh = last_refresh.elapsed() >= SESSION_REFRESH;
+        if refresh {
+            last_refresh = std::time::Instant::now();
+        }
+        let s = state.clone();
+        let _ = cairn::blocking::run(move || {
+            cairn::session::reap(&s, refresh);
+            Ok(())
+        })
+        .await;
+    }
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let cli = match Cli::parse_from_args(&argv) {
@@ -105,6 +128,7 @@ fn main() -> ExitCode {
         async move {
             let state = Arc::new(ServerState::new(config, argv, logs, store));
             tokio::spawn(reap_cursors(state.clone()));
+            tokio::spawn(reap_sessions(state.clone()));
             tokio::spawn(cairn::ttl::run(state.clone()));
             cairn::index_builds::resume_all(&state);
             startup_warnings(&state);

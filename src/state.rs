@@ -20,44 +20,6 @@ use crate::config::Config;
 use crate::cursor::CursorManager;
 use crate::logging::RamLogs;
 
-/// A monotonic source of BSON timestamps (seconds, increment): the server's cluster time.
-#[derive(Debug, Default)]
-pub struct Clock {
-    last: std::sync::atomic::AtomicU64,
-}
-
-impl Clock {
-    /// The next timestamp: the current second, with an increment that makes it unique.
-    pub fn next(&self) -> bson::Timestamp {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0)
-            .min(u64::from(u32::MAX));
-        let mut cur = self.last.load(Ordering::Relaxed);
-        loop {
-            let (secs, inc) = (cur >> 32, cur & 0xFFFF_FFFF);
-            let next = if now > secs {
-                (now << 32) | 1
-            } else {
-                (secs << 32) | (inc + 1)
-            };
-            match self
-                .last
-                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => {
-                    return bson::Timestamp {
-                        time: (next >> 32) as u32,
-                        increment: (next & 0xFFFF_FFFF) as u32,
-                    };
-                }
-                Err(actual) => cur = actual,
-            }
-        }
-    }
-}
-
 /// `topologyVersion` as drivers see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopologyVersion {
@@ -145,8 +107,8 @@ pub struct ServerState {
     pub store: Arc<Store>,
     /// Open cursors.
     pub cursors: CursorManager,
-    /// The cluster clock.
-    pub clock: Clock,
+    /// Logical sessions and their transactions.
+    pub sessions: crate::session::Sessions,
     /// Running index builds.
     pub index_builds: crate::index_builds::IndexBuilds,
     /// Winning plans by query shape.
@@ -192,7 +154,9 @@ impl ServerState {
             host,
             store,
             cursors: CursorManager::new(std::time::Duration::from_millis(cursor_timeout)),
-            clock: Clock::default(),
+            sessions: crate::session::Sessions::new(std::time::Duration::from_secs(
+                60 * crate::commands::hello::LOGICAL_SESSION_TIMEOUT_MINUTES as u64,
+            )),
             index_builds: crate::index_builds::IndexBuilds::default(),
             plan_cache: cairn_query::plan::PlanCache::default(),
             ttl: crate::ttl::TtlCounters::default(),

@@ -387,9 +387,37 @@ pub fn assert_docs(actual: &[bson::Document], expected: &[bson::Document]) {
     );
 }
 
-/// Runs a command that must succeed.
+/// Runs a command that must succeed; returns its reply without the cluster-time gossip
+/// (`$clusterTime`, `operationTime`) that a router adds to every reply (see
+/// [`strip_gossip`]).
 pub async fn cmd(db: &mongodb::Database, command: bson::Document) -> bson::Document {
-    db.run_command(command.clone())
+    let mut r = db
+        .run_command(command.clone())
         .await
-        .unwrap_or_else(|e| panic!("{command}: {e}"))
+        .unwrap_or_else(|e| panic!("{command}: {e}"));
+    strip_gossip(&mut r);
+    r
+}
+
+/// Removes `$clusterTime` and `operationTime` from a reply after checking they are there and
+/// well formed (every reply of a router carries them, last).
+#[track_caller]
+pub fn strip_gossip(r: &mut bson::Document) {
+    let ct = r
+        .remove("$clusterTime")
+        .unwrap_or_else(|| panic!("no $clusterTime in {r}"));
+    let ct = ct.as_document().expect("$clusterTime document");
+    assert!(ct.get_timestamp("clusterTime").is_ok(), "{ct}");
+    assert!(
+        matches!(r.remove("operationTime"), Some(bson::Bson::Timestamp(_))),
+        "no operationTime in {r}"
+    );
+}
+
+/// A raw reply without the cluster-time gossip (see [`strip_gossip`]).
+#[track_caller]
+pub fn strip_raw(r: &RawDocumentBuf) -> RawDocumentBuf {
+    let mut d = bson::Document::try_from(r.as_ref()).expect("reply");
+    strip_gossip(&mut d);
+    RawDocumentBuf::try_from(&d).expect("reply")
 }

@@ -8,7 +8,7 @@ use bson::{
     Binary, Bson, DateTime, Decimal128, Document, JavaScriptCodeWithScope, Regex, Timestamp, doc,
     oid::ObjectId, rawdoc,
 };
-use cairn_compat_tests::{TestServer, code_of};
+use cairn_compat_tests::{TestServer, cmd, code_of};
 use mongodb::options::WriteConcern;
 
 fn every_type() -> Document {
@@ -637,7 +637,7 @@ async fn ddl_commands() {
     assert_eq!(db.list_collection_names().await.unwrap(), ["v"]);
 
     // drop / dropDatabase
-    let r = db.run_command(doc! {"drop": "v"}).await.unwrap();
+    let r = cmd(&db, doc! {"drop": "v"}).await;
     assert_eq!(r, doc! {"ok": 1.0});
     db.run_command(doc! {"drop": "v"}).await.unwrap();
     db.run_command(doc! {"create": "q"}).await.unwrap();

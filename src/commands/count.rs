@@ -66,6 +66,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         }
         let limit = signed(body, "limit")?.unsigned_abs();
         let server = inv.server.clone();
+        let target = inv.op.target.clone();
         let n = blocking::run(move || {
             let store = &server.store;
             let total: u64 = if filter.is_empty() && hint == Hint::None {
@@ -79,7 +80,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 } else {
                     limit.saturating_add(skip as u64)
                 };
-                count_matching(&server, &db, &coll, &filter, &hint, cap)?
+                count_matching(&server, &target, &db, &coll, &filter, &hint, cap)?
             };
             let after_skip = total.saturating_sub(skip as u64);
             Ok(if limit == 0 {

@@ -249,6 +249,21 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let opts = options(inv.req.body)?;
         let db = inv.req.db.to_string();
         let store = inv.server.store.clone();
+        if let Some(cell) = inv.op.target.txn().cloned() {
+            // Inside a transaction: created in it, visible to others when it commits.
+            inv.op.check_txn_ddl("create")?;
+            blocking::run(move || {
+                cell.with(|t| match t.create_collection(&db, &name, &opts) {
+                    Err(cairn_storage::StorageError::NamespaceExists(_)) => Err(CommandError::new(
+                        ErrorCode::NamespaceExists,
+                        format!("Collection {db}.{name} already exists."),
+                    )),
+                    r => r.map(|_| ()).map_err(CommandError::from),
+                })
+            })
+            .await?;
+            return Ok(RawDocumentBuf::new().into());
+        }
         blocking::run(move || Ok(store.create_collection(&db, &name, &opts)?)).await?;
         Ok(RawDocumentBuf::new().into())
     })

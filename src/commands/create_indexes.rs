@@ -48,6 +48,43 @@ pub static COMMAND: Command = Command {
     run,
 };
 
+/// `createIndexes` inside a multi-document transaction, with MongoDB 7.0's rules: a missing
+/// collection is created with its indexes; a collection this transaction created may get
+/// indexes while it is empty; any other collection may not get new ones (263).
+fn in_transaction(
+    t: &mut cairn_storage::WriteTxn<'_>,
+    db: &str,
+    coll: &str,
+    specs: &[RawDocumentBuf],
+) -> Result<cairn_storage::index_ops::CreatedIndexes, CommandError> {
+    let not_allowed = |what: &str| {
+        CommandError::new(
+            ErrorCode::OperationNotSupportedInTransaction,
+            format!(
+                "Cannot create new indexes on {what} collection {db}.{coll} in a multi-document transaction."
+            ),
+        )
+    };
+    if coll.starts_with("system.") {
+        return Err(CommandError::new(
+            ErrorCode::OperationNotSupportedInTransaction,
+            format!("Cannot write to system collection {db}.{coll} within a transaction."),
+        ));
+    }
+    if let Some(meta) = t.collection(db, coll)? {
+        let new = t.indexes_to_add(&meta, specs)?;
+        if !new.is_empty() {
+            if !t.created_here(db, coll) {
+                return Err(not_allowed("existing"));
+            }
+            if !t.is_empty(&meta)? {
+                return Err(not_allowed("non-empty"));
+            }
+        }
+    }
+    Ok(t.create_indexes_here(db, coll, specs)?)
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
@@ -84,10 +121,17 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let requested = list.len();
         let store = inv.server.store.clone();
         let (db2, coll2) = (db.clone(), coll.clone());
-        let created = blocking::run(move || Ok(store.create_indexes(&db2, &coll2, &list)?)).await?;
-        for name in &created.new {
-            crate::index_builds::run(inv.server, &db, &coll, name, body.to_owned()).await?;
-        }
+        let created = if let Some(cell) = inv.op.target.txn().cloned() {
+            inv.op.check_txn_ddl("createIndexes")?;
+            blocking::run(move || cell.with(|t| in_transaction(t, &db2, &coll2, &list))).await?
+        } else {
+            let created =
+                blocking::run(move || Ok(store.create_indexes(&db2, &coll2, &list)?)).await?;
+            for name in &created.new {
+                crate::index_builds::run(inv.server, &db, &coll, name, body.to_owned()).await?;
+            }
+            created
+        };
         let mut out = RawDocumentBuf::new();
         out.append(cstr!("numIndexesBefore"), created.before as i32);
         out.append(cstr!("numIndexesAfter"), created.after as i32);

@@ -34,7 +34,13 @@ pub static COMMAND: Command = Command {
     admin_only: false,
     secondary_ok: false,
     api_v1: true,
-    fields: Fields::Strict(&["deletes", "ordered", "let", "bypassDocumentValidation"]),
+    fields: Fields::Strict(&[
+        "deletes",
+        "ordered",
+        "stmtIds",
+        "let",
+        "bypassDocumentValidation",
+    ]),
     counter: Counter::SelfCounted,
     kill_on_disconnect: false,
     run,
@@ -129,6 +135,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
+        super::insert::check_txn_write(inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let ordered = opt_strict_bool(body, "delete", "ordered")?.unwrap_or(true);
         let wc = WriteConcern::from_command(body)?;
@@ -163,13 +170,35 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             .fetch_add(parsed.len() as i64, Relaxed);
         let server = inv.server.clone();
         let durability = wc.durability();
-        let (n, errors) = blocking::run(move || {
+        let target = inv.op.target.clone();
+        let ordered = ordered || target.in_txn();
+        let retry = inv.op.retry;
+        let stmt_ids = crate::session::retry::stmt_ids(body, "delete", parsed.len())?;
+        let (n, errors, retried) = blocking::run(move || {
             let mut n = 0usize;
             let mut errors = Vec::new();
+            let mut retried = Vec::new();
+            let done = match &retry {
+                Some(r) => r.executed(&server.store, &stmt_ids)?,
+                None => vec![None; stmt_ids.len()],
+            };
             for (i, st) in parsed.into_iter().enumerate() {
+                let stmt = stmt_ids.get(i).copied().unwrap_or(0);
+                if let Some(Some(rec)) = done.get(i) {
+                    n += usize::try_from(rec.get_i32("n").unwrap_or(0)).unwrap_or(0);
+                    retried.push(stmt);
+                    continue;
+                }
                 let r = st.and_then(|st| {
+                    if retry.is_some() && !st.limit_one {
+                        return Err(CommandError::new(
+                            ErrorCode::InvalidOptions,
+                            "Cannot use (or request) retryable writes with limit=0",
+                        ));
+                    }
                     for_each_match(
                         &server,
+                        &target,
                         &db,
                         &coll,
                         &st.filter,
@@ -179,6 +208,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         st.limit_one,
                         |tx, meta, key, _doc| {
                             let gone = tx.delete_by_key(meta, key).map_err(CommandError::from)?;
+                            if gone && let Some(r) = &retry {
+                                r.record(tx, stmt, &bson::rawdoc! {"n": 1})?;
+                            }
                             Ok((Step::Continue, gone))
                         },
                     )
@@ -194,9 +226,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     }
                 }
             }
-            Ok((n, errors))
+            Ok((n, errors, retried))
         })
         .await?;
-        Ok(write_reply(n, &errors, &wc).into())
+        Ok(write_reply(n, &errors, &retried, &wc).into())
     })
 }

@@ -71,11 +71,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         // `hint` is a 7.1 addition: MongoDB 7.0 refuses it as an unknown field.
         let hint = cairn_query::plan::Hint::None;
         let server = inv.server.clone();
+        let target = inv.op.target.clone();
         let set = blocking::run(move || {
             let path = FieldPath::new(&key);
             let mut set: Vec<RawBson> = Vec::new();
             let mut bytes = 0usize;
-            scan_matching(&server, &db, &coll, &filter, &hint, |doc| {
+            scan_matching(&server, &target, &db, &coll, &filter, &hint, |doc| {
                 for pv in values(&doc, &path, LeafArrays::Whole) {
                     match pv.value {
                         Some(RawBsonRef::Array(a)) => {
@@ -102,6 +103,10 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         for v in set {
             arr.push(v);
         }
-        Ok(rawdoc! {"values": arr}.into())
+        let mut out = rawdoc! {"values": arr};
+        if let Some(t) = inv.op.at_cluster_time {
+            out.append(bson::raw::cstr!("atClusterTime"), t);
+        }
+        Ok(out.into())
     })
 }

@@ -583,7 +583,7 @@ fn would_update(
         }));
     };
     let mut exec = Execution::new(e.chosen.exec.plan().clone(), st.filter.clone(), false);
-    let now = || (bson::DateTime::now(), server.clock.next());
+    let now = || (bson::DateTime::now(), server.store.clock.next());
     let (mut matched, mut modified) = (0i64, 0i64);
     while !exec.is_exhausted() {
         crate::deadline::check()?;

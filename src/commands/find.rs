@@ -260,68 +260,81 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let lsid = session_of(body);
         let server = inv.server.clone();
         let deadline = crate::deadline::current();
+        let target = inv.op.target.clone();
+        let txn_number = inv.op.txn_number();
+        if target.in_txn() && opt_bool(body, "find", "readOnce")?.unwrap_or(false) {
+            return Err(CommandError::new(
+                ErrorCode::OperationNotSupportedInTransaction,
+                "Cannot run 'find' with readOnce in a multi-document transaction.",
+            ));
+        }
+        let at_cluster_time = inv.op.at_cluster_time;
         let (docs, id) = blocking::run(move || {
             let store = &server.store;
-            let Some(meta) = store.collection(&r.db, &r.coll) else {
-                return Ok((Vec::new(), 0));
-            };
             let (skip, limit) = (r.skip, r.limit);
             let remaining = limit.map(|l| l as u64);
-            let read = store.read()?;
-            let chosen = choose(
-                Some(&server.plan_cache),
-                &r.ns(),
-                &meta,
-                &r.query(),
-                &r.filter,
-                &read,
-                false,
-            )?;
-            let source = match &r.sort {
-                Some(spec) if !chosen.exec.plan().provides_sort => {
-                    let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
-                    let mut sorter = Sorter::new(
-                        spec.clone(),
-                        top_k,
-                        usize::try_from(server.config.sort_memory_limit_bytes)
-                            .unwrap_or(usize::MAX),
-                        r.allow_disk_use,
-                        Some(spill_dir),
-                    );
-                    let sort_err = |e| executor_error(CommandError::from(e));
-                    for d in chosen.buffered {
-                        sorter.push(d).map_err(sort_err)?;
-                    }
-                    let mut exec = chosen.exec;
-                    while !exec.is_exhausted() {
-                        crate::deadline::check().map_err(executor_error)?;
-                        for d in exec
-                            .next(&read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
-                            .map_err(|e| executor_error(e.into()))?
-                        {
+            let source = target.read(store, |view| {
+                let Some(meta) = view.collection(&r.db, &r.coll)? else {
+                    return Ok(None);
+                };
+                let read = view.source();
+                let chosen = choose(
+                    Some(&server.plan_cache),
+                    &r.ns(),
+                    &meta,
+                    &r.query(),
+                    &r.filter,
+                    read,
+                    false,
+                )?;
+                Ok(Some(match &r.sort {
+                    Some(spec) if !chosen.exec.plan().provides_sort => {
+                        let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
+                        let mut sorter = Sorter::new(
+                            spec.clone(),
+                            top_k,
+                            usize::try_from(server.config.sort_memory_limit_bytes)
+                                .unwrap_or(usize::MAX),
+                            r.allow_disk_use,
+                            Some(spill_dir),
+                        );
+                        let sort_err = |e| executor_error(CommandError::from(e));
+                        for d in chosen.buffered {
                             sorter.push(d).map_err(sort_err)?;
                         }
-                    }
-                    let mut sorted = sorter.finish().map_err(sort_err)?;
-                    for _ in 0..skip {
-                        match sorted.next() {
-                            Some(Ok(_)) => {}
-                            Some(Err(e)) => return Err(executor_error(CommandError::from(e))),
-                            None => break,
+                        let mut exec = chosen.exec;
+                        while !exec.is_exhausted() {
+                            crate::deadline::check().map_err(executor_error)?;
+                            for d in exec
+                                .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
+                                .map_err(|e| executor_error(e.into()))?
+                            {
+                                sorter.push(d).map_err(sort_err)?;
+                            }
                         }
+                        let mut sorted = sorter.finish().map_err(sort_err)?;
+                        for _ in 0..skip {
+                            match sorted.next() {
+                                Some(Ok(_)) => {}
+                                Some(Err(e)) => return Err(executor_error(CommandError::from(e))),
+                                None => break,
+                            }
+                        }
+                        Source::Sorted(sorted)
                     }
-                    Source::Sorted(sorted)
-                }
-                _ => Source::Plan {
-                    db: r.db.clone(),
-                    coll: r.coll.clone(),
-                    space: meta.id,
-                    exec: Box::new(chosen.exec),
-                    pending: chosen.buffered.into(),
-                    skip: skip as u64,
-                },
+                    _ => Source::Plan {
+                        db: r.db.clone(),
+                        coll: r.coll.clone(),
+                        space: meta.id,
+                        exec: Box::new(chosen.exec),
+                        pending: chosen.buffered.into(),
+                        skip: skip as u64,
+                    },
+                }))
+            })?;
+            let Some(source) = source else {
+                return Ok((Vec::new(), 0));
             };
-            drop(read);
             let mut cursor = Cursor {
                 id: 0,
                 ns: r.ns(),
@@ -330,6 +343,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 output: r.output.clone(),
                 time_budget: None,
                 lsid,
+                txn_number,
+                target,
                 no_timeout: r.no_timeout,
                 last_used: Instant::now(),
             };
@@ -354,6 +369,10 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         for d in docs {
             batch.push(d);
         }
-        Ok(rawdoc! {"cursor": {"firstBatch": batch, "id": id, "ns": ns}}.into())
+        let mut cursor = rawdoc! {"firstBatch": batch, "id": id, "ns": ns};
+        if let Some(t) = at_cluster_time {
+            cursor.append(bson::raw::cstr!("atClusterTime"), t);
+        }
+        Ok(rawdoc! {"cursor": cursor}.into())
     })
 }

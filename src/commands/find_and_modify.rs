@@ -56,6 +56,39 @@ pub static COMMAND: Command = Command {
     run,
 };
 
+/// What a findAndModify did (also its retryable-write record, before projection).
+#[derive(Debug, Default)]
+struct Outcome {
+    n: i32,
+    updated_existing: bool,
+    upserted: Option<RawBson>,
+    value: Option<RawDocumentBuf>,
+}
+
+impl Outcome {
+    fn to_record(&self) -> RawDocumentBuf {
+        let mut d = RawDocumentBuf::new();
+        d.append(cstr!("n"), self.n);
+        d.append(cstr!("updatedExisting"), self.updated_existing);
+        if let Some(id) = &self.upserted {
+            d.append(cstr!("upserted"), id.clone());
+        }
+        if let Some(v) = &self.value {
+            d.append(cstr!("value"), v.clone());
+        }
+        d
+    }
+
+    fn from_record(d: &RawDocument) -> Outcome {
+        Outcome {
+            n: d.get_i32("n").unwrap_or(0),
+            updated_existing: d.get_bool("updatedExisting").unwrap_or(false),
+            upserted: d.get("upserted").ok().flatten().map(RawBson::from),
+            value: d.get_document("value").ok().map(RawDocument::to_owned),
+        }
+    }
+}
+
 fn failed(msg: &str) -> CommandError {
     CommandError::new(ErrorCode::FailedToParse, msg)
 }
@@ -69,6 +102,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
+        super::insert::check_txn_write(inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let wc = WriteConcern::from_command(body)?;
         let remove = flag(body, "remove");
@@ -130,13 +164,28 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let server = inv.server.clone();
         let durability = wc.durability();
         let is_update = update.is_some();
-        let (n, updated_existing, upserted, value) = blocking::run(move || {
+        let target = inv.op.target.clone();
+        let retry = inv.op.retry;
+        let stmt = crate::session::retry::stmt_ids(body, "findAndModify", 1)?
+            .first()
+            .copied()
+            .unwrap_or(0);
+        let (outcome, retried) = blocking::run(move || {
             let store = &server.store;
-            let now = || (bson::DateTime::now(), server.clock.next());
+            if let Some(r) = &retry
+                && let Some(Some(rec)) = r.executed(store, &[stmt])?.into_iter().next()
+            {
+                return Ok((Outcome::from_record(&rec), true));
+            }
+            let record = |tx: &mut cairn_storage::WriteTxn<'_>, o: &Outcome| match &retry {
+                Some(r) => r.record(tx, stmt, &o.to_record()),
+                None => Ok(()),
+            };
+            let now = || (bson::DateTime::now(), server.store.clock.next());
             // The plan is chosen on a snapshot; it then runs inside the write transaction.
-            let plan = match store.collection(&db, &coll) {
+            let plan = target.read(store, |view| match view.collection(&db, &coll)? {
                 Some(meta) if !(filter.id_equality().is_some() && sort.is_none()) => {
-                    let read = store.read()?;
+                    let read = view.source();
                     let modifies = update.as_ref().map(|u| match u.touched_top_level_fields() {
                         Some(f) => Modifies::Paths(f),
                         None => Modifies::Everything,
@@ -150,14 +199,15 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         &meta,
                         &q,
                         &filter,
-                        &read,
+                        read,
                         false,
                     )?;
-                    Some(chosen.exec.plan().clone())
+                    Ok(Some(chosen.exec.plan().clone()))
                 }
-                _ => None,
-            };
-            let found = store.write(
+                _ => Ok(None),
+            })?;
+            let found = target.write(
+                store,
                 durability,
                 |tx| -> Result<Option<(RawDocumentBuf, RawDocumentBuf)>, CommandError> {
                     let Some(meta) = tx.collection(&db, &coll)? else {
@@ -206,6 +256,15 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     match &update {
                         None => {
                             tx.delete_by_key(&meta, &key)?;
+                            record(
+                                tx,
+                                &Outcome {
+                                    n: 1,
+                                    updated_existing: false,
+                                    upserted: None,
+                                    value: Some(doc.clone()),
+                                },
+                            )?;
                             Ok(Some((doc.clone(), doc)))
                         }
                         Some(u) => {
@@ -217,41 +276,70 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                             let applied = u.apply(&doc, details.as_ref(), &now)?;
                             if applied.modified {
                                 write_applied(tx, &meta, &key, u.kind(), &applied)?;
+                                let value = if new { &applied.doc } else { &doc };
+                                record(
+                                    tx,
+                                    &Outcome {
+                                        n: 1,
+                                        updated_existing: true,
+                                        upserted: None,
+                                        value: Some(value.clone()),
+                                    },
+                                )?;
                             }
                             Ok(Some((doc, applied.doc)))
                         }
                     }
                 },
             )?;
-            match found {
+            let outcome = match found {
                 Some((before, after)) => {
                     let value = if new { after } else { before };
-                    Ok((1, update.is_some(), None, Some(value)))
+                    Outcome {
+                        n: 1,
+                        updated_existing: update.is_some(),
+                        upserted: None,
+                        value: Some(value),
+                    }
                 }
                 None if upsert => {
                     let Some(u) = &update else {
-                        return Ok((0, false, None, None));
+                        return Ok((Outcome::default(), false));
                     };
                     let doc = u.upsert_document(&filter, &now)?;
                     let prepared =
-                        cairn_query::insert::prepare(&doc, || server.clock.next())?.into_owned();
+                        cairn_query::insert::prepare(&doc, || server.store.clock.next())?
+                            .into_owned();
                     let id = prepared
                         .get("_id")
                         .ok()
                         .flatten()
                         .map(RawBson::from)
                         .unwrap_or(RawBson::Null);
-                    let meta = store.ensure_collection(&db, &coll)?;
-                    store.write(durability, |tx| -> Result<(), StorageError> {
-                        tx.insert(&meta, &prepared)
+                    let meta = target.ensure_collection(store, &db, &coll)?;
+                    let outcome = Outcome {
+                        n: 1,
+                        updated_existing: false,
+                        upserted: Some(id),
+                        value: if new { Some(prepared.clone()) } else { None },
+                    };
+                    target.write(store, durability, |tx| -> Result<(), StorageError> {
+                        tx.insert(&meta, &prepared)?;
+                        record(tx, &outcome)
                     })?;
-                    let value = if new { Some(prepared) } else { None };
-                    Ok((1, false, Some(id), value))
+                    outcome
                 }
-                None => Ok((0, false, None, None)),
-            }
+                None => Outcome::default(),
+            };
+            Ok((outcome, false))
         })
         .await?;
+        let Outcome {
+            n,
+            updated_existing,
+            upserted,
+            value,
+        } = outcome;
         let value = match (value, &projection) {
             (Some(v), Some(p)) => Some(p.apply(&v, None)?),
             (v, _) => v,
@@ -269,6 +357,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         match value {
             Some(v) => out.append(cstr!("value"), v),
             None => out.append(cstr!("value"), RawBson::Null),
+        }
+        if retried {
+            out.append(cstr!("retriedStmtId"), stmt);
         }
         if let Some(wce) = wc.error() {
             out.append(cstr!("writeConcernError"), wce);

@@ -69,10 +69,16 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ));
         }
         let ns = format!("{}.{coll}", inv.req.db);
-        let mut cursor = inv
-            .server
-            .cursors
-            .check_out(id, &ns, session_of(body).as_deref())?;
+        let mut cursor = inv.server.cursors.check_out(
+            id,
+            &ns,
+            session_of(body).as_deref(),
+            inv.op.txn_number(),
+        )?;
+        let at_cluster_time = match &cursor.target {
+            crate::session::target::Target::Snapshot(_, t) => Some(*t),
+            _ => None,
+        };
         let server = inv.server.clone();
         let started = std::time::Instant::now();
         let deadline = cursor.time_budget.map(|b| started + b);
@@ -109,6 +115,10 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             arr.push(d);
         }
         let id = if exhausted { 0 } else { id };
-        Ok(rawdoc! {"cursor": {"nextBatch": arr, "id": id, "ns": ns}}.into())
+        let mut cursor = rawdoc! {"nextBatch": arr, "id": id, "ns": ns};
+        if let Some(t) = at_cluster_time {
+            cursor.append(bson::raw::cstr!("atClusterTime"), t);
+        }
+        Ok(rawdoc! {"cursor": cursor}.into())
     })
 }

@@ -6,15 +6,14 @@
 //! alphabetical order; unknown names are ignored; when nothing matches the answer is
 //! InvalidOptions (72) "no option found to get".
 //!
-//! Every parameter reports the server's real value. None can be changed at runtime yet
-//! (there is no `setParameter`), so `settableAtRuntime` is false throughout.
+//! Every parameter reports the server's real value; the table is [`crate::params`], shared
+//! with `setParameter`.
 
 use bson::raw::CStr;
-use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
+use bson::{RawBsonRef, RawDocumentBuf, rawdoc};
 
 use super::{CmdFuture, Command, Counter, Fields, Invocation, ready, type_name};
 use crate::error::{CommandError, ErrorCode, key};
-use crate::state::ServerState;
 
 /// `getParameter`.
 pub static COMMAND: Command = Command {
@@ -30,93 +29,6 @@ pub static COMMAND: Command = Command {
     kill_on_disconnect: false,
     run,
 };
-
-/// A parameter: its name, whether it can be set at startup, and how to read it.
-struct Parameter {
-    name: &'static str,
-    settable_at_startup: bool,
-    value: fn(&ServerState) -> RawBson,
-}
-
-fn log_level(s: &ServerState) -> RawBson {
-    let l = s.config.log_level.to_ascii_lowercase();
-    RawBson::Int32(if l.contains("trace") {
-        2
-    } else if l.contains("debug") {
-        1
-    } else {
-        0
-    })
-}
-
-/// `logComponentVerbosity`: the global verbosity; Cairn has no per-component settings, so
-/// every component inherits it (-1, as MongoDB reports an unset component).
-fn log_component_verbosity(s: &ServerState) -> RawBson {
-    let level = match log_level(s) {
-        RawBson::Int32(l) => l,
-        _ => 0,
-    };
-    let mut d = rawdoc! {"verbosity": level};
-    for c in ["command", "control", "network", "query", "storage"] {
-        if let Ok(k) = <&bson::raw::CStr>::try_from(c) {
-            d.append(k, rawdoc! {"verbosity": -1});
-        }
-    }
-    RawBson::Document(d)
-}
-
-/// The parameters, sorted by name.
-static PARAMETERS: &[Parameter] = &[
-    Parameter {
-        name: "allowDiskUseByDefault",
-        settable_at_startup: true,
-        value: |s| RawBson::Boolean(s.config.allow_disk_use_by_default),
-    },
-    Parameter {
-        name: "cursorTimeoutMillis",
-        settable_at_startup: true,
-        value: |s| RawBson::Int64(i64::try_from(s.config.cursor_timeout_ms).unwrap_or(i64::MAX)),
-    },
-    Parameter {
-        name: "featureCompatibilityVersion",
-        settable_at_startup: false,
-        value: |_| RawBson::Document(rawdoc! {"version": "7.0"}),
-    },
-    Parameter {
-        name: "internalQueryMaxBlockingSortMemoryUsageBytes",
-        settable_at_startup: true,
-        value: |s| {
-            RawBson::Int64(i64::try_from(s.config.sort_memory_limit_bytes).unwrap_or(i64::MAX))
-        },
-    },
-    Parameter {
-        name: "logComponentVerbosity",
-        settable_at_startup: true,
-        value: log_component_verbosity,
-    },
-    Parameter {
-        name: "logLevel",
-        settable_at_startup: true,
-        value: log_level,
-    },
-    Parameter {
-        name: "maxBSONDepth",
-        settable_at_startup: false,
-        value: |_| RawBson::Int32(cairn_wire::MAX_BSON_DEPTH as i32),
-    },
-    Parameter {
-        name: "ttlMonitorEnabled",
-        settable_at_startup: true,
-        value: |s| RawBson::Boolean(s.config.ttl_monitor_sleep_secs > 0),
-    },
-    Parameter {
-        name: "ttlMonitorSleepSecs",
-        settable_at_startup: true,
-        value: |s| {
-            RawBson::Int32(i32::try_from(s.config.ttl_monitor_sleep_secs).unwrap_or(i32::MAX))
-        },
-    },
-];
 
 fn parse_options(v: RawBsonRef<'_>) -> Result<(bool, bool), CommandError> {
     match v {
@@ -168,7 +80,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let (show, all) = parse_options(first)?;
         let mut out = RawDocumentBuf::new();
         let mut found = false;
-        for p in PARAMETERS {
+        for p in crate::params::PARAMETERS {
             let named = body.get(p.name).ok().flatten().is_some();
             if !(all || named) {
                 continue;
@@ -181,7 +93,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     k,
                     rawdoc! {
                         "value": value,
-                        "settableAtRuntime": false,
+                        "settableAtRuntime": p.set.is_some(),
                         "settableAtStartup": p.settable_at_startup,
                     },
                 );
@@ -202,14 +114,6 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parameters_sorted() {
-        let names: Vec<_> = PARAMETERS.iter().map(|p| p.name).collect();
-        let mut s = names.clone();
-        s.sort_unstable();
-        assert_eq!(names, s);
-    }
 
     #[test]
     fn option_forms() {

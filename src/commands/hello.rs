@@ -287,6 +287,7 @@ async fn hello(inv: Invocation<'_>, legacy: bool) -> Result<Reply, CommandError>
         server,
         client,
         req,
+        ..
     } = inv;
     let cmd = if legacy { "isMaster" } else { "hello" };
     let body = req.body;

@@ -55,7 +55,12 @@ pub static COMMAND: Command = Command {
     admin_only: false,
     secondary_ok: false,
     api_v1: true,
-    fields: Fields::Strict(&["documents", "ordered", "bypassDocumentValidation"]),
+    fields: Fields::Strict(&[
+        "documents",
+        "ordered",
+        "bypassDocumentValidation",
+        "stmtIds",
+    ]),
     counter: Counter::SelfCounted,
     kill_on_disconnect: false,
     run,
@@ -75,14 +80,29 @@ pub fn write_error(index: usize, e: &CommandError) -> RawDocumentBuf {
     d
 }
 
-/// Assembles `{n, writeErrors?, writeConcernError?}`.
+/// Assembles `{n, writeErrors?, retriedStmtIds?, writeConcernError?}`.
 pub fn write_reply(
     n: usize,
     errors: &[(usize, CommandError)],
+    retried: &[i32],
     wc: &WriteConcern,
 ) -> RawDocumentBuf {
     let mut out = RawDocumentBuf::new();
     out.append(cstr!("n"), i32::try_from(n).unwrap_or(i32::MAX));
+    append_errors_and_retried(&mut out, errors, retried);
+    if let Some(wce) = wc.error() {
+        out.append(cstr!("writeConcernError"), wce);
+    }
+    out
+}
+
+/// Appends `writeErrors` and `retriedStmtIds` (each only when non-empty), in the order of
+/// MongoDB's write command reply.
+pub fn append_errors_and_retried(
+    out: &mut RawDocumentBuf,
+    errors: &[(usize, CommandError)],
+    retried: &[i32],
+) {
     if !errors.is_empty() {
         let mut arr = RawArrayBuf::new();
         for (i, e) in errors {
@@ -90,10 +110,28 @@ pub fn write_reply(
         }
         out.append(cstr!("writeErrors"), arr);
     }
-    if let Some(wce) = wc.error() {
-        out.append(cstr!("writeConcernError"), wce);
+    if !retried.is_empty() {
+        let mut arr = RawArrayBuf::new();
+        for i in retried {
+            arr.push(*i);
+        }
+        out.append(cstr!("retriedStmtIds"), arr);
     }
-    out
+}
+
+/// Refuses writes to `system.*` collections inside a transaction (50791), as MongoDB does.
+pub fn check_txn_write(
+    op: &crate::session::OpCtx,
+    db: &str,
+    coll: &str,
+) -> Result<(), CommandError> {
+    if op.in_txn() && coll.starts_with("system.") {
+        return Err(CommandError::new(
+            ErrorCode::Location(50791),
+            format!("Cannot write to system collection {db}.{coll} within a transaction."),
+        ));
+    }
+    Ok(())
 }
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
@@ -101,6 +139,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
+        check_txn_write(inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let ordered = opt_strict_bool(body, "insert", "ordered")?.unwrap_or(true);
         let _ = opt_strict_bool(body, "insert", "bypassDocumentValidation")?;
@@ -132,13 +171,18 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             if count > MAX_BATCH {
                 break;
             }
-            let clock = &inv.server.clock;
+            let clock = &inv.server.store.clock;
             match cairn_query::insert::prepare(d, || clock.next()) {
                 Ok(p) => prepared.push((i, p.into_owned())),
                 Err(e) => errors.push((i, CommandError::from(e))),
             }
         }
         check_batch_size(count)?;
+        let target = inv.op.target.clone();
+        // Inside a transaction the first failure ends the statement (and aborts it).
+        let ordered = ordered || target.in_txn();
+        let retry = inv.op.retry;
+        let stmt_ids = crate::session::retry::stmt_ids(body, "insert", count)?;
         if ordered && let Some(first_bad) = errors.first().map(|(i, _)| *i) {
             // An ordered insert stops at its first failing document.
             prepared.retain(|(i, _)| *i < first_bad);
@@ -149,9 +193,28 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             .fetch_add(count as i64, Relaxed);
         let store = inv.server.store.clone();
         let durability = wc.durability();
-        let (n, store_errors) = blocking::run(move || {
+        let (n, store_errors, retried) = blocking::run(move || {
             let mut n = 0usize;
             let mut errs: Vec<(usize, CommandError)> = Vec::new();
+            let mut retried: Vec<i32> = Vec::new();
+            let mut prepared = prepared;
+            if let Some(retry) = &retry {
+                let ids: Vec<i32> = prepared
+                    .iter()
+                    .map(|(i, _)| stmt_ids.get(*i).copied().unwrap_or(0))
+                    .collect();
+                let done = retry.executed(&store, &ids)?;
+                let mut keep = Vec::with_capacity(prepared.len());
+                for ((i, d), (id, rec)) in prepared.into_iter().zip(ids.into_iter().zip(done)) {
+                    if rec.is_some() {
+                        n += 1;
+                        retried.push(id);
+                    } else {
+                        keep.push((i, d));
+                    }
+                }
+                prepared = keep;
+            }
             let mut rest: &[(usize, RawDocumentBuf)] = &prepared;
             'chunks: while !rest.is_empty() {
                 let mut take = 0;
@@ -164,8 +227,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 rest = tail;
                 let mut attempts = 0;
                 let outcome = loop {
-                    let meta = store.ensure_collection(&db, &coll)?;
-                    let r = store.write(durability, |tx| {
+                    let meta = target.ensure_collection(&store, &db, &coll)?;
+                    let r = target.write(&store, durability, |tx| {
                         let Some(meta) = tx.collection(&db, &coll)?.filter(|m| m.id == meta.id)
                         else {
                             return Err(StorageError::Engine(EngineError::NoSuchSpace(meta.id)));
@@ -173,7 +236,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         let mut results = Vec::with_capacity(chunk.len());
                         for (i, d) in chunk {
                             match tx.insert(&meta, d) {
-                                Ok(()) => results.push((*i, None)),
+                                Ok(()) => {
+                                    if let Some(retry) = &retry {
+                                        let id = stmt_ids.get(*i).copied().unwrap_or(0);
+                                        retry.record(tx, id, &RawDocumentBuf::new())?;
+                                    }
+                                    results.push((*i, None))
+                                }
                                 Err(e) if e.is_transient() => return Err(e),
                                 Err(e @ StorageError::Engine(EngineError::NoSuchSpace(_))) => {
                                     return Err(e);
@@ -221,7 +290,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     }
                 }
             }
-            Ok((n, errs))
+            Ok((n, errs, retried))
         })
         .await?;
         errors.extend(store_errors);
@@ -229,6 +298,6 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         if ordered {
             errors.truncate(1);
         }
-        Ok(write_reply(n, &errors, &wc).into())
+        Ok(write_reply(n, &errors, &retried, &wc).into())
     })
 }

@@ -102,6 +102,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 output: None,
                 time_budget: None,
                 lsid: session_of(body),
+                txn_number: None,
+                target: Default::default(),
                 no_timeout: false,
                 last_used: Instant::now(),
             });

@@ -77,6 +77,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 output: None,
                 time_budget: None,
                 lsid: session_of(inv.req.body),
+                txn_number: None,
+                target: Default::default(),
                 no_timeout: false,
                 last_used: Instant::now(),
             });

@@ -29,9 +29,11 @@ use crate::client::Client;
 use crate::error::{CommandError, ErrorCode, ok_reply};
 use crate::state::ServerState;
 
+pub mod abort_transaction;
 pub mod build_info;
 pub mod coll_mod;
 pub mod coll_stats;
+pub mod commit_transaction;
 pub mod connection_status;
 pub mod count;
 pub mod create;
@@ -55,14 +57,20 @@ pub mod get_parameter;
 pub mod hello;
 pub mod host_info;
 pub mod insert;
+pub mod kill_all_sessions;
+pub mod kill_all_sessions_by_pattern;
 pub mod kill_cursors;
+pub mod kill_sessions;
 pub mod list_collections;
 pub mod list_commands;
 pub mod list_databases;
 pub mod list_indexes;
 pub mod ping;
+pub mod refresh_sessions;
 pub mod rename_collection;
 pub mod server_status;
+pub mod set_parameter;
+pub mod start_session;
 pub mod update;
 pub mod whatsmyuri;
 
@@ -87,6 +95,8 @@ pub struct Invocation<'a> {
     pub client: &'a mut Client,
     /// The request.
     pub req: Request<'a>,
+    /// Session, transaction and read-concern context set up by the dispatcher.
+    pub op: &'a mut crate::session::OpCtx,
 }
 
 /// A successful command result.
@@ -173,9 +183,11 @@ impl std::fmt::Debug for Command {
 
 /// Every command, sorted byte-wise by name (a unit test enforces the order).
 pub static REGISTRY: &[&Command] = &[
+    &abort_transaction::COMMAND,
     &build_info::COMMAND,
     &coll_mod::COMMAND,
     &coll_stats::COMMAND,
+    &commit_transaction::COMMAND,
     &connection_status::COMMAND,
     &count::COMMAND,
     &create::COMMAND,
@@ -200,14 +212,20 @@ pub static REGISTRY: &[&Command] = &[
     &host_info::COMMAND,
     &insert::COMMAND,
     &hello::IS_MASTER,
+    &kill_all_sessions::COMMAND,
+    &kill_all_sessions_by_pattern::COMMAND,
     &kill_cursors::COMMAND,
+    &kill_sessions::COMMAND,
     &list_collections::COMMAND,
     &list_commands::COMMAND,
     &list_databases::COMMAND,
     &list_indexes::COMMAND,
     &ping::COMMAND,
+    &refresh_sessions::COMMAND,
     &rename_collection::COMMAND,
     &server_status::COMMAND,
+    &set_parameter::COMMAND,
+    &start_session::COMMAND,
     &update::COMMAND,
     &whatsmyuri::COMMAND,
 ];
@@ -497,27 +515,92 @@ pub fn parse_envelope(body: &RawDocument) -> Result<(&str, &str), CommandError> 
     Ok((db, name))
 }
 
-/// Runs one command document and returns the complete reply (with `ok`), plus the next body
-/// for exhaust streaming.
+/// Runs one command document and returns the complete reply (with `ok` and the cluster-time
+/// gossip a router adds to every reply), plus the next body for exhaust streaming.
 pub async fn dispatch(
     server: &Arc<ServerState>,
     client: &mut Client,
     body: &RawDocument,
     exhaust_allowed: bool,
 ) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
-    match run(server, client, body, exhaust_allowed).await {
-        Ok(reply) => (ok_reply(reply.body), reply.more_to_come),
-        Err(e) => (e.to_reply(), None),
+    let mut op = crate::session::OpCtx::default();
+    let (result, tail) = run(server, client, body, exhaust_allowed, &mut op).await;
+    let gossip = crate::session::gossip_out(server, op.at_cluster_time);
+    match result {
+        Ok(reply) => {
+            let mut out = ok_reply(reply.body);
+            crate::error::append_all(&mut out, &gossip);
+            crate::error::append_all(&mut out, &tail);
+            (out, reply.more_to_come)
+        }
+        Err(mut e) => {
+            crate::session::label_error(body, &mut e);
+            (e.to_reply_with(Some(&gossip)), None)
+        }
     }
 }
 
-/// Looks up and runs a command; see the module doc for the checks applied.
+/// Looks up and runs a command; see the module doc for the checks applied. Returns the
+/// result and the fields the session layer appends to a successful reply.
 pub async fn run(
     server: &Arc<ServerState>,
     client: &mut Client,
     body: &RawDocument,
     exhaust_allowed: bool,
-) -> CmdResult {
+    op: &mut crate::session::OpCtx,
+) -> (CmdResult, RawDocumentBuf) {
+    let cmd = match prepare(server, body).await {
+        Ok((cmd, ctx)) => {
+            *op = ctx;
+            cmd
+        }
+        Err(e) => return (Err(e), RawDocumentBuf::new()),
+    };
+    let Ok((db, name)) = parse_envelope(body) else {
+        return (
+            Err(CommandError::new(ErrorCode::InternalError, "envelope")),
+            RawDocumentBuf::new(),
+        );
+    };
+    let req = Request {
+        name,
+        db,
+        body,
+        exhaust_allowed,
+    };
+    let deadline = match crate::deadline::parse(body) {
+        Ok(d) => d,
+        Err(e) => return (Err(e), RawDocumentBuf::new()),
+    };
+    count(server, cmd);
+    let result = crate::deadline::scope(
+        deadline,
+        (cmd.run)(Invocation {
+            server,
+            client,
+            req,
+            op,
+        }),
+    )
+    .await;
+    let (mut body_result, more) = match result {
+        Ok(r) => (Ok(r.body), r.more_to_come),
+        Err(e) => (Err(e), None),
+    };
+    let tail = crate::session::finish(server, op, cmd, &mut body_result);
+    let result = body_result.map(|body| Reply {
+        body,
+        more_to_come: more,
+    });
+    (result, tail)
+}
+
+/// The checks every command shares before it runs (see the module doc), then the session
+/// context.
+async fn prepare(
+    server: &Arc<ServerState>,
+    body: &RawDocument,
+) -> Result<(&'static Command, crate::session::OpCtx), CommandError> {
     let (db, name) = parse_envelope(body)?;
     let cmd = lookup(name).ok_or_else(|| {
         CommandError::new(
@@ -536,20 +619,12 @@ pub async fn run(
         name,
         db,
         body,
-        exhaust_allowed,
+        exhaust_allowed: false,
     };
     check_fields(cmd, &req)?;
-    let deadline = crate::deadline::parse(body)?;
-    count(server, cmd);
-    crate::deadline::scope(
-        deadline,
-        (cmd.run)(Invocation {
-            server,
-            client,
-            req,
-        }),
-    )
-    .await
+    crate::deadline::parse(body)?;
+    let op = crate::session::begin(server, cmd, db, body).await?;
+    Ok((cmd, op))
 }
 
 fn count(server: &ServerState, cmd: &Command) {

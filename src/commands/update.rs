@@ -30,7 +30,6 @@ use cairn_storage::catalog::CollectionMeta;
 use cairn_storage::store::id_key;
 use cairn_storage::{Durability, StorageError, Store, WriteTxn};
 
-use super::insert::write_error;
 use super::{
     CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_strict_bool, type_name,
 };
@@ -38,6 +37,8 @@ use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 use crate::exec::{Step, for_each_match};
 use crate::lang::Lang;
+use crate::session::Retry;
+use crate::session::target::Target;
 use crate::state::ServerState;
 use crate::write_concern::WriteConcern;
 
@@ -50,7 +51,13 @@ pub static COMMAND: Command = Command {
     admin_only: false,
     secondary_ok: false,
     api_v1: true,
-    fields: Fields::Strict(&["updates", "ordered", "bypassDocumentValidation", "let"]),
+    fields: Fields::Strict(&[
+        "updates",
+        "ordered",
+        "bypassDocumentValidation",
+        "let",
+        "stmtIds",
+    ]),
     counter: Counter::SelfCounted,
     kill_on_disconnect: false,
     run,
@@ -237,16 +244,70 @@ fn partial_document(view: &cairn_storage::store::DocView) -> RawDocumentBuf {
     d
 }
 
+/// Where and how a statement runs: the command's target, and for a retryable write the
+/// statement to record.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    /// Where reads and writes go.
+    pub target: &'a Target,
+    /// The retryable write and this statement's id.
+    pub retry: Option<(Retry, i32)>,
+    /// Durability of auto-commit writes.
+    pub durability: Durability,
+}
+
+impl Ctx<'_> {
+    /// Records the statement's outcome in `tx` (the transaction of its write) when it is part
+    /// of a retryable write.
+    fn record(&self, tx: &mut WriteTxn<'_>, o: &Outcome) -> Result<(), StorageError> {
+        let Some((r, stmt)) = &self.retry else {
+            return Ok(());
+        };
+        r.record(tx, *stmt, &o.to_record())
+    }
+}
+
+impl Outcome {
+    /// The record of a retryable statement: `{n, nModified, upserted?}`.
+    pub fn to_record(&self) -> RawDocumentBuf {
+        let mut d = rawdoc! {
+            "n": i32::try_from(self.matched).unwrap_or(i32::MAX),
+            "nModified": i32::try_from(self.modified).unwrap_or(i32::MAX),
+        };
+        if let Some(id) = &self.upserted {
+            d.append(cstr!("upserted"), id.clone());
+        }
+        d
+    }
+
+    /// The outcome a record describes.
+    pub fn from_record(d: &RawDocument) -> Outcome {
+        Outcome {
+            matched: usize::try_from(d.get_i32("n").unwrap_or(0)).unwrap_or(0),
+            modified: usize::try_from(d.get_i32("nModified").unwrap_or(0)).unwrap_or(0),
+            upserted: d.get("upserted").ok().flatten().map(RawBson::from),
+        }
+    }
+}
+
 /// Runs one update statement (blocking).
 pub fn execute(
     server: &ServerState,
+    ctx: Ctx<'_>,
     db: &str,
     coll: &str,
     st: &Statement,
-    durability: Durability,
 ) -> Result<Outcome, CommandError> {
     let store: &Store = &server.store;
-    let now = || (bson::DateTime::now(), server.clock.next());
+    let target = ctx.target;
+    let durability = ctx.durability;
+    if ctx.retry.is_some() && st.multi {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "Cannot use (or request) retryable writes with multi=true",
+        ));
+    }
+    let now = || (bson::DateTime::now(), server.store.clock.next());
     let mut out = Outcome::default();
     let targeted = if st.multi {
         None
@@ -272,30 +333,42 @@ pub fn execute(
     };
     if let Some((id, fields)) = targeted {
         let names: Vec<&str> = fields.iter().map(String::as_str).collect();
-        let r = store.write(durability, |tx| -> Result<(usize, usize), CommandError> {
-            let Some(meta) = tx.collection(db, coll)? else {
-                return Ok((0, 0));
-            };
-            let key = id_key(id.as_raw_bson_ref())?;
-            let Some(view) = tx.read_fields(&meta, &key, &names)? else {
-                return Ok((0, 0));
-            };
-            let partial = partial_document(&view);
-            let details = if st.update.is_positional() {
-                st.filter.try_match_details(&partial)?
-            } else {
-                None
-            };
-            let applied = st
-                .update
-                .apply(&partial, details.as_ref(), &now)
-                .map_err(CommandError::from)?;
-            if applied.modified {
-                let changes = changes_of(&applied)?;
-                tx.write_fields(&meta, &view, &changes)?;
-            }
-            Ok((1, usize::from(applied.modified)))
-        });
+        let r = target.write(
+            store,
+            durability,
+            |tx| -> Result<(usize, usize), CommandError> {
+                let Some(meta) = tx.collection(db, coll)? else {
+                    return Ok((0, 0));
+                };
+                let key = id_key(id.as_raw_bson_ref())?;
+                let Some(view) = tx.read_fields(&meta, &key, &names)? else {
+                    return Ok((0, 0));
+                };
+                let partial = partial_document(&view);
+                let details = if st.update.is_positional() {
+                    st.filter.try_match_details(&partial)?
+                } else {
+                    None
+                };
+                let applied = st
+                    .update
+                    .apply(&partial, details.as_ref(), &now)
+                    .map_err(CommandError::from)?;
+                if applied.modified {
+                    let changes = changes_of(&applied)?;
+                    tx.write_fields(&meta, &view, &changes)?;
+                    ctx.record(
+                        tx,
+                        &Outcome {
+                            matched: 1,
+                            modified: 1,
+                            upserted: None,
+                        },
+                    )?;
+                }
+                Ok((1, usize::from(applied.modified)))
+            },
+        );
         let (matched, modified) = r?;
         out.matched = matched;
         out.modified = modified;
@@ -307,6 +380,7 @@ pub fn execute(
         };
         let visited = for_each_match(
             server,
+            target,
             db,
             coll,
             &st.filter,
@@ -326,6 +400,14 @@ pub fn execute(
                     .map_err(CommandError::from)?;
                 if applied.modified {
                     write_applied(tx, meta, key, kind, &applied).map_err(CommandError::from)?;
+                    ctx.record(
+                        tx,
+                        &Outcome {
+                            matched: 1,
+                            modified: 1,
+                            upserted: None,
+                        },
+                    )?;
                 }
                 let step = if st.multi { Step::Continue } else { Step::Stop };
                 Ok((step, applied.modified))
@@ -336,16 +418,23 @@ pub fn execute(
     }
     if out.matched == 0 && st.upsert {
         let doc = st.update.upsert_document(&st.filter, &now)?;
-        let prepared = cairn_query::insert::prepare(&doc, || server.clock.next())?.into_owned();
+        let prepared =
+            cairn_query::insert::prepare(&doc, || server.store.clock.next())?.into_owned();
         let id = prepared
             .get("_id")
             .ok()
             .flatten()
             .map(RawBson::from)
             .unwrap_or(RawBson::Null);
-        let meta: Arc<CollectionMeta> = store.ensure_collection(db, coll)?;
-        match store.write(durability, |tx| -> Result<(), StorageError> {
-            tx.insert(&meta, &prepared)
+        let meta: Arc<CollectionMeta> = target.ensure_collection(store, db, coll)?;
+        let upserted = Outcome {
+            matched: 0,
+            modified: 0,
+            upserted: Some(id.clone()),
+        };
+        match target.write(store, durability, |tx| -> Result<(), StorageError> {
+            tx.insert(&meta, &prepared)?;
+            ctx.record(tx, &upserted)
         }) {
             Ok(()) => {
                 out.matched = 0;
@@ -358,6 +447,7 @@ pub fn execute(
                 // pins that key: apply the update to it instead (MongoDB's upsert retry).
                 return execute(
                     server,
+                    ctx,
                     db,
                     coll,
                     &Statement {
@@ -367,7 +457,6 @@ pub fn execute(
                         upsert: false,
                         multi: st.multi,
                     },
-                    durability,
                 );
             }
             Err(e) => return Err(CommandError::from(e)),
@@ -407,6 +496,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
+        super::insert::check_txn_write(inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let ordered = opt_strict_bool(body, "update", "ordered")?.unwrap_or(true);
         let _ = opt_strict_bool(body, "update", "bypassDocumentValidation")?;
@@ -442,12 +532,34 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             .fetch_add(parsed.len() as i64, Relaxed);
         let server = inv.server.clone();
         let durability = wc.durability();
-        let (n, modified, upserted, errors) = blocking::run(move || {
+        let target = inv.op.target.clone();
+        let ordered = ordered || target.in_txn();
+        let retry = inv.op.retry;
+        let stmt_ids = crate::session::retry::stmt_ids(body, "update", parsed.len())?;
+        let (n, modified, upserted, errors, retried) = blocking::run(move || {
             let (mut n, mut modified) = (0usize, 0usize);
             let mut upserted = Vec::new();
             let mut errors = Vec::new();
+            let mut retried = Vec::new();
+            let done = match &retry {
+                Some(r) => r.executed(&server.store, &stmt_ids)?,
+                None => vec![None; stmt_ids.len()],
+            };
             for (i, st) in parsed.into_iter().enumerate() {
-                match st.and_then(|st| execute(&server, &db, &coll, &st, durability)) {
+                let stmt = stmt_ids.get(i).copied().unwrap_or(0);
+                let ctx = Ctx {
+                    target: &target,
+                    retry: retry.map(|r| (r, stmt)),
+                    durability,
+                };
+                let r = match done.get(i) {
+                    Some(Some(rec)) => {
+                        retried.push(stmt);
+                        Ok(Outcome::from_record(rec))
+                    }
+                    _ => st.and_then(|st| execute(&server, ctx, &db, &coll, &st)),
+                };
+                match r {
                     Ok(o) => {
                         n += o.matched;
                         modified += o.modified;
@@ -464,7 +576,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     }
                 }
             }
-            Ok((n, modified, upserted, errors))
+            Ok((n, modified, upserted, errors, retried))
         })
         .await?;
         let mut out = RawDocumentBuf::new();
@@ -480,13 +592,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             }
             out.append(cstr!("upserted"), arr);
         }
-        if !errors.is_empty() {
-            let mut arr = RawArrayBuf::new();
-            for (i, e) in &errors {
-                arr.push(write_error(*i, e));
-            }
-            out.append(cstr!("writeErrors"), arr);
-        }
+        super::insert::append_errors_and_retried(&mut out, &errors, &retried);
         if let Some(wce) = wc.error() {
             out.append(cstr!("writeConcernError"), wce);
         }

@@ -82,6 +82,16 @@ pub enum StorageError {
     /// Stored bytes that do not decode (a bug or on-disk damage).
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// A snapshot read at a time older than the retained history (SnapshotTooOld, 239).
+    #[error("{0}")]
+    SnapshotTooOld(String),
+    /// The multi-document transaction a statement belongs to is no longer open (aborted,
+    /// e.g. by expiry, while the statement waited) — NoSuchTransaction (251).
+    #[error("{0}")]
+    TransactionAborted(String),
+    /// A snapshot read at a time later than the cluster time (InvalidOptions, 72).
+    #[error("{0}")]
+    SnapshotInFuture(String),
 }
 
 impl StorageError {

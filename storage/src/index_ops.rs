@@ -271,6 +271,121 @@ impl WriteTxn<'_> {
         Ok(())
     }
 
+    /// The names of the indexes among `specs` that `coll` does not have yet (each spec
+    /// validated and checked against the existing indexes, as `createIndexes` does).
+    pub fn indexes_to_add(
+        &self,
+        coll: &CollectionMeta,
+        specs: &[RawDocumentBuf],
+    ) -> Result<Vec<String>> {
+        let mut requested = Vec::with_capacity(specs.len());
+        for spec in specs {
+            self.store.keygen.validate(spec)?;
+            requested.push(requested_index(spec)?);
+        }
+        Ok(plan_new_indexes(&coll.indexes, &requested)?
+            .into_iter()
+            .map(|i| i.name)
+            .collect())
+    }
+
+    /// Whether the collection holds no document, as this transaction sees it.
+    pub fn is_empty(&self, coll: &CollectionMeta) -> Result<bool> {
+        Ok(self
+            .tx
+            .range(
+                coll.id,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                false,
+            )?
+            .next()
+            .is_none())
+    }
+
+    /// `createIndexes` inside a multi-document transaction, for a collection this
+    /// transaction created (the caller enforces MongoDB's rule): the indexes are registered
+    /// ready in the transaction's catalog record and built from the documents the transaction
+    /// has inserted so far, all visible to others only when it commits.
+    pub fn create_indexes_here(
+        &mut self,
+        db: &str,
+        coll: &str,
+        specs: &[RawDocumentBuf],
+    ) -> Result<CreatedIndexes> {
+        let created_collection = self.collection(db, coll)?.is_none();
+        let meta = self.ensure_collection(db, coll)?;
+        let mut requested = Vec::with_capacity(specs.len());
+        for spec in specs {
+            self.store.keygen.validate(spec)?;
+            requested.push(requested_index(spec)?);
+        }
+        let to_add = plan_new_indexes(&meta.indexes, &requested)?;
+        let mut out = CreatedIndexes {
+            created_collection,
+            before: meta.indexes.len(),
+            after: meta.indexes.len(),
+            new: Vec::new(),
+        };
+        if to_add.is_empty() {
+            return Ok(out);
+        }
+        let first = self.store.alloc_spaces(to_add.len() as u64);
+        let mut next = (*meta).clone();
+        let mut added = Vec::new();
+        for (i, idx) in to_add.into_iter().enumerate() {
+            let mut idx = idx;
+            idx.space = first + i as u64;
+            idx.state = IndexState::Ready;
+            self.store.engine().open_space(idx.space)?;
+            added.push(idx.clone());
+            next.indexes.push(idx);
+        }
+        // Record the spaces first, so an abort drops them whatever happens below.
+        if let Some(c) = self
+            .created
+            .iter_mut()
+            .find(|m| m.db == db && m.name == coll)
+        {
+            *c = next.clone();
+        }
+        let keygen = self.store.keygen.clone();
+        let mut resume: Option<Vec<u8>> = None;
+        loop {
+            let batch = self.scan_where(
+                &next,
+                resume.as_deref(),
+                false,
+                ScanLimits::docs(BUILD_CHUNK),
+                &mut |_| true,
+            )?;
+            for doc in &batch.docs {
+                let id = doc
+                    .get("_id")
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| StorageError::Corrupt("document without _id".into()))?;
+                let dk = id_key(id)?;
+                for idx in &added {
+                    let keys = keygen.keys(idx, doc)?;
+                    self.put_entries(&next, idx, &dk, &keys)?;
+                }
+            }
+            match batch.resume {
+                Some(r) => resume = Some(r),
+                None => break,
+            }
+        }
+        self.tx.put(
+            CATALOG_SPACE,
+            &collection_key(db, coll),
+            next.to_bson().as_bytes(),
+        )?;
+        out.after = next.indexes.len();
+        out.new = added.iter().map(|i| i.name.clone()).collect();
+        Ok(out)
+    }
+
     /// Entries of `idx` within `ranges` (each `(start, end)` over entry keys), in key order
     /// or reverse; reads join this transaction's read set.
     pub fn index_scan(
@@ -595,10 +710,7 @@ impl Store {
         }
         let mut next_meta = (*meta).clone();
         let r = self.ddl_tx(|tx| {
-            let next = tx
-                .get(CATALOG_SPACE, crate::catalog::NEXT_ID_KEY)?
-                .and_then(|b| <[u8; 8]>::try_from(&*b).ok().map(u64::from_be_bytes))
-                .ok_or_else(|| StorageError::Corrupt("catalog next id".into()))?;
+            let next = self.alloc_spaces(to_add.len() as u64);
             let mut space = next;
             next_meta = (*meta).clone();
             for idx in &to_add {

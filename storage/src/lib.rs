@@ -15,19 +15,22 @@
 //! is one serializable transaction; errors are [`error::StorageError`], never panics.
 
 pub mod catalog;
+pub mod clock;
 pub mod compare;
 pub mod decimal;
 pub mod display;
 pub mod doc;
 pub mod engine;
 pub mod error;
+pub mod history;
 pub mod index;
 pub mod index_ops;
 pub mod keys;
 pub mod namespace;
+pub mod sessions;
 pub mod store;
 
 pub use error::{Result, StorageError};
 pub use store::{
-    Durability, ReadTxn, ScanBatch, ScanLimits, Store, StoreOptions, TxError, WriteTxn,
+    Durability, ReadTxn, ScanBatch, ScanLimits, Store, StoreOptions, TxError, TxnState, WriteTxn,
 };

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -33,10 +33,12 @@ use crate::catalog::{
     Catalog, CollectionMeta, NEXT_ID_KEY, SCHEMA_VERSION, STATS_PREFIX, Stats, VERSION_KEY,
     collection_key, read_stats, stats_key, stats_prefix,
 };
+use crate::clock::Clock;
 use crate::doc::{self, DocAssembler, DocError};
 use crate::engine::group_commit::GroupCommit;
 use crate::engine::{CATALOG_SPACE, Engine, EngineError, Read, SpaceId, Tx, prefix_end};
 use crate::error::{Result, StorageError};
+use crate::history::History;
 use crate::index::IndexKeyGen;
 use crate::{display, keys, namespace};
 
@@ -97,11 +99,24 @@ pub struct Store {
     pub(crate) keygen: Arc<dyn IndexKeyGen>,
     /// Index spaces known to be multikey (loaded from the catalog, set before commit).
     pub(crate) multikey: RwLock<std::collections::HashSet<SpaceId>>,
+    /// The cluster clock; commits take their timestamps from it (see [`crate::clock`]).
+    pub clock: Clock,
+    /// `minSnapshotHistoryWindowInSeconds`: how long snapshots handed to snapshot reads are
+    /// kept for later reads at the same cluster time.
+    pub history_window_secs: Arc<AtomicU64>,
     engine: Arc<dyn Engine>,
     group: GroupCommit,
     catalog: RwLock<Arc<Catalog>>,
     pub(crate) ddl: Mutex<()>,
+    /// The commit lock: held while a write commits and takes its timestamp, and while a
+    /// snapshot read pairs a snapshot with the cluster time it is exact for.
+    commits: Mutex<History>,
     stats_seq: AtomicU64,
+    /// The next unused space id. Every creator (DDL, index creation, a transaction creating a
+    /// collection) takes ids from here, so two creators never share a space and a failed one
+    /// can drop its spaces safely. `NEXT_ID_KEY` persists a lower bound; at open the id is
+    /// also raised past every space that exists.
+    next_space: AtomicU64,
     opts: StoreOptions,
 }
 
@@ -162,15 +177,20 @@ impl Store {
         opts: StoreOptions,
         keygen: Arc<dyn IndexKeyGen>,
     ) -> Result<Store> {
+        let window = Arc::new(AtomicU64::new(crate::history::DEFAULT_WINDOW_SECS));
         let store = Store {
             counters: Counters::default(),
             keygen,
             multikey: RwLock::new(std::collections::HashSet::new()),
+            clock: Clock::new(),
+            history_window_secs: window.clone(),
+            commits: Mutex::new(History::new(window)),
             engine,
             group: GroupCommit::default(),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             ddl: Mutex::new(()),
             stats_seq: AtomicU64::new(1),
+            next_space: AtomicU64::new(1),
             opts,
         };
         let mut tx = store.engine.begin()?;
@@ -213,7 +233,15 @@ impl Store {
             .all()
             .flat_map(|m| std::iter::once(m.id).chain(m.secondary_indexes().map(|i| i.space)))
             .collect();
+        let persisted_next = snap
+            .get(CATALOG_SPACE, NEXT_ID_KEY)?
+            .and_then(|b| be_u64(&b))
+            .unwrap_or(1);
         drop(snap);
+        let highest = store.engine.spaces().into_iter().max().unwrap_or(0);
+        store
+            .next_space
+            .store(persisted_next.max(highest + 1), Ordering::Relaxed);
         for space in store.engine.spaces() {
             if space != CATALOG_SPACE && !owned.contains(&space) {
                 store.engine.drop_space(space)?;
@@ -224,6 +252,11 @@ impl Store {
         }
         store.swap_catalog(cat)?;
         Ok(store)
+    }
+
+    /// Reserves `n` consecutive unused space ids; returns the first.
+    pub(crate) fn alloc_spaces(&self, n: u64) -> SpaceId {
+        self.next_space.fetch_add(n, Ordering::Relaxed)
     }
 
     /// The engine (for benchmarks and tests).
@@ -283,7 +316,7 @@ impl Store {
             let mut tx = self.engine.begin()?;
             let r = f(&mut *tx);
             let r = match r {
-                Ok(v) => tx.commit().map(|_| v).map_err(StorageError::from),
+                Ok(v) => self.commit_engine(tx).map(|_| v),
                 Err(e) => Err(e),
             };
             match r {
@@ -334,11 +367,8 @@ impl Store {
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
         };
+        let next = self.alloc_spaces(1);
         let id = self.ddl_tx(|tx| {
-            let next = tx
-                .get(CATALOG_SPACE, NEXT_ID_KEY)?
-                .and_then(|b| be_u64(&b))
-                .ok_or_else(|| StorageError::Corrupt("catalog next id".into()))?;
             tx.put(CATALOG_SPACE, NEXT_ID_KEY, &(next + 1).to_be_bytes())?;
             meta.id = next;
             self.engine.open_space(next)?;
@@ -352,8 +382,8 @@ impl Store {
         let id = match id {
             Ok(id) => id,
             Err(e) => {
-                // A space opened for a failed attempt is not owned by anything.
-                if meta.id != 0 && cat.all().all(|m| m.id != meta.id) {
+                // The space opened for the failed attempt is this creator's alone.
+                if meta.id != 0 {
                     let _ = self.engine.drop_space(meta.id);
                 }
                 return Err(e);
@@ -534,7 +564,7 @@ impl Store {
         Self::delete_stats(&mut *tx, space)?;
         let seq = self.stats_seq.fetch_add(1, Ordering::Relaxed);
         tx.put(CATALOG_SPACE, &stats_key(space, seq), &total.encode())?;
-        tx.commit()?;
+        self.commit_engine(tx)?;
         Ok(())
     }
 
@@ -555,9 +585,10 @@ impl Store {
                     .begin()
                     .map_err(|e| E::from(StorageError::from(e)))?,
                 deltas: BTreeMap::new(),
+                created: Vec::new(),
             };
             let r = f(&mut t).and_then(|v| {
-                let (reads, writes) = t.commit().map_err(E::from)?;
+                let (reads, writes, _) = self.finish(t).map_err(E::from)?;
                 let c = &self.counters;
                 c.commits.fetch_add(1, Ordering::Relaxed);
                 c.keys_read.fetch_add(reads as u64, Ordering::Relaxed);
@@ -586,8 +617,134 @@ impl Store {
     /// A read snapshot.
     pub fn read(&self) -> Result<ReadTxn> {
         Ok(ReadTxn {
-            snap: self.engine.snapshot()?,
+            snap: Arc::from(self.engine.snapshot()?),
         })
+    }
+
+    fn commit_lock(&self) -> Result<MutexGuard<'_, History>> {
+        self.commits.lock().map_err(|_| poisoned())
+    }
+
+    /// Commits an engine transaction. One that wrote something commits under the commit
+    /// lock and gets the next cluster time, which is returned.
+    pub(crate) fn commit_engine(&self, tx: Box<dyn Tx>) -> Result<Option<bson::Timestamp>> {
+        if tx.writes() == 0 {
+            tx.commit()?;
+            return Ok(None);
+        }
+        let mut history = self.commit_lock()?;
+        tx.commit()?;
+        let ts = self.clock.next();
+        history.on_commit(ts);
+        Ok(Some(ts))
+    }
+
+    /// A snapshot for a `readConcern: snapshot` read at cluster time `at` (now when `None`),
+    /// with the cluster time it reads at. SnapshotTooOld when `at` is older than the retained
+    /// history, SnapshotInFuture when it is later than the clock (see [`crate::history`]).
+    pub fn snapshot_at(&self, at: Option<bson::Timestamp>) -> Result<(ReadTxn, bson::Timestamp)> {
+        let mut history = self.commit_lock()?;
+        let now = self.clock.last();
+        let (snap, ts) = history.snapshot(at, now, || self.engine.snapshot())?;
+        Ok((ReadTxn { snap }, ts))
+    }
+
+    /// Starts a multi-statement transaction for a session; it stays open between commands
+    /// until [`Store::commit_txn`] or [`Store::abort_txn`].
+    pub fn begin_txn(&self) -> Result<TxnState> {
+        Ok(TxnState {
+            tx: self.engine.begin()?,
+            deltas: BTreeMap::new(),
+            created: Vec::new(),
+        })
+    }
+
+    /// Continues a session's transaction: the returned [`WriteTxn`] reads the transaction's
+    /// snapshot plus its own writes; [`WriteTxn::suspend`] gives the state back.
+    pub fn resume(&self, state: TxnState) -> WriteTxn<'_> {
+        WriteTxn {
+            store: self,
+            tx: state.tx,
+            deltas: state.deltas,
+            created: state.created,
+        }
+    }
+
+    /// Commits a session's transaction atomically, waiting for `durability`; returns its
+    /// commit time (`None` when it wrote nothing). A conflict with a transaction that committed
+    /// since this one's snapshot is [`EngineError::Conflict`] and nothing is written. The
+    /// collections it created become visible to everyone when it commits.
+    pub fn commit_txn(
+        &self,
+        state: TxnState,
+        durability: Durability,
+    ) -> Result<Option<bson::Timestamp>> {
+        let (reads, writes, ts) = self.finish(self.resume(state))?;
+        let c = &self.counters;
+        c.commits.fetch_add(1, Ordering::Relaxed);
+        c.keys_read.fetch_add(reads as u64, Ordering::Relaxed);
+        c.keys_written.fetch_add(writes as u64, Ordering::Relaxed);
+        if ts.is_some() && (durability == Durability::Journal || self.opts.sync_always) {
+            self.group.wait_durable(&*self.engine)?;
+        }
+        Ok(ts)
+    }
+
+    /// Commits a write transaction; collections it created are swapped into the catalog
+    /// (under the DDL lock) when it commits, and their spaces dropped when it fails.
+    fn finish(&self, t: WriteTxn<'_>) -> Result<(usize, usize, Option<bson::Timestamp>)> {
+        if t.created.is_empty() {
+            return t.commit();
+        }
+        let created = t.created.clone();
+        let _ddl = self.ddl.lock().map_err(|_| poisoned())?;
+        match t.commit() {
+            Ok(r) => {
+                let mut cat = (*self.catalog()).clone();
+                for m in &created {
+                    cat = cat.with(self.with_multikey_flags(m.clone()));
+                }
+                self.swap_catalog(cat)?;
+                Ok(r)
+            }
+            Err(e) => {
+                drop(_ddl);
+                self.drop_created(&created);
+                Err(e)
+            }
+        }
+    }
+
+    /// Abandons a session's transaction: nothing it wrote becomes visible, and the spaces of
+    /// collections and indexes it created are dropped.
+    pub fn abort_txn(&self, state: TxnState) {
+        let created = state.created;
+        drop(state.tx);
+        self.drop_created(&created);
+    }
+
+    fn drop_created(&self, created: &[CollectionMeta]) {
+        let cat = self.catalog();
+        for m in created {
+            let owned = |space: SpaceId| {
+                cat.all()
+                    .any(|c| c.id == space || c.secondary_indexes().any(|i| i.space == space))
+            };
+            for idx in m.secondary_indexes() {
+                if !owned(idx.space) {
+                    let _ = self.engine.drop_space(idx.space);
+                }
+            }
+            if !owned(m.id) {
+                let _ = self.engine.drop_space(m.id);
+            }
+        }
+    }
+
+    /// Waits until every commit so far is on stable storage (shared with concurrent
+    /// writers through group commit).
+    pub fn wait_durable(&self) -> Result<()> {
+        Ok(self.group.wait_durable(&*self.engine)?)
     }
 
     /// How many fsyncs group commit has run.
@@ -601,12 +758,37 @@ pub struct WriteTxn<'s> {
     pub(crate) store: &'s Store,
     pub(crate) tx: Box<dyn Tx>,
     pub(crate) deltas: BTreeMap<SpaceId, Stats>,
+    /// Collections created (or given indexes) inside this transaction, as they stand now.
+    pub(crate) created: Vec<CollectionMeta>,
+}
+
+/// A session's open transaction between its commands (see [`Store::begin_txn`]).
+pub struct TxnState {
+    tx: Box<dyn Tx>,
+    deltas: BTreeMap<SpaceId, Stats>,
+    created: Vec<CollectionMeta>,
+}
+
+impl std::fmt::Debug for TxnState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnState")
+            .field("writes", &self.tx.writes())
+            .field("created", &self.created.len())
+            .finish()
+    }
+}
+
+impl TxnState {
+    /// Keys written so far.
+    pub fn writes(&self) -> usize {
+        self.tx.writes()
+    }
 }
 
 impl WriteTxn<'_> {
     /// Resolves `db.name` inside this transaction (see the module doc); `None` if it does not
     /// exist as of this transaction's snapshot.
-    pub fn collection(&mut self, db: &str, name: &str) -> Result<Option<Arc<CollectionMeta>>> {
+    pub fn collection(&self, db: &str, name: &str) -> Result<Option<Arc<CollectionMeta>>> {
         let Some(record) = self.tx.get(CATALOG_SPACE, &collection_key(db, name))? else {
             return Ok(None);
         };
@@ -621,6 +803,66 @@ impl WriteTxn<'_> {
                     .with_multikey_flags(CollectionMeta::from_bson(&record)?),
             ))),
         }
+    }
+
+    /// Creates a collection inside this transaction (a session's multi-document transaction):
+    /// its catalog record is written in the transaction, so only this transaction sees it
+    /// until it commits; [`Store::commit_txn`] then swaps it into the catalog, and an abort
+    /// drops its space. An existing collection (as this transaction sees it) is
+    /// NamespaceExists.
+    pub fn create_collection(
+        &mut self,
+        db: &str,
+        name: &str,
+        options: &RawDocument,
+    ) -> Result<Arc<CollectionMeta>> {
+        namespace::check_collection_for_create(db, name)?;
+        if self.collection(db, name)?.is_some() {
+            return Err(StorageError::NamespaceExists(format!("{db}.{name}")));
+        }
+        let cat = self.store.catalog();
+        if let Some(other) = cat
+            .databases()
+            .into_iter()
+            .find(|d| d != db && d.eq_ignore_ascii_case(db))
+        {
+            return Err(StorageError::DatabaseDifferCase(format!(
+                "db already exists with different case already have: [{other}] trying to create [{db}]"
+            )));
+        }
+        let next = self.store.alloc_spaces(1);
+        let meta = CollectionMeta {
+            id: next,
+            db: db.to_string(),
+            name: name.to_string(),
+            uuid: bson::Uuid::new().bytes(),
+            options: options.to_owned(),
+            created: bson::DateTime::now(),
+            indexes: vec![crate::index::IndexMeta::id_index()],
+        };
+        self.store.engine.open_space(next)?;
+        self.created.push(meta.clone());
+        self.tx.put(
+            CATALOG_SPACE,
+            &collection_key(db, name),
+            meta.to_bson().as_bytes(),
+        )?;
+        Ok(Arc::new(meta))
+    }
+
+    /// The collection, created inside this transaction if it does not exist yet (implicit
+    /// creation by a write in a multi-document transaction).
+    pub fn ensure_collection(&mut self, db: &str, name: &str) -> Result<Arc<CollectionMeta>> {
+        if let Some(m) = self.collection(db, name)? {
+            return Ok(m);
+        }
+        namespace::check_write(db, name)?;
+        self.create_collection(db, name, &RawDocumentBuf::new())
+    }
+
+    /// Whether this transaction created the collection `db.name`.
+    pub fn created_here(&self, db: &str, name: &str) -> bool {
+        self.created.iter().any(|m| m.db == db && m.name == name)
     }
 
     /// Inserts a document whose first field is `_id`. A document with an existing `_id` is
@@ -963,12 +1205,23 @@ impl WriteTxn<'_> {
         self.tx.reads()
     }
 
-    /// Writes the statistics deltas and commits; returns the keys read and written in all.
-    fn commit(self) -> Result<(usize, usize)> {
+    /// Gives a session's transaction back after a command (see [`Store::resume`]).
+    pub fn suspend(self) -> TxnState {
+        TxnState {
+            tx: self.tx,
+            deltas: self.deltas,
+            created: self.created,
+        }
+    }
+
+    /// Writes the statistics deltas and commits; returns the keys read and written in all,
+    /// and the commit's cluster time when it wrote anything.
+    fn commit(self) -> Result<(usize, usize, Option<bson::Timestamp>)> {
         let WriteTxn {
             store,
             mut tx,
             deltas,
+            created: _,
         } = self;
         for (space, delta) in deltas {
             if !delta.is_zero() {
@@ -976,9 +1229,9 @@ impl WriteTxn<'_> {
                 tx.put(CATALOG_SPACE, &stats_key(space, seq), &delta.encode())?;
             }
         }
-        let counts = (tx.reads(), tx.writes());
-        tx.commit()?;
-        Ok(counts)
+        let (reads, writes) = (tx.reads(), tx.writes());
+        let ts = store.commit_engine(tx)?;
+        Ok((reads, writes, ts))
     }
 }
 
@@ -1123,9 +1376,16 @@ enum Take {
     FullBefore,
 }
 
-/// A read snapshot; see [`Store::read`].
+/// A read snapshot; see [`Store::read`]. Clones share the snapshot.
+#[derive(Clone)]
 pub struct ReadTxn {
-    snap: Box<dyn crate::engine::Snapshot>,
+    snap: Arc<dyn crate::engine::Snapshot>,
+}
+
+impl std::fmt::Debug for ReadTxn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadTxn")
+    }
 }
 
 impl ReadTxn {

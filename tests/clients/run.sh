@@ -158,6 +158,12 @@ run_suite storage "$PY" "$HERE/storage_pymongo.py" "$BIN" "$WORK/storage"
 log "Node.js driver"
 run_suite node node "$HERE/smoke_node.mjs" "$URI"
 
+# Sessions, transactions (with_transaction / withTransaction), retryable writes and snapshot
+# reads (databases cairn_txn, cairn_txn_node).
+log "PyMongo and Node.js: transactions"
+run_suite txn "$PY" "$HERE/txn_pymongo.py" "$URI"
+run_suite txn_node node "$HERE/txn_node.mjs" "$URI"
+
 # The Go driver, as Debian packages it: built offline in GOPATH mode (no module proxy).
 GO_DRIVER=/usr/share/gocode/src/go.mongodb.org/mongo-driver
 if ! command -v go >/dev/null 2>&1 || [ ! -d "$GO_DRIVER" ]; then
@@ -238,6 +244,11 @@ expect_eval "mongosh: explain(\"executionStats\") of sort+limit on the index rea
 expect_eval "mongosh: a duplicate on a unique index throws E11000 with keyValue" \
     '(() => { const d = db.getSiblingDB("cairn_mongosh"); d.u.createIndex({k: 1}, {unique: true}); d.u.insertOne({k: 1}); try { d.u.insertOne({k: 1}); return "no error"; } catch (e) { return e.code + " " + JSON.stringify(e.errInfo || e.keyValue || (e.writeErrors && e.writeErrors[0].keyValue) || e.result?.writeErrors?.[0]?.keyValue || null); } })()' \
     contains "11000"
+
+# shellcheck disable=SC2016 # the `$`s are query operators, not shell
+expect_eval "mongosh: session.withTransaction commits, abortTransaction leaves nothing" \
+    'const s = db.getMongo().startSession(); const c = s.getDatabase("cairn_mongosh_txn").c; s.withTransaction(() => { c.insertOne({_id: 1}); c.updateOne({_id: 1}, {$set: {a: 1}}); }); s.startTransaction(); c.insertOne({_id: 2}); s.abortTransaction(); JSON.stringify(db.getSiblingDB("cairn_mongosh_txn").c.find().toArray())' \
+    equals '[{"_id":1,"a":1}]'
 
 if out="$(HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
     timeout 180 "$PY" "$HERE/mongosh_interactive.py" "$MONGOSH" "$URI" 2>&1)"; then

@@ -1,0 +1,1072 @@
+//! Logical sessions, multi-document transactions, retryable writes, snapshot reads and
+//! causal consistency — the one place every command reaches through the dispatcher.
+//!
+//! Cairn answers as a router (`msg: "isdbgrid"`) in front of one shard that is itself, so
+//! clients see a mongos's rules and messages (see `DESIGN.md` §5).
+//!
+//! # A command, end to end
+//! 1. [`SessionArgs::parse`] reads `lsid`, `txnNumber`, `autocommit`, `startTransaction`,
+//!    `readConcern` and `writeConcern` and applies MongoDB's argument checks in MongoDB's
+//!    order (`initializeOperationSessionInfo`, then `validateSessionOptions`): which commands
+//!    may run in a transaction ([`ALLOWED_IN_TXN`]), which may be retried as retryable writes
+//!    ([`RETRYABLE_WRITES`]).
+//! 2. [`begin`] gossips the client's `$clusterTime` into the clock, checks the session out of
+//!    [`Sessions`] (one command per session at a time: others wait for the checkout), moves
+//!    the session's router state (highest `txnNumber`, transaction phase) and decides where the
+//!    command reads and writes: a [`target::Target`] — the latest data, a pinned snapshot
+//!    (`readConcern: snapshot`), or the session's open storage transaction. The result is an
+//!    [`OpCtx`] the command reads through `Invocation::op`.
+//! 3. The command runs; write commands consult [`OpCtx::retry`] to skip statements a retryable
+//!    write already executed and to record the ones they execute, in the same storage
+//!    transaction as their writes (`cairn_storage::sessions`).
+//! 4. [`finish`] aborts the transaction when a statement inside it failed (a router aborts on
+//!    any statement error; a write error aborts it too), adds `TransientTransactionError`
+//!    where MongoDB does, and appends `$clusterTime`, `operationTime` and, inside a
+//!    transaction, `recoveryToken`.
+//!
+//! `commitTransaction`/`abortTransaction` move the phase on; [`reap`] runs in the background:
+//! it aborts transactions older than `transactionLifetimeLimitSeconds`, and ends sessions idle
+//! for `logicalSessionTimeoutMinutes` (aborting their transactions, killing their cursors,
+//! forgetting their retryable-write records).
+//!
+//! Invariants:
+//! - a session is checked out by at most one command; the checkout is an async permit held
+//!   for the command's duration, and no `std` lock is held across an `.await`;
+//! - a transaction's storage state lives in its [`target::TxnCell`]; after commit or abort the
+//!   phase says so and the cell is empty, so no statement can reach a finished transaction;
+//! - a session's `txnNumber` never goes back (TransactionTooOld, 225).
+
+pub mod read_concern;
+pub mod retry;
+pub mod target;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use bson::raw::cstr;
+use bson::spec::BinarySubtype;
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf, Timestamp, rawdoc};
+use cairn_storage::sessions::Lsid;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::commands::{Command, type_name};
+use crate::error::{CommandError, ErrorCode};
+use crate::state::ServerState;
+use read_concern::{Level, ReadConcern};
+use target::{Target, TxnCell};
+
+/// Commands that may run inside a multi-document transaction (MongoDB 7.0's allow-list).
+pub const ALLOWED_IN_TXN: &[&str] = &[
+    "abortTransaction",
+    "aggregate",
+    "commitTransaction",
+    "create",
+    "createIndexes",
+    "delete",
+    "distinct",
+    "find",
+    "findAndModify",
+    "getMore",
+    "insert",
+    "killCursors",
+    "update",
+];
+
+/// Commands that accept a `txnNumber` outside a transaction (retryable writes).
+pub const RETRYABLE_WRITES: &[&str] = &["delete", "findAndModify", "insert", "update"];
+
+/// Commands that accept `readConcern: {level: "snapshot"}` outside a transaction.
+pub const SNAPSHOT_READS: &[&str] = &["aggregate", "distinct", "find"];
+
+/// The user digest of sessions when authentication is off: SHA-256 of the empty string.
+pub const NO_AUTH_UID: [u8; 32] = [
+    0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
+    0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
+];
+
+/// The shard id a router names in `recoveryToken`.
+pub const SHARD_ID: &str = "cairn";
+
+/// MongoDB's default `transactionLifetimeLimitSeconds`.
+pub const DEFAULT_TXN_LIFETIME_SECS: u64 = 60;
+
+/// A session as MongoDB prints it in messages: `"<uuid> - <uid base64> -  - "`.
+pub fn display_lsid(lsid: &Lsid) -> String {
+    format!(
+        "{} - 47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU= -  - ",
+        bson::Uuid::from_bytes(*lsid)
+    )
+}
+
+fn invalid(msg: impl Into<String>) -> CommandError {
+    CommandError::new(ErrorCode::InvalidOptions, msg)
+}
+
+fn not_in_txn(msg: impl Into<String>) -> CommandError {
+    CommandError::new(ErrorCode::OperationNotSupportedInTransaction, msg)
+}
+
+/// Parses an `lsid` document (`{id: UUID, uid?: BinData}`) as MongoDB's IDL does, under
+/// the field path `ctx` (e.g. `OperationSessionInfo.lsid`).
+pub fn parse_lsid(v: RawBsonRef<'_>, ctx: &str) -> Result<Lsid, CommandError> {
+    let RawBsonRef::Document(d) = v else {
+        return Err(CommandError::wrong_type(ctx, type_name(&v), "object"));
+    };
+    let mut id = None;
+    for el in d.iter() {
+        let (k, v) = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match k.as_str() {
+            "id" => id = Some(v),
+            "uid" => match v {
+                RawBsonRef::Binary(b) if b.bytes == NO_AUTH_UID => {}
+                RawBsonRef::Binary(_) => {
+                    return Err(CommandError::new(
+                        ErrorCode::Unauthorized,
+                        "Unauthorized to set user digest in LogicalSessionId",
+                    ));
+                }
+                other => {
+                    return Err(CommandError::wrong_type(
+                        &format!("{ctx}.uid"),
+                        type_name(&other),
+                        "binData",
+                    ));
+                }
+            },
+            "txnNumber" | "txnUUID" => {
+                return Err(invalid(
+                    "Cannot specify txnNumber in lsid without specifying txnUUID",
+                ));
+            }
+            other => return Err(CommandError::unknown_field(ctx, other)),
+        }
+    }
+    let id = id.ok_or_else(|| CommandError::missing_field(&format!("{ctx}.id")))?;
+    let RawBsonRef::Binary(b) = id else {
+        return Err(CommandError::wrong_type(
+            &format!("{ctx}.id"),
+            type_name(&id),
+            "binData",
+        ));
+    };
+    if b.subtype != BinarySubtype::Uuid {
+        let sub = match b.subtype {
+            BinarySubtype::Generic => "general",
+            BinarySubtype::Function => "function",
+            BinarySubtype::BinaryOld => "binary (old)",
+            BinarySubtype::UuidOld => "uuid (old)",
+            BinarySubtype::Md5 => "MD5",
+            BinarySubtype::Encrypted => "encrypt",
+            _ => "user defined",
+        };
+        return Err(CommandError::new(
+            ErrorCode::TypeMismatch,
+            format!(
+                "BSON field '{ctx}.id' is the wrong binData type '{sub}', expected type 'UUID'"
+            ),
+        ));
+    }
+    <Lsid>::try_from(b.bytes).map_err(|_| {
+        CommandError::new(
+            ErrorCode::InvalidUUID,
+            "uuid must be a 16-byte binary field with UUID (4) subtype",
+        )
+    })
+}
+
+/// Parses a session list (`[{id: UUID, uid?}, …]`, as `endSessions`, `refreshSessions` and
+/// `killSessions` take it), naming fields under `ctx` in errors.
+pub fn parse_session_list(v: Option<RawBsonRef<'_>>, ctx: &str) -> Result<Vec<Lsid>, CommandError> {
+    let v = v.ok_or_else(|| CommandError::missing_field(ctx))?;
+    let RawBsonRef::Array(arr) = v else {
+        return Err(CommandError::wrong_type(ctx, type_name(&v), "array"));
+    };
+    let mut out = Vec::new();
+    for el in arr {
+        let el = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        out.push(parse_lsid(el, ctx)?);
+    }
+    Ok(out)
+}
+
+/// The session fields of a command, validated.
+#[derive(Debug, Clone, Default)]
+pub struct SessionArgs {
+    /// `lsid.id`.
+    pub lsid: Option<Lsid>,
+    /// `txnNumber`.
+    pub txn_number: Option<i64>,
+    /// `autocommit` (only `false` passes validation).
+    pub autocommit: bool,
+    /// `startTransaction: true`.
+    pub start_transaction: bool,
+    /// `readConcern`.
+    pub read_concern: ReadConcern,
+    /// Whether the command carried a `writeConcern`.
+    pub write_concern: bool,
+}
+
+impl SessionArgs {
+    /// Reads and checks the session fields of `body` for `cmd`.
+    pub fn parse(cmd: &Command, body: &RawDocument) -> Result<SessionArgs, CommandError> {
+        let get = |f: &str| body.get(f).ok().flatten();
+        let name = cmd.name;
+        if !cmd.requires_auth {
+            if get("autocommit").is_some() {
+                return Err(not_in_txn("This command is not supported in transactions"));
+            }
+            if get("txnNumber").is_some() {
+                return Err(CommandError::new(
+                    ErrorCode::Location(50889),
+                    "It is illegal to provide a txnNumber for this command",
+                ));
+            }
+        }
+        let lsid = match get("lsid") {
+            Some(v) => Some(parse_lsid(v, "OperationSessionInfo.lsid")?),
+            None => None,
+        };
+        let txn_number = match get("txnNumber") {
+            None => None,
+            Some(RawBsonRef::Int64(n)) => Some(n),
+            Some(RawBsonRef::Int32(n)) => Some(i64::from(n)),
+            Some(RawBsonRef::Double(d)) if d.fract() == 0.0 && d.is_finite() => Some(d as i64),
+            Some(other) => {
+                return Err(CommandError::wrong_type(
+                    "OperationSessionInfo.txnNumber",
+                    type_name(&other),
+                    "long",
+                ));
+            }
+        };
+        if txn_number.is_some() && lsid.is_none() {
+            return Err(invalid(
+                "Transaction number requires a session ID to also be specified",
+            ));
+        }
+        if txn_number.is_some_and(|n| n < 0) {
+            return Err(invalid("Transaction number cannot be negative"));
+        }
+        if get("txnRetryCounter").is_some() {
+            return Err(invalid(
+                "txnRetryCounter is only allowed for internal clients",
+            ));
+        }
+        let autocommit = match get("autocommit") {
+            None => None,
+            Some(RawBsonRef::Boolean(b)) => Some(b),
+            Some(other) => {
+                return Err(CommandError::wrong_type(
+                    "OperationSessionInfo.autocommit",
+                    type_name(&other),
+                    "bool",
+                ));
+            }
+        };
+        if autocommit.is_some() && txn_number.is_none() {
+            return Err(invalid(
+                "'autocommit' field requires a transaction number to also be specified",
+            ));
+        }
+        if autocommit == Some(true) {
+            return Err(invalid("Specifying autocommit=true is not allowed."));
+        }
+        let start = match get("startTransaction") {
+            None => None,
+            Some(RawBsonRef::Boolean(b)) => Some(b),
+            Some(other) => {
+                return Err(CommandError::wrong_type(
+                    "OperationSessionInfo.startTransaction",
+                    type_name(&other),
+                    "bool",
+                ));
+            }
+        };
+        if start.is_some() && autocommit.is_none() {
+            return Err(invalid(
+                "'startTransaction' field requires 'autocommit' field to also be specified",
+            ));
+        }
+        if start == Some(false) {
+            return Err(invalid("Specifying startTransaction=false is not allowed."));
+        }
+        if autocommit.is_some() {
+            if name == "count" {
+                return Err(not_in_txn(
+                    "Cannot run 'count' in a multi-document transaction. Please see http://dochub.mongodb.org/core/transaction-count for a recommended alternative.",
+                ));
+            }
+            if !ALLOWED_IN_TXN.contains(&name) {
+                return Err(not_in_txn(format!(
+                    "Cannot run '{name}' in a multi-document transaction."
+                )));
+            }
+        } else if txn_number.is_some() && !RETRYABLE_WRITES.contains(&name) {
+            return Err(CommandError::new(
+                ErrorCode::Location(50768),
+                format!(
+                    "txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and {name} is not a retryable write command."
+                ),
+            ));
+        }
+        if start == Some(true) {
+            let what = match name {
+                "killCursors" => Some(
+                    "Cannot run killCursors as the first operation in a multi-document transaction.",
+                ),
+                "commitTransaction" => Some("Cannot start a transaction with a commit"),
+                "abortTransaction" => Some("Cannot start a transaction with an abort"),
+                _ => None,
+            };
+            if let Some(m) = what {
+                return Err(not_in_txn(m));
+            }
+        }
+        let read_concern = ReadConcern::from_command(body)?;
+        let write_concern = get("writeConcern").is_some();
+        if autocommit.is_some()
+            && write_concern
+            && !matches!(name, "commitTransaction" | "abortTransaction")
+        {
+            return Err(invalid(
+                "writeConcern is not allowed within a multi-statement transaction",
+            ));
+        }
+        Ok(SessionArgs {
+            lsid,
+            txn_number,
+            autocommit: autocommit.is_some(),
+            start_transaction: start == Some(true),
+            read_concern,
+            write_concern,
+        })
+    }
+}
+
+/// What a transaction is doing, as its session records it.
+#[derive(Debug, Clone)]
+pub enum Phase {
+    /// No multi-document transaction for the current number (none yet, or a retryable
+    /// write).
+    Idle,
+    /// Open.
+    Active(Arc<TxnCell>, TxnInfo),
+    /// Committed (commit may be retried).
+    Committed,
+    /// Aborted (explicitly, by an error, or by expiry).
+    Aborted,
+}
+
+/// Facts about an open transaction.
+#[derive(Debug, Clone)]
+pub struct TxnInfo {
+    /// When it started.
+    pub started: Instant,
+    /// Its read concern level (`local` by default).
+    pub level: Level,
+}
+
+/// A session's state.
+#[derive(Debug)]
+pub struct SessionState {
+    /// Last use, for `$listLocalSessions` and expiry.
+    pub last_use: SystemTime,
+    /// Last use, monotonic.
+    pub last_use_instant: Instant,
+    /// The highest `txnNumber` seen (-1: none).
+    pub txn_number: i64,
+    /// Whether the current number is a multi-document transaction, and where it stands.
+    pub phase: Phase,
+    /// `endSessions` was called: the session goes at the next refresh.
+    pub ended: bool,
+}
+
+/// One logical session.
+#[derive(Debug)]
+pub struct Session {
+    /// Its id.
+    pub lsid: Lsid,
+    gate: Arc<Semaphore>,
+    /// Its state (locked briefly, never across an `.await`).
+    pub state: Mutex<SessionState>,
+}
+
+impl Session {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Every session the server knows.
+#[derive(Debug)]
+pub struct Sessions {
+    map: Mutex<HashMap<Lsid, Arc<Session>>>,
+    /// `transactionLifetimeLimitSeconds`.
+    pub txn_lifetime_secs: AtomicU64,
+    /// `logicalSessionTimeoutMinutes`.
+    pub timeout: Duration,
+}
+
+impl Sessions {
+    /// An empty registry.
+    pub fn new(timeout: Duration) -> Sessions {
+        Sessions {
+            map: Mutex::new(HashMap::new()),
+            txn_lifetime_secs: AtomicU64::new(DEFAULT_TXN_LIFETIME_SECS),
+            timeout,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Lsid, Arc<Session>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The session, created on first use.
+    pub fn get_or_create(&self, lsid: Lsid) -> Arc<Session> {
+        self.lock()
+            .entry(lsid)
+            .or_insert_with(|| {
+                Arc::new(Session {
+                    lsid,
+                    gate: Arc::new(Semaphore::new(1)),
+                    state: Mutex::new(SessionState {
+                        last_use: SystemTime::now(),
+                        last_use_instant: Instant::now(),
+                        txn_number: -1,
+                        phase: Phase::Idle,
+                        ended: false,
+                    }),
+                })
+            })
+            .clone()
+    }
+
+    /// The session, if known.
+    pub fn get(&self, lsid: &Lsid) -> Option<Arc<Session>> {
+        self.lock().get(lsid).cloned()
+    }
+
+    /// Every session.
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Forgets a session (it must have no open transaction any more).
+    pub fn remove(&self, lsid: &Lsid) {
+        self.lock().remove(lsid);
+    }
+
+    /// Number of sessions.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A retryable write in progress: statements are recorded under this session and number.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    /// The session.
+    pub lsid: Lsid,
+    /// The write's transaction number.
+    pub txn_number: i64,
+}
+
+/// What the dispatcher set up for one command (see the module doc).
+#[derive(Debug, Default)]
+pub struct OpCtx {
+    /// Where reads and writes go.
+    pub target: Target,
+    /// The validated session fields.
+    pub args: SessionArgs,
+    /// The session, checked out for this command.
+    pub session: Option<Arc<Session>>,
+    /// Set for a retryable write.
+    pub retry: Option<Retry>,
+    /// For snapshot reads outside transactions: the cluster time read at (replies carry it as
+    /// `atClusterTime`).
+    pub at_cluster_time: Option<Timestamp>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl OpCtx {
+    /// The session id, if the command has one.
+    pub fn lsid(&self) -> Option<Lsid> {
+        self.args.lsid
+    }
+
+    /// Whether the command runs inside a multi-document transaction.
+    pub fn in_txn(&self) -> bool {
+        self.target.in_txn()
+    }
+
+    /// The read concern level of the command's transaction, if it runs in one.
+    pub fn txn_level(&self) -> Option<Level> {
+        let session = self.session.as_ref()?;
+        let st = session.lock();
+        match &st.phase {
+            Phase::Active(_, info) if self.in_txn() => Some(info.level),
+            _ => None,
+        }
+    }
+
+    /// Refuses DDL (`create`, `createIndexes`) in a transaction whose read concern is not
+    /// `local`, as MongoDB does.
+    pub fn check_txn_ddl(&self, cmd: &str) -> Result<(), CommandError> {
+        match self.txn_level() {
+            Some(l) if l != Level::Local => Err(invalid(format!(
+                "Command {cmd} does not support this transaction's {{ readConcern: {{ level: \"{}\", provenance: \"clientSupplied\" }} }} :: caused by :: read concern not supported",
+                l.name()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The transaction number of the command's transaction, if any.
+    pub fn txn_number(&self) -> Option<i64> {
+        self.target.txn().map(|c| c.number)
+    }
+}
+
+fn timestamp_doc(t: Timestamp) -> String {
+    format!("{{ ts: Timestamp({}, {}) }}", t.time, t.increment)
+}
+
+/// Advances the clock to a client's gossiped `$clusterTime` (validated as MongoDB validates
+/// it; signatures are not checked because authentication is off).
+fn gossip_in(server: &ServerState, body: &RawDocument) -> Result<(), CommandError> {
+    let Some(v) = body.get("$clusterTime").ok().flatten() else {
+        return Ok(());
+    };
+    let RawBsonRef::Document(d) = v else {
+        return Err(CommandError::wrong_type(
+            "$clusterTime",
+            type_name(&v),
+            "object",
+        ));
+    };
+    let t = match d.get("clusterTime") {
+        Ok(Some(RawBsonRef::Timestamp(t))) => t,
+        Ok(Some(other)) => {
+            return Err(CommandError::new(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "\"clusterTime\" had the wrong type. Expected timestamp, found {}",
+                    type_name(&other)
+                ),
+            ));
+        }
+        _ => {
+            return Err(CommandError::new(
+                ErrorCode::NoSuchKey,
+                "Missing expected field \"clusterTime\"",
+            ));
+        }
+    };
+    let wall = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    const MAX_DRIFT_SECS: u64 = 365 * 24 * 3600;
+    if u64::from(t.time) > wall + MAX_DRIFT_SECS {
+        return Err(CommandError::new(
+            ErrorCode::Location(205),
+            format!(
+                "New $clusterTime, {}, is too far from this node's wall clock time, {wall}.",
+                t.time
+            ),
+        ));
+    }
+    server.store.clock.advance_to(t);
+    Ok(())
+}
+
+fn check_not_future(server: &ServerState, t: Timestamp, which: &str) -> Result<(), CommandError> {
+    let now = server.store.clock.last();
+    if (t.time, t.increment) > (now.time, now.increment) {
+        return Err(invalid(format!(
+            "readConcern {which} value must not be greater than the current clusterTime. Requested clusterTime: {}; current clusterTime: {}",
+            timestamp_doc(t),
+            timestamp_doc(now)
+        )));
+    }
+    Ok(())
+}
+
+fn snapshot_not_supported(name: &str, rc: &ReadConcern) -> CommandError {
+    invalid(format!(
+        "Command {name} does not support {} :: caused by :: read concern not supported",
+        rc.display()
+    ))
+}
+
+/// Sets up a command's session context (step 2 of the module doc). Errors here are
+/// pre-execution checks: they never abort an open transaction.
+pub async fn begin(
+    server: &Arc<ServerState>,
+    cmd: &Command,
+    db: &str,
+    body: &RawDocument,
+) -> Result<OpCtx, CommandError> {
+    let args = SessionArgs::parse(cmd, body)?;
+    gossip_in(server, body)?;
+    let name = cmd.name;
+    let rc = args.read_concern;
+    if let Some(t) = rc.after_cluster_time {
+        check_not_future(server, t, "afterClusterTime")?;
+    }
+    let mut op = OpCtx {
+        args: args.clone(),
+        ..OpCtx::default()
+    };
+    let Some(lsid) = args.lsid else {
+        snapshot_outside_txn(server, &mut op, name)?;
+        return Ok(op);
+    };
+    let session = server.sessions.get_or_create(lsid);
+    let permit = session
+        .gate
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| CommandError::new(ErrorCode::Interrupted, "session closed"))?;
+    op.permit = Some(permit);
+    op.session = Some(session.clone());
+    let first_use = session.lock().txn_number < 0;
+    let durable = match args.txn_number {
+        Some(_) if first_use => {
+            let store = server.store.clone();
+            crate::blocking::run(move || Ok(store.session_record(&lsid)?)).await?
+        }
+        _ => None,
+    };
+    let route = {
+        let mut st = session.lock();
+        route(server, &session, &mut st, &mut op, name, db, body, durable)?
+    };
+    let Route::Start { n, level, at } = route else {
+        return Ok(op);
+    };
+    let store = server.store.clone();
+    let state = crate::blocking::run(move || {
+        if let Some(at) = at {
+            // A transaction reads at the time it starts; an earlier time can only be
+            // honoured if nothing has committed since.
+            let (_, ts) = store.snapshot_at(Some(at))?;
+            let now = store.clock.last();
+            if ts != at && (ts.time, ts.increment) < (now.time, now.increment) {
+                return Err(CommandError::new(
+                    ErrorCode::SnapshotTooOld,
+                    format!(
+                        "Read timestamp Timestamp({}, {}) is older than the oldest available timestamp.",
+                        at.time, at.increment
+                    ),
+                ));
+            }
+        }
+        Ok(store.begin_txn()?)
+    })
+    .await?;
+    let cell = Arc::new(TxnCell::new(server.store.clone(), n, state));
+    session.lock().phase = Phase::Active(
+        cell.clone(),
+        TxnInfo {
+            started: Instant::now(),
+            level,
+        },
+    );
+    op.target = Target::Txn(cell);
+    Ok(op)
+}
+
+/// What [`route`] decided.
+enum Route {
+    /// The context is ready.
+    Ready,
+    /// A new transaction must be started.
+    Start {
+        n: i64,
+        level: Level,
+        at: Option<Timestamp>,
+    },
+}
+
+/// The router's session state machine for one command (synchronous: the session's state is
+/// locked throughout).
+#[allow(clippy::too_many_arguments)]
+fn route(
+    server: &ServerState,
+    session: &Session,
+    st: &mut SessionState,
+    op: &mut OpCtx,
+    name: &str,
+    db: &str,
+    body: &RawDocument,
+    durable: Option<cairn_storage::sessions::SessionRecord>,
+) -> Result<Route, CommandError> {
+    let lsid = session.lsid;
+    let args = op.args.clone();
+    let rc = args.read_concern;
+    st.last_use = SystemTime::now();
+    st.last_use_instant = Instant::now();
+    st.ended = false;
+    if let Some(rec) = durable {
+        st.txn_number = st.txn_number.max(rec.txn_number);
+        if rec.committed && st.txn_number == rec.txn_number {
+            st.phase = Phase::Committed;
+        }
+    }
+    let Some(n) = args.txn_number else {
+        snapshot_outside_txn(server, op, name)?;
+        return Ok(Route::Ready);
+    };
+    let too_old = |cur: i64| {
+        CommandError::new(
+            ErrorCode::TransactionTooOld,
+            format!(
+                "txnNumber {n} is less than last txnNumber {cur} seen in session {}",
+                display_lsid(&lsid)
+            ),
+        )
+    };
+    if n < st.txn_number {
+        return Err(too_old(st.txn_number));
+    }
+    if !args.autocommit {
+        // A retryable write.
+        if rc.is_snapshot() {
+            return Err(snapshot_not_supported(name, &rc));
+        }
+        if n == st.txn_number && !matches!(st.phase, Phase::Idle) {
+            return Err(CommandError::new(
+                ErrorCode::IncompleteTransactionHistory,
+                "Cannot retry a retryable write that has been converted into a transaction",
+            ));
+        }
+        if n > st.txn_number {
+            supersede(server, session, st);
+            st.txn_number = n;
+            st.phase = Phase::Idle;
+        }
+        op.retry = Some(Retry {
+            lsid,
+            txn_number: n,
+        });
+        return Ok(Route::Ready);
+    }
+    if db == "config" {
+        return Err(not_in_txn(
+            "Cannot run command against the config database in a transaction.",
+        ));
+    }
+    if args.start_transaction {
+        if n == st.txn_number {
+            return Err(CommandError::new(
+                ErrorCode::ConflictingOperationInProgress,
+                format!(
+                    "txnNumber {n} txnRetryCounter 0 for session {} already started",
+                    display_lsid(&lsid)
+                ),
+            ));
+        }
+        let level = rc.level.unwrap_or(Level::Local);
+        if !matches!(level, Level::Local | Level::Majority | Level::Snapshot) {
+            return Err(invalid(
+                "The first command in a transaction cannot specify a readConcern level other than local, majority, or snapshot",
+            ));
+        }
+        supersede(server, session, st);
+        if let Some(at) = rc.at_cluster_time {
+            check_not_future(server, at, "atClusterTime")?;
+        }
+        st.txn_number = n;
+        st.phase = Phase::Aborted;
+        return Ok(Route::Start {
+            n,
+            level,
+            at: rc.at_cluster_time,
+        });
+    }
+    let aborted = || {
+        CommandError::new(
+            ErrorCode::NoSuchTransaction,
+            format!("Transaction with {{ txnNumber: {n}, txnRetryCounter: 0 }} has been aborted."),
+        )
+    };
+    if n > st.txn_number || matches!(st.phase, Phase::Idle) {
+        if name == "commitTransaction" {
+            // A router that never saw this transaction recovers the decision from the
+            // shard named in the recovery token.
+            return match body.get("recoveryToken") {
+                Ok(Some(RawBsonRef::Document(t))) => {
+                    if t.get("recoveryShardId").ok().flatten().is_none() {
+                        return Err(CommandError::new(
+                            ErrorCode::NoSuchTransaction,
+                            "Recovery token is empty, meaning the transaction only performed reads and can be safely retried",
+                        ));
+                    }
+                    Err(aborted())
+                }
+                _ => Err(CommandError::new(
+                    ErrorCode::Location(50940),
+                    "Cannot recover the transaction decision without a recoveryToken",
+                )),
+            };
+        }
+        return Err(CommandError::new(
+            ErrorCode::NoSuchTransaction,
+            format!(
+                "cannot continue txnId {} for session {} with txnRetryCounter 0",
+                st.txn_number,
+                display_lsid(&lsid)
+            ),
+        ));
+    }
+    match &st.phase {
+        Phase::Active(cell, _) => {
+            if rc.present && name != "commitTransaction" && name != "abortTransaction" {
+                return Err(invalid(
+                    "Only the first command in a transaction may specify a readConcern",
+                ));
+            }
+            op.target = Target::Txn(cell.clone());
+            Ok(Route::Ready)
+        }
+        Phase::Committed => {
+            if name == "commitTransaction" {
+                // Retrying a commit is idempotent; the command answers from the phase.
+                return Ok(Route::Ready);
+            }
+            Err(CommandError::new(
+                ErrorCode::TransactionCommitted,
+                format!(
+                    "Transaction with {{ txnNumber: {n}, txnRetryCounter: 0 }} has been committed."
+                ),
+            ))
+        }
+        Phase::Aborted | Phase::Idle => Err(aborted()),
+    }
+}
+
+/// A new transaction number replaces an open transaction: it is aborted.
+fn supersede(server: &ServerState, session: &Session, st: &mut SessionState) {
+    if let Phase::Active(cell, _) = &st.phase {
+        abort_cell(server, session.lsid, cell);
+        st.phase = Phase::Aborted;
+    }
+}
+
+/// Aborts a transaction's storage state (if it is not in use) and kills its cursors.
+pub fn abort_cell(server: &ServerState, lsid: Lsid, cell: &TxnCell) {
+    if let Some(state) = cell.take() {
+        server.store.abort_txn(state);
+    }
+    server.cursors.kill_transaction(&lsid, cell.number);
+}
+
+fn snapshot_outside_txn(
+    server: &ServerState,
+    op: &mut OpCtx,
+    name: &str,
+) -> Result<(), CommandError> {
+    let rc = op.args.read_concern;
+    if !rc.is_snapshot() {
+        return Ok(());
+    }
+    if !SNAPSHOT_READS.contains(&name) {
+        return Err(snapshot_not_supported(name, &rc));
+    }
+    if let Some(at) = rc.at_cluster_time {
+        check_not_future(server, at, "atClusterTime")?;
+    }
+    let (read, ts) = server.store.snapshot_at(rc.at_cluster_time)?;
+    op.target = Target::Snapshot(read, ts);
+    op.at_cluster_time = Some(ts);
+    Ok(())
+}
+
+/// Whether an error gets `TransientTransactionError` (only for requests inside a
+/// transaction): write conflicts, lock and snapshot errors, NoSuchTransaction, and for
+/// statements other than commit/abort the retriable codes.
+pub fn is_transient(code: i32, commit_or_abort: bool, has_wce: bool) -> bool {
+    if commit_or_abort {
+        return code == 251 && !has_wce;
+    }
+    matches!(
+        code,
+        112 | 24
+            | 239
+            | 246
+            | 250
+            | 251
+            | 267
+            | 272
+            | 6
+            | 7
+            | 89
+            | 91
+            | 134
+            | 189
+            | 262
+            | 9001
+            | 10107
+            | 11600
+            | 11602
+            | 13435
+            | 13436
+    )
+}
+
+/// Adds `TransientTransactionError` to an error reply of a request inside a transaction
+/// (`txnNumber` and `autocommit` present) where MongoDB does ([`is_transient`]); requests
+/// outside transactions never get it.
+pub fn label_error(body: &RawDocument, e: &mut CommandError) {
+    let get = |f: &str| body.get(f).ok().flatten();
+    if get("autocommit").is_none() || get("txnNumber").is_none() {
+        e.labels.retain(|l| *l != "TransientTransactionError");
+        return;
+    }
+    let name = body
+        .iter()
+        .next()
+        .and_then(|r| r.ok())
+        .map(|(k, _)| k.as_str())
+        .unwrap_or_default();
+    let commit_or_abort = matches!(name, "commitTransaction" | "abortTransaction");
+    let has_wce = e
+        .extra
+        .as_ref()
+        .is_some_and(|x| x.get("writeConcernError").ok().flatten().is_some());
+    if is_transient(e.code.code(), commit_or_abort, has_wce)
+        && !e.labels.contains(&"TransientTransactionError")
+    {
+        e.labels.push("TransientTransactionError");
+    }
+}
+
+/// Finishes a command's session work (step 4 of the module doc): on an error or a write
+/// error inside a transaction the transaction is aborted, and the recovery token is added.
+/// Returns the fields to append to a successful reply after `ok`.
+pub fn finish(
+    server: &ServerState,
+    op: &mut OpCtx,
+    cmd: &Command,
+    result: &mut Result<RawDocumentBuf, CommandError>,
+) -> RawDocumentBuf {
+    let mut tail = RawDocumentBuf::new();
+    let in_txn_request = op.args.autocommit;
+    let commit_or_abort = matches!(cmd.name, "commitTransaction" | "abortTransaction");
+    if let (Some(cell), Some(session)) = (op.target.txn().cloned(), op.session.clone()) {
+        let failed = match result {
+            Err(_) => true,
+            Ok(body) => body.get("writeErrors").ok().flatten().is_some(),
+        };
+        let mut st = session.lock();
+        let current = matches!(&st.phase, Phase::Active(c, _) if Arc::ptr_eq(c, &cell));
+        if !commit_or_abort && (failed || !current) {
+            // The statement failed (or the transaction expired while it ran): abort.
+            abort_cell(server, session.lsid, &cell);
+            if current {
+                st.phase = Phase::Aborted;
+            }
+        }
+    }
+    if in_txn_request {
+        let wrote = op.target.txn().map(|c| c.writes() > 0).unwrap_or(true);
+        let token = if wrote || commit_or_abort {
+            rawdoc! {"recoveryShardId": SHARD_ID}
+        } else {
+            rawdoc! {}
+        };
+        tail.append(cstr!("recoveryToken"), token);
+    }
+    op.permit = None;
+    tail
+}
+
+/// `$clusterTime` and `operationTime` for a reply.
+pub fn gossip_out(server: &ServerState, op_time: Option<Timestamp>) -> RawDocumentBuf {
+    let now = server.store.clock.last();
+    let op_time = op_time.unwrap_or(now);
+    rawdoc! {
+        "$clusterTime": {
+            "clusterTime": now,
+            "signature": {
+                "hash": bson::Binary { subtype: BinarySubtype::Generic, bytes: vec![0u8; 20] },
+                "keyId": 0i64,
+            },
+        },
+        "operationTime": op_time,
+    }
+}
+
+/// Background work: aborts transactions past `transactionLifetimeLimitSeconds` and ends
+/// sessions idle longer than the session timeout (or ended by `endSessions`, at the next
+/// refresh), with their transactions, cursors and retryable-write records.
+pub fn reap(server: &ServerState, refresh: bool) {
+    let limit = Duration::from_secs(server.sessions.txn_lifetime_secs.load(Ordering::Relaxed));
+    let timeout = server.sessions.timeout;
+    for session in server.sessions.all() {
+        let mut st = session.lock();
+        if let Phase::Active(cell, info) = &st.phase
+            && info.started.elapsed() > limit
+        {
+            tracing::info!(
+                id = 5116400,
+                lsid = %bson::Uuid::from_bytes(session.lsid),
+                txn_number = cell.number,
+                "Aborting transaction because it has been running for longer than 'transactionLifetimeLimitSeconds'"
+            );
+            abort_cell(server, session.lsid, cell);
+            st.phase = Phase::Aborted;
+        }
+        let idle = st.last_use_instant.elapsed() > timeout;
+        if idle || (refresh && st.ended) {
+            if let Phase::Active(cell, _) = &st.phase {
+                abort_cell(server, session.lsid, cell);
+            }
+            st.phase = Phase::Aborted;
+            drop(st);
+            server.cursors.kill_session(&session.lsid);
+            server.sessions.remove(&session.lsid);
+            if idle {
+                let _ = server.store.forget_session(&session.lsid);
+            }
+        }
+    }
+    if refresh {
+        let cutoff = SystemTime::now()
+            .checked_sub(timeout)
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        if let Ok(stale) = server.store.stale_sessions(cutoff) {
+            for lsid in stale {
+                if server.sessions.get(&lsid).is_none() {
+                    let _ = server.store.forget_session(&lsid);
+                }
+            }
+        }
+    }
+}
+
+/// Kills sessions now (`killSessions` and friends): aborts their transactions, kills their
+/// cursors, and forgets them.
+pub fn kill(server: &ServerState, lsids: &[Lsid]) {
+    for lsid in lsids {
+        if let Some(session) = server.sessions.get(lsid) {
+            let mut st = session.lock();
+            if let Phase::Active(cell, _) = &st.phase {
+                abort_cell(server, *lsid, cell);
+                st.phase = Phase::Aborted;
+            }
+        }
+        server.cursors.kill_session(lsid);
+    }
+}
