@@ -8,17 +8,23 @@
 //!    OP_QUERY handshake and OP_COMPRESSED all become one command document.
 //! 3. [`commands::dispatch`] checks `$db`, looks the command up in the sorted
 //!    [`commands::REGISTRY`] (unknown → CommandNotFound 59), enforces admin-only, the stable
-//!    API parameters and strict field lists, and runs the command's handler, e.g.
-//!    [`commands::hello`] for the handshake.
-//! 4. The handler returns the reply body, or a [`error::CommandError`] that
-//!    [`error::CommandError::to_reply`] renders with MongoDB's `code` and `codeName`.
+//!    API parameters and strict field lists; [`session::begin`] then applies the session and
+//!    transaction rules and decides where the command reads and writes (the latest data, a
+//!    snapshot, or the session's open transaction, a [`session::target::Target`]); the
+//!    command's handler runs, e.g. [`commands::find`], reading through the planner
+//!    ([`exec`]) and writing through the target.
+//! 4. [`session::finish`] aborts a transaction whose statement failed; the handler's reply
+//!    body gets `ok`, `$clusterTime` and `operationTime` ([`session::gossip_out`]), or a
+//!    [`error::CommandError`] is rendered by [`error::CommandError::to_reply_with`] with
+//!    MongoDB's `code`, `codeName` and labels ([`session::label_error`]).
 //! 5. [`connection::serve`] encodes the reply in the client's protocol (OP_MSG, or OP_REPLY
 //!    for OP_QUERY), compresses it if the request was compressed, and writes it; exhaust
 //!    `hello` streams keep replying with `moreToCome`.
 //!
 //! Invariants: the server answers malformed input with errors and never panics on it; one
 //! connection's failure never affects another; shared state ([`state::ServerState`]) is
-//! atomics and channels, never a lock held across an `.await`.
+//! atomics, channels and briefly held locks, never a lock held across an `.await` (a session
+//! is serialised by an async checkout permit, see [`session`]).
 
 pub mod blocking;
 pub mod client;

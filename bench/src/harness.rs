@@ -105,6 +105,13 @@ impl Server {
     }
 }
 
+impl Server {
+    /// The server's process id (for CPU accounting).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -19,18 +19,25 @@
 //! index build, equality and range lookups, sort+limit and count through an index, each next
 //! to the same query forced to (or, for sort, left with) a collection scan, with the keys and
 //! documents examined per query from `explain`.
+//!
+//! `cargo run -p cairn-bench --release -- txn [--seconds S]`: two-account transfers in
+//! multi-document transactions at 1, 8 and 32 clients next to the same transfer as a
+//! PostgreSQL 15 transaction on a JSONB table (a throwaway cluster, see [`pg`]), with the
+//! rerun rate and server CPU per transfer; then a transaction's own cost.
 
 mod crud;
 mod harness;
 mod indexes;
+mod pg;
 mod ping;
 mod storage;
+mod txn;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|crud|indexes|txn> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -49,6 +56,7 @@ fn main() {
         "storage" => rt.block_on(storage::run(&opts)),
         "crud" => rt.block_on(crud::run(&opts)),
         "indexes" => rt.block_on(indexes::run(&opts)),
+        "txn" => rt.block_on(txn::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);

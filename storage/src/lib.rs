@@ -9,10 +9,16 @@
 //! - [`doc`]: a document as one key-value pair per node (materialized paths).
 //! - [`catalog`], [`namespace`]: which collections exist and which names are legal.
 //! - [`store`]: collections of documents — DDL, writes in transactions with conflict
-//!   retries and group commit, snapshot reads and resumable scans, statistics.
+//!   retries and group commit, snapshot reads and resumable scans, statistics; and sessions'
+//!   multi-statement transactions ([`store::TxnState`]), held open between commands and
+//!   committed or aborted as a whole, with the collections and indexes they create.
+//! - [`clock`] and [`history`]: the cluster clock whose ticks are commits, and the snapshots
+//!   retained by cluster time for `readConcern: snapshot` reads.
+//! - [`sessions`]: the durable records of retryable writes and committed transactions.
 //!
 //! Invariants: every read of a document comes from one snapshot (never torn); every write
-//! is one serializable transaction; errors are [`error::StorageError`], never panics.
+//! is one serializable transaction, and every commit that writes takes the next cluster time
+//! under one commit lock; errors are [`error::StorageError`], never panics.
 
 pub mod catalog;
 pub mod clock;

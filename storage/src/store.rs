@@ -17,6 +17,18 @@
 //! Reads ([`Store::read`]) use an engine snapshot: a document is one prefix scan, so it is
 //! never torn; scans resume from a key, so cursors pin neither memory nor old versions.
 //!
+//! Every engine commit that writes goes through [`Store::commit_engine`]: under the commit lock
+//! it commits and takes the next cluster time, so commit order is clock order and
+//! [`Store::snapshot_at`] can pair a snapshot with the exact time it reflects (see
+//! [`crate::history`]).
+//!
+//! A session's multi-document transaction is a [`TxnState`] from [`Store::begin_txn`]: each of
+//! its commands [`Store::resume`]s it as a [`WriteTxn`] (reads see its own writes; nothing is
+//! rerun on conflict) and [`WriteTxn::suspend`]s it again; [`Store::commit_txn`] commits it
+//! whole, swapping in the collections it created ([`WriteTxn::create_collection`], indexes by
+//! `create_indexes_here`), and [`Store::abort_txn`] drops their spaces. Space ids come from one
+//! allocator, so no two creators ever share a space.
+//!
 //! DDL (create, drop, rename) is serialized by one mutex, commits its catalog change durably,
 //! swaps the in-memory [`Catalog`], and only then drops the spaces it freed. On open, spaces
 //! with no catalog record (a crash between those steps) are dropped.

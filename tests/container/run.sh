@@ -268,6 +268,19 @@ coll.drop()
 coll.insert_one({"_id": "kept", "n": 42, "nested": {"list": [1, 2, 3]}})
 check(coll.find_one({"_id": "kept"}) == {"_id": "kept", "n": 42, "nested": {"list": [1, 2, 3]}},
       "pymongo: a j:true insert into /data/db reads back")
+# Transactions and retryable writes against the container's plain URI.
+tx = client.ctr.txn
+tx.drop()
+with client.start_session() as s:
+    s.with_transaction(lambda s: (tx.insert_one({"_id": 1}, session=s),
+                                  tx.insert_one({"_id": 2}, session=s)))
+    s.start_transaction()
+    tx.insert_one({"_id": 3}, session=s)
+    s.abort_transaction()
+check(sorted(d["_id"] for d in tx.find()) == [1, 2],
+      "pymongo: with_transaction commits and abort_transaction leaves nothing in the container")
+tx.update_one({"_id": 1}, {"$inc": {"n": 1}})
+check(tx.find_one({"_id": 1}) == {"_id": 1, "n": 1}, "pymongo: a retryable update applies once")
 client.close()
 sys.exit(1 if failures else 0)
 PY
