@@ -332,7 +332,13 @@ impl From<StorageError> for CommandError {
             StorageError::SnapshotInFuture(_) => ErrorCode::InvalidOptions,
             StorageError::TransactionAborted(_) => ErrorCode::NoSuchTransaction,
         };
-        let mut err = CommandError::new(code, e.to_string());
+        let message = match &e {
+            StorageError::Engine(EngineError::Conflict) => {
+                "WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.".to_string()
+            }
+            other => other.to_string(),
+        };
+        let mut err = CommandError::new(code, message);
         if let StorageError::DuplicateKey {
             key_pattern,
             key_value,

@@ -424,55 +424,39 @@ async fn concurrent_transactions_on_one_document_conflict() {
     let mut b = server.raw().await;
     a.command(rawdoc! {"insert": "c", "documents": [{"_id": 1, "n": 0}], "$db": "t"})
         .await;
-    let r = a
-        .command(in_txn(
-            rawdoc! {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"n": 1}}}], "$db": "t"},
-            1,
-            1,
-            true,
-        ))
-        .await;
-    assert!(ok(&r), "{r:?}");
-    let r = b
-        .command(in_txn(
-            rawdoc! {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"n": 10}}}], "$db": "t"},
-            2,
-            1,
-            true,
-        ))
-        .await;
-    assert!(ok(&r), "{r:?}");
-    let r = a
-        .command(in_txn(
-            rawdoc! {"commitTransaction": 1, "$db": "admin"},
-            1,
-            1,
-            false,
-        ))
-        .await;
-    assert!(ok(&r), "{r:?}");
-    let r = b
-        .command(in_txn(
-            rawdoc! {"commitTransaction": 1, "$db": "admin"},
-            2,
-            1,
-            false,
-        ))
-        .await;
+    let inc = |n: i32| {
+        rawdoc! {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"n": n}}}], "$db": "t"}
+    };
+    let commit = || rawdoc! {"commitTransaction": 1, "$db": "admin"};
+    // First writer wins: the second transaction's write fails at once (no waiting, no
+    // deadlock) with WriteConflict, labelled so drivers retry, and its transaction is gone.
+    assert!(ok(&a.command(in_txn(inc(1), 1, 1, true)).await));
+    let r = b.command(in_txn(inc(10), 2, 1, true)).await;
     assert_code(&r, 112);
     assert_eq!(labels(&r), vec![TRANSIENT_TRANSACTION_ERROR.to_string()]);
-    // The loser is aborted.
-    let r = b
-        .command(in_txn(
-            rawdoc! {"commitTransaction": 1, "$db": "admin"},
-            2,
-            1,
-            false,
-        ))
-        .await;
+    let r = b.command(in_txn(commit(), 2, 1, false)).await;
     assert_code(&r, 251);
+    assert_eq!(labels(&r), vec![TRANSIENT_TRANSACTION_ERROR.to_string()]);
+    // The same for two transactions inserting one _id.
+    let ins = rawdoc! {"insert": "c", "documents": [{"_id": 2}], "$db": "t"};
+    assert!(ok(&b.command(in_txn(ins.clone(), 2, 2, true)).await));
+    let r = server
+        .raw()
+        .await
+        .command(in_txn(ins.clone(), 3, 1, true))
+        .await;
+    assert_code(&r, 112);
+    assert!(ok(&b.command(in_txn(commit(), 2, 2, false)).await));
+    assert!(ok(&a.command(in_txn(commit(), 1, 1, false)).await));
+    // A write outside any transaction is not refused; the transaction that read the older
+    // version then fails to commit (serializable), labelled for a retry.
+    assert!(ok(&a.command(in_txn(inc(1), 1, 2, true)).await));
+    assert!(ok(&b.command(inc(100)).await));
+    let r = a.command(in_txn(commit(), 1, 2, false)).await;
+    assert_code(&r, 112);
+    assert_eq!(labels(&r), vec![TRANSIENT_TRANSACTION_ERROR.to_string()]);
     let r = a
-        .command(rawdoc! {"find": "c", "filter": {}, "$db": "t"})
+        .command(rawdoc! {"find": "c", "filter": {"_id": 1}, "$db": "t"})
         .await;
     let first = r
         .get_document("cursor")
@@ -480,7 +464,7 @@ async fn concurrent_transactions_on_one_document_conflict() {
         .get_array("firstBatch")
         .unwrap();
     let d = first.into_iter().next().unwrap().unwrap();
-    assert_eq!(d.as_document().unwrap().get_i32("n").unwrap(), 1);
+    assert_eq!(d.as_document().unwrap().get_i32("n").unwrap(), 101);
     let _ = UNKNOWN_TRANSACTION_COMMIT_RESULT;
 }
 

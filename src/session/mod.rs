@@ -950,6 +950,26 @@ pub fn label_error(body: &RawDocument, e: &mut CommandError) {
     }
 }
 
+/// The first write error of a reply when it is transient (see [`is_transient`]), as a
+/// command error.
+fn transient_write_error(body: &RawDocument) -> Option<CommandError> {
+    let Ok(Some(RawBsonRef::Array(errors))) = body.get("writeErrors") else {
+        return None;
+    };
+    let first = errors.into_iter().next()?.ok()?;
+    let RawBsonRef::Document(e) = first else {
+        return None;
+    };
+    let code = e.get_i32("code").ok()?;
+    if !is_transient(code, false, false) {
+        return None;
+    }
+    Some(CommandError::new(
+        ErrorCode::from_code(code),
+        e.get_str("errmsg").unwrap_or_default(),
+    ))
+}
+
 /// Finishes a command's session work (step 4 of the module doc): on an error or a write
 /// error inside a transaction the transaction is aborted, and the recovery token is added.
 /// Returns the fields to append to a successful reply after `ok`.
@@ -963,6 +983,13 @@ pub fn finish(
     let in_txn_request = op.args.autocommit;
     let commit_or_abort = matches!(cmd.name, "commitTransaction" | "abortTransaction");
     if let (Some(cell), Some(session)) = (op.target.txn().cloned(), op.session.clone()) {
+        // Inside a transaction a transient error (a write conflict) fails the whole command,
+        // labelled for a retry, rather than being one statement's write error.
+        if let Ok(body) = result
+            && let Some(e) = transient_write_error(body)
+        {
+            *result = Err(e);
+        }
         let failed = match result {
             Err(_) => true,
             Ok(body) => body.get("writeErrors").ok().flatten().is_some(),

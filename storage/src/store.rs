@@ -124,6 +124,11 @@ pub struct Store {
     /// snapshot read pairs a snapshot with the cluster time it is exact for.
     commits: Mutex<History>,
     stats_seq: AtomicU64,
+    /// Documents written by open session transactions, by (space, document key), with the
+    /// transaction that wrote them: a second transaction writing the same document fails at
+    /// once with a write conflict, as in MongoDB (first writer wins), instead of at commit.
+    intents: Mutex<std::collections::HashMap<(SpaceId, Vec<u8>), u64>>,
+    next_txn_id: AtomicU64,
     /// The next unused space id. Every creator (DDL, index creation, a transaction creating a
     /// collection) takes ids from here, so two creators never share a space and a failed one
     /// can drop its spaces safely. `NEXT_ID_KEY` persists a lower bound; at open the id is
@@ -203,6 +208,8 @@ impl Store {
             ddl: Mutex::new(()),
             stats_seq: AtomicU64::new(1),
             next_space: AtomicU64::new(1),
+            intents: Mutex::new(std::collections::HashMap::new()),
+            next_txn_id: AtomicU64::new(1),
             opts,
         };
         let mut tx = store.engine.begin()?;
@@ -598,6 +605,7 @@ impl Store {
                     .map_err(|e| E::from(StorageError::from(e)))?,
                 deltas: BTreeMap::new(),
                 created: Vec::new(),
+                owner: None,
             };
             let r = f(&mut t).and_then(|v| {
                 let (reads, writes, _) = self.finish(t).map_err(E::from)?;
@@ -668,6 +676,10 @@ impl Store {
             tx: self.engine.begin()?,
             deltas: BTreeMap::new(),
             created: Vec::new(),
+            owner: Some(Owner {
+                id: self.next_txn_id.fetch_add(1, Ordering::Relaxed),
+                held: Vec::new(),
+            }),
         })
     }
 
@@ -679,6 +691,7 @@ impl Store {
             tx: state.tx,
             deltas: state.deltas,
             created: state.created,
+            owner: state.owner,
         }
     }
 
@@ -691,7 +704,13 @@ impl Store {
         state: TxnState,
         durability: Durability,
     ) -> Result<Option<bson::Timestamp>> {
-        let (reads, writes, ts) = self.finish(self.resume(state))?;
+        let mut t = self.resume(state);
+        let owner = t.owner.take();
+        let r = self.finish(t);
+        if let Some(o) = owner {
+            self.release_intents(&o);
+        }
+        let (reads, writes, ts) = r?;
         let c = &self.counters;
         c.commits.fetch_add(1, Ordering::Relaxed);
         c.keys_read.fetch_add(reads as u64, Ordering::Relaxed);
@@ -732,7 +751,23 @@ impl Store {
     pub fn abort_txn(&self, state: TxnState) {
         let created = state.created;
         drop(state.tx);
+        if let Some(o) = &state.owner {
+            self.release_intents(o);
+        }
         self.drop_created(&created);
+    }
+
+    fn release_intents(&self, owner: &Owner) {
+        if owner.held.is_empty() {
+            return;
+        }
+        if let Ok(mut map) = self.intents.lock() {
+            for k in &owner.held {
+                if map.get(k) == Some(&owner.id) {
+                    map.remove(k);
+                }
+            }
+        }
     }
 
     fn drop_created(&self, created: &[CollectionMeta]) {
@@ -772,6 +807,15 @@ pub struct WriteTxn<'s> {
     pub(crate) deltas: BTreeMap<SpaceId, Stats>,
     /// Collections created (or given indexes) inside this transaction, as they stand now.
     pub(crate) created: Vec<CollectionMeta>,
+    /// For a session's transaction: its id and the documents it has written.
+    pub(crate) owner: Option<Owner>,
+}
+
+/// A session transaction's claim on the documents it writes (see `Store::intents`).
+#[derive(Debug)]
+pub(crate) struct Owner {
+    id: u64,
+    held: Vec<(SpaceId, Vec<u8>)>,
 }
 
 /// A session's open transaction between its commands (see [`Store::begin_txn`]).
@@ -779,6 +823,7 @@ pub struct TxnState {
     tx: Box<dyn Tx>,
     deltas: BTreeMap<SpaceId, Stats>,
     created: Vec<CollectionMeta>,
+    owner: Option<Owner>,
 }
 
 impl std::fmt::Debug for TxnState {
@@ -889,6 +934,7 @@ impl WriteTxn<'_> {
             }
         };
         let key = id_key(id)?;
+        self.claim(coll.id, &key)?;
         if self.tx.get(coll.id, &key)?.is_some() {
             let mut kv = RawDocumentBuf::new();
             kv.append(bson::raw::cstr!("_id"), id);
@@ -1003,6 +1049,7 @@ impl WriteTxn<'_> {
         view: &DocView,
         changes: &[(String, Option<RawBson>)],
     ) -> Result<()> {
+        self.claim(coll.id, &view.key)?;
         // Indexes over a changed field need the whole old and new documents for their diff
         // (compound and partial indexes read other fields too); others are untouched.
         let changed: Vec<&str> = changes.iter().map(|(n, _)| n.as_str()).collect();
@@ -1097,6 +1144,7 @@ impl WriteTxn<'_> {
         key: &[u8],
         new: &RawDocument,
     ) -> Result<bool> {
+        self.claim(coll.id, key)?;
         let stored: Vec<(Vec<u8>, Vec<u8>)> = self
             .tx
             .prefix(coll.id, key)?
@@ -1147,6 +1195,7 @@ impl WriteTxn<'_> {
 
     /// Deletes the document with this key; returns whether one existed.
     pub fn delete_by_key(&mut self, coll: &CollectionMeta, key: &[u8]) -> Result<bool> {
+        self.claim(coll.id, key)?;
         let nodes: Vec<(Vec<u8>, Vec<u8>)> = self
             .tx
             .prefix(coll.id, key)?
@@ -1223,6 +1272,27 @@ impl WriteTxn<'_> {
             tx: self.tx,
             deltas: self.deltas,
             created: self.created,
+            owner: self.owner,
+        }
+    }
+
+    /// In a session's transaction, claims the document `key` of `space` before writing it:
+    /// a document another open transaction has written is a write conflict now (MongoDB's
+    /// first-writer-wins), not at commit.
+    pub(crate) fn claim(&mut self, space: SpaceId, key: &[u8]) -> Result<()> {
+        let Some(owner) = &mut self.owner else {
+            return Ok(());
+        };
+        let mut map = self.store.intents.lock().map_err(|_| poisoned())?;
+        let k = (space, key.to_vec());
+        match map.get(&k) {
+            Some(id) if *id == owner.id => Ok(()),
+            Some(_) => Err(StorageError::Engine(EngineError::Conflict)),
+            None => {
+                map.insert(k.clone(), owner.id);
+                owner.held.push(k);
+                Ok(())
+            }
         }
     }
 
@@ -1234,6 +1304,7 @@ impl WriteTxn<'_> {
             mut tx,
             deltas,
             created: _,
+            owner: _,
         } = self;
         for (space, delta) in deltas {
             if !delta.is_zero() {
