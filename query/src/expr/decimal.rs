@@ -833,6 +833,57 @@ pub(crate) fn via_f64(d: Decimal, f: impl Fn(f64) -> f64) -> Decimal {
     from_f64(f(to_f64(d)), 15)
 }
 
+/// True for NaN.
+pub(crate) fn is_nan(d: Decimal) -> bool {
+    matches!(d, Decimal::NaN)
+}
+
+macro_rules! via_f64_fns {
+    ($($name:ident => $f:expr),* $(,)?) => {
+        $(pub(crate) fn $name(d: Decimal) -> Decimal {
+            from_f64(($f)(to_f64(d)), 34)
+        })*
+    };
+}
+
+via_f64_fns! {
+    sin => f64::sin,
+    cos => f64::cos,
+    tan => f64::tan,
+    asin => f64::asin,
+    acos => f64::acos,
+    atan => f64::atan,
+    sinh => f64::sinh,
+    cosh => f64::cosh,
+    tanh => f64::tanh,
+    asinh => f64::asinh,
+    acosh => f64::acosh,
+    atanh => f64::atanh,
+}
+
+/// `atan2(y, x)`.
+pub(crate) fn atan2(y: Decimal, x: Decimal) -> Decimal {
+    from_f64(to_f64(y).atan2(to_f64(x)), 34)
+}
+
+/// π / 180.
+pub(crate) fn pi_over_180() -> Decimal {
+    Decimal::from_decimal128(
+        "0.01745329251994329576923690768488613"
+            .parse::<Decimal128>()
+            .unwrap_or(Decimal128::from_bytes([0; 16])),
+    )
+}
+
+/// 180 / π.
+pub(crate) fn one_80_over_pi() -> Decimal {
+    Decimal::from_decimal128(
+        "57.29577951308232087679815481410517"
+            .parse::<Decimal128>()
+            .unwrap_or(Decimal128::from_bytes([0; 16])),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

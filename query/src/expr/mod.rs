@@ -50,15 +50,20 @@
 
 mod arith;
 mod convert;
+mod datetime;
 pub(crate) mod decimal;
 mod eval;
+mod named;
+mod ops;
 mod optimize;
 mod parse;
+mod strings;
+mod trig;
 mod value;
 
 use std::sync::Arc;
 
-use bson::{DateTime, RawBson, RawBsonRef, RawDocument};
+use bson::{DateTime, RawBson, RawBsonRef, RawDocument, Timestamp};
 
 use crate::error::{QueryError, Result};
 use crate::filter::{DocumentPredicate, ExtensionKind, Extensions};
@@ -106,6 +111,7 @@ impl ParseContext {
 #[derive(Clone, Debug)]
 pub struct Variables {
     now: DateTime,
+    cluster_time: Option<Timestamp>,
     user: Vec<(String, RawBson)>,
 }
 
@@ -125,8 +131,21 @@ impl Variables {
     pub fn with_now(now: DateTime) -> Variables {
         Variables {
             now,
+            cluster_time: None,
             user: Vec::new(),
         }
+    }
+
+    /// Sets `$$CLUSTER_TIME` (the server's logical time for the command). Without it,
+    /// `$$CLUSTER_TIME` is error 51144, as on a standalone `mongod` whose logical clock is not
+    /// running.
+    pub fn set_cluster_time(&mut self, ts: Timestamp) {
+        self.cluster_time = Some(ts);
+    }
+
+    /// `$$CLUSTER_TIME`, when the command has one.
+    pub fn cluster_time(&self) -> Option<Timestamp> {
+        self.cluster_time
     }
 
     /// Defines (or redefines) a user variable, checking the name as MongoDB checks `let`
