@@ -14,9 +14,9 @@ use bson::oid::ObjectId;
 use bson::{DateTime, RawBson, RawBsonRef};
 use cairn_storage::decimal::Decimal;
 
-use super::decimal::{self, Rounding};
 use super::value::{Num, TWO_POW_63, Value, element_type_name, format_date, format_g, truthy};
 use crate::error::{QueryError, Result};
+use cairn_storage::decimal::{self, Rounding};
 
 /// ConversionFailure.
 pub(crate) const CONVERSION_FAILURE: i32 = 241;

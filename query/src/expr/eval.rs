@@ -20,11 +20,11 @@ use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use super::Variables;
 use super::arith::{self, AddState, MultiplyState};
 use super::convert;
-use super::decimal::Rounding;
 use super::parse::{CmpKind, Node, Op, Var};
 use super::value::{Num, Value, coerce_to_string, compare, format_g, int_or_long};
 use crate::error::{QueryError, Result};
 use crate::path;
+use cairn_storage::decimal::Rounding;
 
 fn loc(code: i32, msg: impl Into<String>) -> QueryError {
     QueryError::Location(code, msg.into())

@@ -8,9 +8,7 @@
 //!
 //! Invariants: nothing here panics.
 
-use cairn_storage::decimal::Decimal;
-
-use super::decimal as dec;
+use cairn_storage::decimal::{self as dec, Decimal};
 
 use super::value::{Num, Value, format_g};
 use crate::error::{QueryError, Result};
