@@ -734,3 +734,19 @@ fn system_variables() {
         Some(Bson::Int64(1_700_000_000))
     );
 }
+
+#[test]
+fn sample_rate_filter() {
+    use cairn_query::filter::Filter;
+    let parse = |v: Bson| Filter::parse(&raw(&doc! {"$sampleRate": v}));
+    let doc = raw(&doc! {"a": 1});
+    let never = parse(bson!(0)).expect("parses");
+    let always = parse(bson!(1.0)).expect("parses");
+    let half = parse(bson!(0.5)).expect("parses");
+    let hits = (0..2000).filter(|_| half.matches(&doc)).count();
+    assert!((800..1200).contains(&hits), "{hits} of 2000");
+    assert!((0..100).all(|_| !never.matches(&doc) && always.matches(&doc)));
+    assert_eq!(code(&parse(bson!("x")).unwrap_err()), 14);
+    assert_eq!(code(&parse(bson!(1.5)).unwrap_err()), 2);
+    assert_eq!(code(&parse(bson!(-0.1)).unwrap_err()), 2);
+}

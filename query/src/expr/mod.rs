@@ -81,6 +81,11 @@ use crate::filter::Filter;
 
 pub use parse::MAX_DEPTH;
 
+/// A uniformly distributed double in [0, 1) (the generator behind `$rand`).
+pub fn random_unit() -> f64 {
+    ops::random_unit()
+}
+
 /// What a parser needs to know beyond the expression: the user variables in scope (a
 /// command's `let`). `$$ROOT`, `$$CURRENT`, `$$REMOVE` and `$$NOW` are always defined.
 #[derive(Clone, Debug, Default)]
