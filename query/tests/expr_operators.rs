@@ -413,12 +413,11 @@ fn field_operators() {
                 bson!({"$getField": {"field": "a", "input": "$sub", "x": 1}}),
                 3041701,
             ),
-            (bson!({"$getField": {"field": "a", "input": 5}}), 3041704),
             (
                 bson!({"$setField": {"field": "a", "input": "$sub"}}),
                 4161103,
             ),
-            (bson!({"$setField": {"field": "a", "value": 1}}), 4161104),
+            (bson!({"$setField": {"field": "a", "value": 1}}), 4161109),
             (bson!({"$setField": {"input": "$sub", "value": 1}}), 4161102),
             (
                 bson!({"$setField": {"field": "a", "input": 1, "value": 1}}),

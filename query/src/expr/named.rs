@@ -943,13 +943,8 @@ fn get_field<'a>(args: &'a [Option<Node>], cx: &mut Cx<'a>) -> Result<Value<'a>>
         });
     }
     let Some(RawBsonRef::Document(d)) = input.get() else {
-        return Err(loc(
-            3041704,
-            format!(
-                "$getField requires 'input' to evaluate to type Object, but got {}",
-                input.type_name()
-            ),
-        ));
+        // Not an object: missing.
+        return Ok(Value::Missing);
     };
     let Some(RawBsonRef::String(name)) = field.get() else {
         return Ok(Value::Missing);

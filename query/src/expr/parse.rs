@@ -1485,7 +1485,7 @@ impl Parser<'_> {
         }
         let Some(i) = raw.get(1).copied().flatten() else {
             return Err(loc(
-                4161104,
+                4161109,
                 format!("{name} requires 'input' to be specified"),
             ));
         };
