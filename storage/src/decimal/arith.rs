@@ -286,13 +286,23 @@ pub fn from_f64(x: f64, digits: usize) -> Decimal {
     // Rust prints the exact binary value correctly rounded (half to even) to 34 significant
     // digits, as `binary64_to_bid128` converts; the 15-digit form then rounds that again, as
     // MongoDB's `Decimal128(double)` quantizes the 34-digit conversion.
-    let s = format!("{x:.33e}");
-    let mut cx = d128();
-    let mut n = cx.parse(s.as_str()).unwrap_or_else(|_| Num128::nan());
-    if digits < PRECISION {
-        let mut narrow = context::<UNITS128>(digits.max(1), Rounding::HalfEven);
-        narrow.plus(&mut n);
+    let s = format!("{:.33e}", x.abs());
+    let (mantissa, exp) = s.split_once('e').unwrap_or((s.as_str(), "0"));
+    let coefficient = mantissa
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .fold(0u128, |acc, b| acc * 10 + u128::from(b - b'0'));
+    let exact = Decimal::Finite {
+        negative: x.is_sign_negative(),
+        coefficient,
+        exponent: exp.parse::<i32>().unwrap_or(0) - 33,
+    };
+    if digits >= PRECISION {
+        return exact;
     }
+    let mut n = to_num::<UNITS128>(exact);
+    let mut narrow = context::<UNITS128>(digits.max(1), Rounding::HalfEven);
+    narrow.plus(&mut n);
     from_num(&n)
 }
 
