@@ -1483,6 +1483,21 @@ mod tests {
         assert!(Tz::parse("+5").is_err());
         assert!(matches!(Tz::parse("+05:30").unwrap(), Tz::Offset(19800)));
         assert!(matches!(Tz::parse("-0800").unwrap(), Tz::Offset(-28800)));
+        // Canonical names, links of the `backward` file and Etc zones are all known.
+        for name in [
+            "Europe/Kyiv",
+            "Europe/Kiev",
+            "US/Eastern",
+            "EST5EDT",
+            "Etc/GMT+5",
+            "GMT",
+            "Asia/Kathmandu",
+        ] {
+            assert!(Tz::parse(name).is_ok(), "{name}");
+        }
+        let kathmandu = Tz::parse("Asia/Kathmandu").unwrap();
+        assert_eq!(kathmandu.offset_at(0), 19800);
+        assert_eq!(kathmandu.offset_at(1_600_000_000_000), 20700);
     }
 
     #[test]

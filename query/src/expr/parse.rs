@@ -6,9 +6,13 @@
 //!   document whose first field starts with `$` is an operator document that must have exactly
 //!   one field (15983); any other document is an object expression; an array is an array
 //!   expression; anything else is a constant.
-//! - Unknown operators are 168 "Unrecognized expression '$foo'"; operators MongoDB 7.0 has but
-//!   Cairn does not evaluate yet are NotImplemented (238) naming the operator.
-//! - Variables: `ROOT`, `CURRENT` (rebindable with `$let`), `REMOVE` (missing), `NOW`, user
+//! - Unknown operators are 168 "Unrecognized expression '$foo'"; MongoDB 7.0's accumulator-only
+//!   and window-only names are NotImplemented (238) naming the operator (the aggregation stages
+//!   evaluate them).
+//! - Operators with named arguments (`{$op: {name: expr}}`) become [`Node::Named`] with their
+//!   arguments in a fixed order ([`Named`]); `$sortArray` keeps its parsed `sortBy`.
+//! - Variables: `ROOT`, `CURRENT` (rebindable with `$let`), `REMOVE` and `SEARCH_META`
+//!   (missing), `NOW`, `CLUSTER_TIME`, `DESCEND`/`PRUNE`/`KEEP` (constant strings), user
 //!   variables supplied by the [`ParseContext`] (a command's `let`), and locals bound by `$let`,
 //!   `$map`, `$filter`, `$reduce`, each given a slot number at parse time.
 //!
@@ -33,7 +37,7 @@ pub(crate) enum Var {
     Root,
     /// `$$NOW`.
     Now,
-    /// `$$CLUSTER_TIME` (not available: Cairn has no cluster time).
+    /// `$$CLUSTER_TIME` (the caller's [`super::Variables::set_cluster_time`]).
     ClusterTime,
     /// A variable of the [`ParseContext`].
     User(String),
