@@ -6,8 +6,9 @@
 //! a regex value is a regex match; anything else is an equality. Errors carry MongoDB's codes
 //! and messages (BadValue 2, FailedToParse 9, TypeMismatch 14, 51074/51075/51091/51108 as
 //! `Location`). Operators Cairn does not evaluate yet (`$where`, `$text`, `$expr`,
-//! `$jsonSchema` without an [`Extensions`] that supplies them, geo operators, `$sampleRate`)
-//! are NotImplemented (238).
+//! `$jsonSchema` without an [`Extensions`] that supplies them, geo operators) are
+//! NotImplemented (238). `$sampleRate: r` is MongoDB's rewrite: false for 0, true for 1,
+//! otherwise `$expr: {$lt: [{$rand: {}}, r]}` (a fresh draw per document).
 //!
 //! Evaluation follows expression_leaf.cpp / expression_array.cpp / path.cpp:
 //! - a path predicate matches when *any* value the path reaches ([`crate::path::visit`])
@@ -1151,11 +1152,7 @@ impl Parser<'_> {
                 }
                 self.extension(ExtensionKind::JsonSchema, v)?
             }
-            "sampleRate" => {
-                return Err(QueryError::NotImplemented(
-                    "$sampleRate is not supported yet".into(),
-                ));
-            }
+            "sampleRate" => sample_rate(v)?,
             // DBRef fields in an `$elemMatch` object: plain equality on the `$`-named field.
             "id" | "ref" | "db" => {
                 if matches!(v, RawBsonRef::Undefined) {
@@ -1804,5 +1801,43 @@ mod tests {
         );
         assert_eq!(decimal_to_i64(d("1E-40"), Rounding::HalfEven), Some(0));
         assert_eq!(decimal_to_i64(d("NaN"), Rounding::HalfEven), None);
+    }
+}
+
+/// `$sampleRate` (expression_parser.cpp `parseSampleRate`).
+fn sample_rate(v: RawBsonRef<'_>) -> Result<Expr> {
+    let x = match v {
+        RawBsonRef::Int32(i) => f64::from(i),
+        RawBsonRef::Int64(i) => i as f64,
+        RawBsonRef::Double(d) => d,
+        RawBsonRef::Decimal128(d) => cairn_storage::decimal::to_f64(Decimal::from_decimal128(d)),
+        _ => {
+            return Err(QueryError::TypeMismatch(
+                "argument to $sampleRate must be a numeric type".into(),
+            ));
+        }
+    };
+    if !(0.0..=1.0).contains(&x) {
+        return Err(bad("numeric argument to $sampleRate must be in [0, 1]"));
+    }
+    if x == 0.0 {
+        return Ok(Expr::AlwaysFalse);
+    }
+    if x == 1.0 {
+        return Ok(Expr::AlwaysTrue);
+    }
+    Ok(Expr::Extension(Extension {
+        kind: ExtensionKind::Expr,
+        predicate: Arc::new(SampleRate(x)),
+    }))
+}
+
+/// `{$lt: [{$rand: {}}, rate]}`.
+#[derive(Debug)]
+struct SampleRate(f64);
+
+impl DocumentPredicate for SampleRate {
+    fn matches(&self, _doc: &RawDocument) -> bool {
+        crate::expr::random_unit() < self.0
     }
 }

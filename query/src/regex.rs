@@ -144,6 +144,30 @@ impl Regex {
     pub fn is_match(&self, text: &str) -> bool {
         self.compiled.is_match(text).unwrap_or(false)
     }
+
+    /// The first match starting at or after byte `start` of `text`: the byte range of the
+    /// whole match and of each capture group (`None` for a group that did not take part). A
+    /// match that exceeds the backtracking limit counts as no match.
+    pub fn captures_at(&self, text: &str, start: usize) -> Option<Captures> {
+        let caps = self.compiled.captures_from_pos(text, start).ok()??;
+        let whole = caps.get(0)?;
+        let groups = (1..caps.len())
+            .map(|i| caps.get(i).map(|m| (m.start(), m.end())))
+            .collect();
+        Some(Captures {
+            whole: (whole.start(), whole.end()),
+            groups,
+        })
+    }
+}
+
+/// A match found by [`Regex::captures_at`] (byte ranges into the searched text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Captures {
+    /// The whole match.
+    pub whole: (usize, usize),
+    /// Each capture group, in order.
+    pub groups: Vec<Option<(usize, usize)>>,
 }
 
 fn invalid(reason: &str) -> QueryError {

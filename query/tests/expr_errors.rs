@@ -57,8 +57,13 @@ fn parse_errors() {
     parse_err(bson!({"$foo": 1}), 168, "Unrecognized expression '$foo'");
     parse_err(
         bson!({"$dateAdd": {}}),
+        5166402,
+        "$dateAdd requires startDate, unit, and amount to be present",
+    );
+    parse_err(
+        bson!({"$sum": [1, 2]}),
         238,
-        "the aggregation expression $dateAdd is not supported yet",
+        "the aggregation expression $sum is not supported yet",
     );
     parse_err(
         bson!({"$add": [1], "$sub": 2}),

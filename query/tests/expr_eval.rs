@@ -383,7 +383,32 @@ fn pow() {
     check(bson!({"$pow": [-1, 5]}), d.clone(), bson!(-1));
     check(bson!({"$pow": [0, 0]}), d.clone(), bson!(1));
     check(bson!({"$pow": [2.0, 3]}), d.clone(), bson!(8.0));
-    check(bson!({"$pow": [dec("1.5"), 2]}), d.clone(), dec("2.25"));
+    // Intel's bid128_pow shows 34 significant digits (jstests/aggregation/bugs/server18427.js).
+    check(
+        bson!({"$pow": [dec("1.5"), 2]}),
+        d.clone(),
+        dec("2.250000000000000000000000000000000"),
+    );
+    check(
+        bson!({"$pow": [dec("10.0"), -2]}),
+        d.clone(),
+        dec("0.01000000000000000000000000000000000"),
+    );
+    check(
+        bson!({"$pow": [0.5, dec("-1")]}),
+        d.clone(),
+        dec("2.000000000000000000000000000000000"),
+    );
+    check(
+        bson!({"$pow": [5, dec("-112")]}),
+        d.clone(),
+        dec("5192296858534827628530496329220096E-112"),
+    );
+    check(
+        bson!({"$pow": [dec("10.0"), 2]}),
+        d.clone(),
+        dec("100.0000000000000000000000000000000"),
+    );
     check(bson!({"$pow": [null, 2]}), d, Bson::Null);
 }
 

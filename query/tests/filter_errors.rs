@@ -454,9 +454,14 @@ fn unsupported_and_context() {
         "$jsonSchema must be an object",
     );
     err(
-        bson!({"$sampleRate": 0.5}),
-        238,
-        "$sampleRate is not supported yet",
+        bson!({"$sampleRate": "half"}),
+        14,
+        "argument to $sampleRate must be a numeric type",
+    );
+    err(
+        bson!({"$sampleRate": 2}),
+        2,
+        "numeric argument to $sampleRate must be in [0, 1]",
     );
     err(
         bson!({"a": {"$near": [0, 0]}}),

@@ -149,6 +149,7 @@ run_suite pymongo "$PY" "$HERE/smoke_pymongo.py" "$URI"
 # (database cairn_manual); known deviations are printed as `# deviation:` lines, not counted.
 log "PyMongo: the manual's examples"
 run_suite manual "$PY" "$HERE/manual_pymongo.py" "$URI"
+run_suite manual-expr "$PY" "$HERE/manual_expr_pymongo.py" "$URI"
 
 # Its own server on its own data dir: it stops (SIGTERM, SIGKILL) and restarts the server
 # itself to check that documents of every BSON type survive restarts byte for byte.

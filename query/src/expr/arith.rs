@@ -14,9 +14,9 @@
 use bson::{DateTime, RawBson, RawBsonRef};
 use cairn_storage::decimal::Decimal;
 
-use super::decimal::{self, Rounding};
 use super::value::{Num, NumKind, TWO_POW_63, Value, format_g, int_or_long};
 use crate::error::{QueryError, Result};
+use cairn_storage::decimal::{self, Rounding};
 
 fn loc(code: i32, msg: impl Into<String>) -> QueryError {
     QueryError::Location(code, msg.into())
@@ -356,11 +356,7 @@ pub(crate) fn sqrt(n: Num) -> Result<Num> {
 
 pub(crate) fn exp(n: Num) -> Result<Num> {
     Ok(match n {
-        Num::Dec(d) => Num::Dec(if decimal::is_zero(d) {
-            decimal::from_i64(1)
-        } else {
-            decimal::via_f64(d, f64::exp)
-        }),
+        Num::Dec(d) => Num::Dec(decimal::exp(d)),
         other => Num::Double(other.to_f64().exp()),
     })
 }
@@ -370,19 +366,11 @@ fn dec_positive(d: Decimal) -> bool {
     decimal::cmp(d, decimal::ZERO) == Some(std::cmp::Ordering::Greater)
 }
 
-/// `ln(d)` for a positive decimal (exact for 1).
-fn dec_ln(d: Decimal) -> Decimal {
-    if decimal::cmp(d, decimal::from_i64(1)) == Some(std::cmp::Ordering::Equal) {
-        return decimal::ZERO;
-    }
-    decimal::via_f64(d, f64::ln)
-}
-
 pub(crate) fn ln(n: Num) -> Result<Num> {
     if let Num::Dec(d) = n
         && dec_positive(d)
     {
-        return Ok(Num::Dec(dec_ln(d)));
+        return Ok(Num::Dec(decimal::ln(d)));
     }
     let x = n.to_f64();
     if !(x > 0.0 || x.is_nan()) {
@@ -401,7 +389,7 @@ pub(crate) fn log10(n: Num) -> Result<Num> {
     if let Num::Dec(d) = n
         && dec_positive(d)
     {
-        return Ok(Num::Dec(dec_log(d, decimal::from_i64(10))));
+        return Ok(Num::Dec(decimal::log10(d)));
     }
     let x = n.to_f64();
     if !(x > 0.0 || x.is_nan()) {
@@ -416,17 +404,18 @@ pub(crate) fn log10(n: Num) -> Result<Num> {
     Ok(Num::Double(x.log10()))
 }
 
-/// `log_base(d)` for positive decimals: exact when `d` is an integral power of `base`.
+/// `log_base(d)` for positive decimals: base 10 and base 2 use the dedicated logarithms
+/// (`Decimal128::logarithm(other)` special-cases them); other bases divide natural
+/// logarithms, each rounded to 34 digits (`log(x).divide(log(base))`).
 fn dec_log(d: Decimal, base: Decimal) -> Decimal {
-    let (x, b) = (decimal::to_f64(d), decimal::to_f64(base));
-    let guess = (x.ln() / b.ln()).round();
-    if guess.is_finite() && guess.abs() < 10_000.0 {
-        let k = guess as i64;
-        if decimal::cmp(decimal::powi(base, k), d) == Some(std::cmp::Ordering::Equal) {
-            return decimal::from_i64(k);
-        }
+    let eq = |k: i64| decimal::cmp(base, decimal::from_i64(k)) == Some(std::cmp::Ordering::Equal);
+    if eq(10) {
+        return decimal::log10(d);
     }
-    decimal::from_f64(x.ln() / b.ln(), 15)
+    if eq(2) {
+        return decimal::log2(d);
+    }
+    decimal::div(decimal::ln(d), decimal::ln(base))
 }
 
 /// `$log`.
@@ -576,11 +565,7 @@ pub(crate) fn pow(base: &Value<'_>, exponent: &Value<'_>) -> Result<Value<'stati
         if decimal::is_zero(bd) && decimal::is_negative(ed) {
             return Err(zero_neg());
         }
-        let r = match Num::Dec(ed).exact_i64() {
-            Some(k) if k.unsigned_abs() <= 100_000 => decimal::powi(bd, k),
-            _ => decimal::from_f64(decimal::to_f64(bd).powf(decimal::to_f64(ed)), 15),
-        };
-        return Ok(Num::Dec(r).into_value());
+        return Ok(Num::Dec(decimal::pow(bd, ed)).into_value());
     }
     let (bf, ef) = (b.to_f64(), e.to_f64());
     if bf == 0.0 && ef < 0.0 {

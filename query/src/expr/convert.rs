@@ -6,8 +6,7 @@
 //! table (`int` → `date`, `object` → `object` …) are 241 "Unsupported conversion from X to Y
 //! in $convert with no onError value".
 //!
-//! Not yet: string → date (needs `$dateFromString`'s parser; NotImplemented, which `onError`
-//! does not catch).
+//! String → date reads the string as `$dateFromString` without `format` does (UTC).
 //!
 //! Invariants: nothing here panics.
 
@@ -15,9 +14,9 @@ use bson::oid::ObjectId;
 use bson::{DateTime, RawBson, RawBsonRef};
 use cairn_storage::decimal::Decimal;
 
-use super::decimal::{self, Rounding};
 use super::value::{Num, TWO_POW_63, Value, element_type_name, format_date, format_g, truthy};
 use crate::error::{QueryError, Result};
+use cairn_storage::decimal::{self, Rounding};
 
 /// ConversionFailure.
 pub(crate) const CONVERSION_FAILURE: i32 = 241;
@@ -276,9 +275,9 @@ pub(crate) fn convert(input: RawBsonRef<'_>, to: Target) -> Result<Value<'static
                 }
             ))),
         },
-        (R::String(_), DATE) => Err(QueryError::NotImplemented(
-            "converting a string to a date is not supported yet".into(),
-        )),
+        (R::String(s), DATE) => owned(RawBson::DateTime(DateTime::from_millis(
+            super::datetime::parse_free(s, &super::datetime::Tz::Utc)?,
+        ))),
         (R::String(s), INT) => {
             if s.starts_with("0x") {
                 return Err(failure(format!(

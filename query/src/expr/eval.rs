@@ -20,11 +20,11 @@ use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use super::Variables;
 use super::arith::{self, AddState, MultiplyState};
 use super::convert;
-use super::decimal::Rounding;
 use super::parse::{CmpKind, Node, Op, Var};
 use super::value::{Num, Value, coerce_to_string, compare, format_g, int_or_long};
 use crate::error::{QueryError, Result};
 use crate::path;
+use cairn_storage::decimal::Rounding;
 
 fn loc(code: i32, msg: impl Into<String>) -> QueryError {
     QueryError::Location(code, msg.into())
@@ -93,7 +93,7 @@ fn path_value<'b>(v: RawBsonRef<'b>, parts: &[String]) -> Value<'b> {
 }
 
 /// The elements of an array value, borrowing when the array is borrowed.
-fn elements<'a>(v: &Value<'a>) -> Vec<Value<'a>> {
+pub(crate) fn elements<'a>(v: &Value<'a>) -> Vec<Value<'a>> {
     match v {
         Value::Ref(RawBsonRef::Array(a)) => a
             .into_iter()
@@ -117,7 +117,7 @@ fn array_len(v: &Value<'_>) -> usize {
 }
 
 /// Builds an array value from evaluated elements (missing elements are skipped).
-fn make_array<'x>(items: impl IntoIterator<Item = Value<'x>>) -> Value<'static> {
+pub(crate) fn make_array<'x>(items: impl IntoIterator<Item = Value<'x>>) -> Value<'static> {
     let mut out = RawArrayBuf::new();
     for v in items {
         match v {
@@ -129,7 +129,7 @@ fn make_array<'x>(items: impl IntoIterator<Item = Value<'x>>) -> Value<'static> 
     Value::Owned(RawBson::Array(out))
 }
 
-fn key(name: &str) -> Result<&CStr> {
+pub(crate) fn key(name: &str) -> Result<&CStr> {
     <&CStr>::try_from(name).map_err(|e| QueryError::BadValue(format!("invalid field name: {e}")))
 }
 
@@ -143,6 +143,8 @@ pub(crate) fn eval<'a>(n: &'a Node, cx: &mut Cx<'a>) -> Result<Value<'a>> {
         Node::Array(items) => eval_array(items, cx),
         Node::Object(fields) => eval_object(fields, cx),
         Node::Op(op, args) => eval_op(*op, args, cx),
+        Node::Named(op, args) => super::named::eval_named(*op, args, cx),
+        Node::SortArray { input, by } => super::named::sort_array(input, by, cx),
         Node::Switch { branches, default } => eval_switch(branches, default.as_deref(), cx),
         Node::Let { vars, body } => eval_let(vars, body, cx),
         Node::Map { input, slot, body } => eval_map(input, *slot, body, cx),
@@ -355,10 +357,14 @@ fn eval_path<'a>(var: &'a Var, parts: &'a [String], cx: &mut Cx<'a>) -> Result<V
                 Value::Missing
             })
         }
-        Var::ClusterTime => Err(loc(
-            51144,
-            "Builtin variable '$$CLUSTER_TIME' is not available",
-        )),
+        Var::ClusterTime => match cx.vars.cluster_time() {
+            Some(ts) if parts.is_empty() => Ok(Value::Owned(RawBson::Timestamp(ts))),
+            Some(_) => Ok(Value::Missing),
+            None => Err(loc(
+                51144,
+                "Buildin variable '$$CLUSTER_TIME' is not available",
+            )),
+        },
         Var::User(name) => match cx.vars.get(name) {
             Some(v) => Ok(path_value(v.as_raw_bson_ref(), parts)),
             None => Err(loc(17276, format!("Use of undefined variable: {name}"))),
@@ -427,6 +433,37 @@ fn eval_op<'a>(op: Op, args: &'a [Node], cx: &mut Cx<'a>) -> Result<Value<'a>> {
         Op::Strcasecmp => op_strcasecmp(args, cx),
         Op::Split => op_split(args, cx),
         Op::Convert { on_error, on_null } => op_convert(on_error, on_null, args, cx),
+        Op::SetEquals
+        | Op::SetIntersection
+        | Op::SetUnion
+        | Op::SetDifference
+        | Op::SetIsSubset => super::ops::set_op(op, args, cx),
+        Op::IndexOfBytes => super::strings::index_of(false, args, cx),
+        Op::IndexOfCP => super::strings::index_of(true, args, cx),
+        Op::ObjectToArray => super::ops::object_to_array(eval_arg(args, 0, cx)?),
+        Op::ArrayToObject => as_static(super::ops::array_to_object(eval_arg(args, 0, cx)?)),
+        Op::MergeObjects => super::ops::merge_objects(args, cx),
+        Op::BitAnd | Op::BitOr | Op::BitXor | Op::BitNot => super::ops::bitwise(op, args, cx),
+        Op::BsonSize | Op::BinarySize => {
+            as_static(super::ops::size_op(op, &eval_arg(args, 0, cx)?))
+        }
+        Op::TsSecond | Op::TsIncrement => as_static(super::ops::ts_op(op, &eval_arg(args, 0, cx)?)),
+        Op::ToHashedIndexKey => Ok(super::ops::hashed_key(&eval_arg(args, 0, cx)?)),
+        Op::Trig(t) => as_static(super::trig::apply(t, &eval_arg(args, 0, cx)?)),
+        Op::Atan2 => {
+            let y = eval_arg(args, 0, cx)?;
+            let x = eval_arg(args, 1, cx)?;
+            as_static(super::trig::atan2(&y, &x))
+        }
+        Op::Rand => Ok(super::ops::rand()),
+        // Without text search, `$search`, `$geoNear` or `$sample` no metadata is attached.
+        Op::Meta => Ok(Value::Missing),
+        Op::Function => {
+            for a in args {
+                eval(a, cx)?;
+            }
+            Err(super::ops::no_javascript())
+        }
     }
 }
 

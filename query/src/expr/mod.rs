@@ -6,21 +6,29 @@
 //!
 //! # Language
 //! - Operands: `"$a.b"` field paths (arrays along the path map the rest of the path over their
-//!   document elements, see [`eval`]), `"$$ROOT"`, `"$$CURRENT"`, `"$$REMOVE"` (missing),
-//!   `"$$NOW"`, user variables of the [`ParseContext`], literals, `{$literal: v}`, object
-//!   expressions `{k: expr}` (missing values drop their field) and array expressions
-//!   `[expr, …]` (missing elements become null).
-//! - Operators: comparison (`$eq $ne $gt $gte $lt $lte $cmp`, MongoDB's full BSON order, in
-//!   which missing sorts *below* null and equals undefined, so `{$eq: ["$nope", null]}` is
-//!   false); arithmetic (`$add $subtract $multiply $divide $mod $abs $ceil $floor $round
-//!   $trunc $sqrt $pow $exp $ln $log $log10`, see [`arith`]); logic (`$and $or $not`);
-//!   conditionals (`$cond $ifNull $switch`); variables (`$let`); arrays (`$in $size
-//!   $arrayElemAt $first $last $concatArrays $reverseArray $isArray $slice $indexOfArray
-//!   $range $allElementsTrue $anyElementTrue $map $filter $reduce`); strings (`$concat
-//!   $toLower $toUpper $strLenCP $strLenBytes $substrCP $substrBytes $substr $strcasecmp
-//!   $split`); types (`$type $isNumber $convert $toString $toInt $toLong $toDouble $toDecimal
-//!   $toBool`). Other MongoDB 7.0 operators are NotImplemented (238) naming the operator;
-//!   unknown ones are 168 "Unrecognized expression '$foo'".
+//!   document elements, see [`eval`]), literals, `{$literal: v}`, object expressions
+//!   `{k: expr}` (missing values drop their field) and array expressions `[expr, …]` (missing
+//!   elements become null).
+//! - Variables: `$$ROOT`, `$$CURRENT` (rebindable with `$let`), `$$REMOVE` (missing), `$$NOW`,
+//!   `$$CLUSTER_TIME` (from [`Variables::set_cluster_time`]; without it error 51144, as on a
+//!   standalone `mongod`), `$$SEARCH_META` (missing: there is no `$search`), `$$DESCEND`,
+//!   `$$PRUNE`, `$$KEEP` (the strings `$redact` compares with; MongoDB defines them only inside
+//!   `$redact`, Cairn everywhere), user variables of the [`ParseContext`] and locals of `$let`,
+//!   `$map`, `$filter`, `$reduce`.
+//! - Operators: every MongoDB 7.0 expression operator except the accumulator-only and window
+//!   names (`$sum $avg $min $max $stdDevPop $stdDevSamp $firstN $lastN $maxN $minN $median
+//!   $percentile $top $topN $bottom $bottomN $count $covariancePop $covarianceSamp $rank
+//!   $denseRank $documentNumber $shift $derivative $integral $expMovingAvg $locf $linearFill`),
+//!   which are NotImplemented (238) here and belong to the aggregation stages; unknown names
+//!   are 168 "Unrecognized expression '$foo'". Groups: comparison (MongoDB's full BSON order,
+//!   missing below null); arithmetic and rounding ([`arith`]); trigonometry (`trig`); logic
+//!   and conditionals; arrays, sets (`ops`) and `$sortArray`/`$zip`; strings, `$regexFind*`
+//!   on [`crate::regex`], `$trim`, `$replace*`, `$indexOf*` (`strings`); objects
+//!   (`$getField $setField $unsetField $mergeObjects $objectToArray $arrayToObject`); types and
+//!   `$convert` (`convert`); dates with IANA time zones and UTC offsets (`datetime`,
+//!   `named`); bitwise, `$bsonSize $binarySize $tsSecond $tsIncrement $toHashedIndexKey
+//!   $rand $meta` (missing: no text-search or other metadata) and `$function` (error 31264:
+//!   no server-side JavaScript, as with `--noscripting`).
 //! - Truthiness (`$and`, `$cond`, `$expr` …): false, null, missing, undefined and numeric
 //!   zeros are false; everything else (NaN, empty strings, empty arrays) is true.
 //!
@@ -42,23 +50,27 @@
 //!   bounded by [`MAX_DEPTH`].
 //! - A parsed [`Expression`] is immutable, `Send + Sync`, and can be evaluated any number of
 //!   times, concurrently, against any documents.
-//! - Results are exact MongoDB types (int stays int unless it overflows, and so on); the only
-//!   known numeric differences are the Decimal128 transcendental functions (`$exp`, `$ln`,
-//!   `$log`, `$log10`, `$pow` with a non-integral exponent), computed through doubles and kept
-//!   to 15 significant digits where MongoDB computes 34 (exact cases such as `ln(1)`,
-//!   `log10(1000)`, `sqrt`, integral powers are exact).
+//! - Results are exact MongoDB types (int stays int unless it overflows, and so on).
+//!   Decimal128 results are IEEE 754-2008 decimal128 values computed with libdecnumber
+//!   ([`cairn_storage::decimal`]); transcendental ones (`$exp $ln $log $log10 $pow`,
+//!   trigonometry) are correctly rounded to 34 digits, where MongoDB's Intel library is, in
+//!   rare cases, one unit off in the last digit.
 
 mod arith;
 mod convert;
-pub(crate) mod decimal;
+mod datetime;
 mod eval;
+mod named;
+mod ops;
 mod optimize;
 mod parse;
+mod strings;
+mod trig;
 mod value;
 
 use std::sync::Arc;
 
-use bson::{DateTime, RawBson, RawBsonRef, RawDocument};
+use bson::{DateTime, RawBson, RawBsonRef, RawDocument, Timestamp};
 
 use crate::error::{QueryError, Result};
 use crate::filter::{DocumentPredicate, ExtensionKind, Extensions};
@@ -68,6 +80,11 @@ use crate::projection::{ExpressionParser, ProjectionExpression};
 use crate::filter::Filter;
 
 pub use parse::MAX_DEPTH;
+
+/// A uniformly distributed double in [0, 1) (the generator behind `$rand`).
+pub fn random_unit() -> f64 {
+    ops::random_unit()
+}
 
 /// What a parser needs to know beyond the expression: the user variables in scope (a
 /// command's `let`). `$$ROOT`, `$$CURRENT`, `$$REMOVE` and `$$NOW` are always defined.
@@ -106,6 +123,7 @@ impl ParseContext {
 #[derive(Clone, Debug)]
 pub struct Variables {
     now: DateTime,
+    cluster_time: Option<Timestamp>,
     user: Vec<(String, RawBson)>,
 }
 
@@ -125,8 +143,21 @@ impl Variables {
     pub fn with_now(now: DateTime) -> Variables {
         Variables {
             now,
+            cluster_time: None,
             user: Vec::new(),
         }
+    }
+
+    /// Sets `$$CLUSTER_TIME` (the server's logical time for the command). Without it,
+    /// `$$CLUSTER_TIME` is error 51144, as on a standalone `mongod` whose logical clock is not
+    /// running.
+    pub fn set_cluster_time(&mut self, ts: Timestamp) {
+        self.cluster_time = Some(ts);
+    }
+
+    /// `$$CLUSTER_TIME`, when the command has one.
+    pub fn cluster_time(&self) -> Option<Timestamp> {
+        self.cluster_time
     }
 
     /// Defines (or redefines) a user variable, checking the name as MongoDB checks `let`

@@ -56,6 +56,15 @@ pub(crate) fn optimize(n: Node, slots: usize) -> Result<Node> {
         Node::Object(fields) => optimize_object(fields, slots),
         Node::Op(op, args) => optimize_op(op, args, slots),
         Node::Switch { branches, default } => optimize_switch(branches, default, slots),
+        Node::Named(op, args) => optimize_named(op, args, slots),
+        Node::SortArray { input, by } => {
+            let input = optimize_box(input, slots)?;
+            let node = Node::SortArray { input, by };
+            match &node {
+                Node::SortArray { input, .. } if is_const(input) => fold(&node, slots),
+                _ => Ok(node),
+            }
+        }
         other => optimize_scoped(other, slots),
     }
 }
@@ -132,6 +141,19 @@ fn optimize_switch(
         branches: kept,
         default,
     })
+}
+
+/// Named-argument operators fold when every given argument is constant
+/// (`ExpressionConstant::allNullOrConstant`).
+#[inline(never)]
+fn optimize_named(op: super::named::Named, args: Vec<Option<Node>>, slots: usize) -> Result<Node> {
+    let args = args
+        .into_iter()
+        .map(|a| a.map(|n| optimize(n, slots)).transpose())
+        .collect::<Result<Vec<_>>>()?;
+    let all = args.iter().flatten().all(is_const);
+    let node = Node::Named(op, args);
+    if all { fold(&node, slots) } else { Ok(node) }
 }
 
 /// `$let`, `$map`, `$filter`, `$reduce`: their parts are optimized, nothing is folded.
@@ -243,6 +265,10 @@ fn finish_op(op: Op, args: Vec<Node>, slots: usize) -> Result<Node> {
             return Ok(Node::Op(op, kept));
         }
         _ => {}
+    }
+    if matches!(op, Op::Rand | Op::Meta | Op::Function) {
+        // Random, per-document metadata and JavaScript are never constant.
+        return Ok(Node::Op(op, args));
     }
     if args.iter().all(is_const) {
         return fold(&Node::Op(op, args), slots);

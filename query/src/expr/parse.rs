@@ -6,9 +6,13 @@
 //!   document whose first field starts with `$` is an operator document that must have exactly
 //!   one field (15983); any other document is an object expression; an array is an array
 //!   expression; anything else is a constant.
-//! - Unknown operators are 168 "Unrecognized expression '$foo'"; operators MongoDB 7.0 has but
-//!   Cairn does not evaluate yet are NotImplemented (238) naming the operator.
-//! - Variables: `ROOT`, `CURRENT` (rebindable with `$let`), `REMOVE` (missing), `NOW`, user
+//! - Unknown operators are 168 "Unrecognized expression '$foo'"; MongoDB 7.0's accumulator-only
+//!   and window-only names are NotImplemented (238) naming the operator (the aggregation stages
+//!   evaluate them).
+//! - Operators with named arguments (`{$op: {name: expr}}`) become [`Node::Named`] with their
+//!   arguments in a fixed order ([`Named`]); `$sortArray` keeps its parsed `sortBy`.
+//! - Variables: `ROOT`, `CURRENT` (rebindable with `$let`), `REMOVE` and `SEARCH_META`
+//!   (missing), `NOW`, `CLUSTER_TIME`, `DESCEND`/`PRUNE`/`KEEP` (constant strings), user
 //!   variables supplied by the [`ParseContext`] (a command's `let`), and locals bound by `$let`,
 //!   `$map`, `$filter`, `$reduce`, each given a slot number at parse time.
 //!
@@ -18,6 +22,7 @@
 use bson::{RawArray, RawBson, RawBsonRef, RawDocument};
 
 use super::ParseContext;
+use super::named::{DatePart, Named, SortBy};
 use super::value::element_type_name;
 use crate::error::{QueryError, Result};
 use crate::sort::validate_field_path;
@@ -32,7 +37,7 @@ pub(crate) enum Var {
     Root,
     /// `$$NOW`.
     Now,
-    /// `$$CLUSTER_TIME` (not available: Cairn has no cluster time).
+    /// `$$CLUSTER_TIME` (the caller's [`super::Variables::set_cluster_time`]).
     ClusterTime,
     /// A variable of the [`ParseContext`].
     User(String),
@@ -107,6 +112,33 @@ pub(crate) enum Op {
         on_null: bool,
     },
     CoerceToBool,
+    SetEquals,
+    SetIntersection,
+    SetUnion,
+    SetDifference,
+    SetIsSubset,
+    IndexOfBytes,
+    IndexOfCP,
+    ObjectToArray,
+    ArrayToObject,
+    MergeObjects,
+    BitAnd,
+    BitOr,
+    BitXor,
+    BitNot,
+    BsonSize,
+    BinarySize,
+    TsSecond,
+    TsIncrement,
+    ToHashedIndexKey,
+    Trig(super::trig::Trig),
+    Atan2,
+    /// `$rand` (never folded).
+    Rand,
+    /// `$meta` with its (validated) name.
+    Meta,
+    /// `$function`: evaluation fails, server-side JavaScript is not available.
+    Function,
 }
 
 impl Op {
@@ -169,6 +201,30 @@ impl Op {
             Op::IsNumber => "$isNumber",
             Op::Convert { .. } => "$convert",
             Op::CoerceToBool => "$coerceToBool",
+            Op::SetEquals => "$setEquals",
+            Op::SetIntersection => "$setIntersection",
+            Op::SetUnion => "$setUnion",
+            Op::SetDifference => "$setDifference",
+            Op::SetIsSubset => "$setIsSubset",
+            Op::IndexOfBytes => "$indexOfBytes",
+            Op::IndexOfCP => "$indexOfCP",
+            Op::ObjectToArray => "$objectToArray",
+            Op::ArrayToObject => "$arrayToObject",
+            Op::MergeObjects => "$mergeObjects",
+            Op::BitAnd => "$bitAnd",
+            Op::BitOr => "$bitOr",
+            Op::BitXor => "$bitXor",
+            Op::BitNot => "$bitNot",
+            Op::BsonSize => "$bsonSize",
+            Op::BinarySize => "$binarySize",
+            Op::TsSecond => "$tsSecond",
+            Op::TsIncrement => "$tsIncrement",
+            Op::ToHashedIndexKey => "$toHashedIndexKey",
+            Op::Trig(t) => t.name(),
+            Op::Atan2 => "$atan2",
+            Op::Rand => "$rand",
+            Op::Meta => "$meta",
+            Op::Function => "$function",
         }
     }
 
@@ -176,6 +232,7 @@ impl Op {
     pub(crate) fn associative_commutative(self) -> (bool, bool) {
         match self {
             Op::Add | Op::Multiply | Op::And | Op::Or => (true, true),
+            Op::BitAnd | Op::BitOr | Op::BitXor => (true, true),
             Op::Concat | Op::ConcatArrays => (true, false),
             _ => (false, false),
         }
@@ -217,6 +274,14 @@ pub(crate) enum Node {
         slot: usize,
         cond: Box<Node>,
         limit: Option<Box<Node>>,
+    },
+    /// An operator with named or optional arguments (see [`Named`]); `None` is an argument that
+    /// was not given.
+    Named(Named, Vec<Option<Node>>),
+    /// `$sortArray` with its parsed `sortBy`.
+    SortArray {
+        input: Box<Node>,
+        by: super::named::SortBy,
     },
     /// `$reduce`.
     Reduce {
@@ -266,25 +331,14 @@ fn loc(code: i32, msg: impl Into<String>) -> QueryError {
     QueryError::Location(code, msg.into())
 }
 
-/// Operators of MongoDB 7.0 that Cairn does not evaluate yet.
+/// Operators of MongoDB 7.0 that only exist as accumulators or window functions (evaluated by
+/// the aggregation stages, not here): NotImplemented in expression position.
 #[rustfmt::skip]
 const NOT_IMPLEMENTED: &[&str] = &[
-    "$acos", "$acosh", "$accumulator", "$arrayToObject", "$asin", "$asinh", "$atan", "$atan2",
-    "$atanh", "$avg", "$binarySize", "$bitAnd", "$bitNot", "$bitOr", "$bitXor", "$bottom",
-    "$bottomN", "$bsonSize", "$cos", "$cosh", "$count", "$covariancePop", "$covarianceSamp",
-    "$dateAdd", "$dateDiff", "$dateFromParts", "$dateFromString", "$dateSubtract",
-    "$dateToParts", "$dateToString", "$dateTrunc", "$dayOfMonth", "$dayOfWeek", "$dayOfYear",
-    "$degreesToRadians", "$denseRank", "$derivative", "$documentNumber", "$expMovingAvg",
-    "$firstN", "$function", "$getField", "$hour", "$indexOfBytes", "$indexOfCP",
-    "$integral", "$isoDayOfWeek", "$isoWeek", "$isoWeekYear", "$lastN", "$linearFill", "$locf",
-    "$ltrim", "$max", "$maxN", "$median", "$mergeObjects", "$meta", "$millisecond", "$min",
-    "$minN", "$minute", "$month", "$objectToArray", "$percentile", "$radiansToDegrees", "$rand",
-    "$rank", "$regexFind", "$regexFindAll", "$regexMatch", "$replaceAll", "$replaceOne",
-    "$rtrim", "$sampleRate", "$second", "$setDifference", "$setEquals", "$setField",
-    "$setIntersection", "$setIsSubset", "$setUnion", "$shift", "$sin", "$sinh", "$sortArray",
-    "$stdDevPop", "$stdDevSamp", "$sum", "$tan", "$tanh", "$toDate", "$toHashedIndexKey",
-    "$toObjectId", "$top", "$topN", "$trim", "$tsIncrement", "$tsSecond", "$unsetField",
-    "$week", "$year", "$zip",
+    "$avg", "$bottom", "$bottomN", "$count", "$covariancePop", "$covarianceSamp", "$denseRank",
+    "$derivative", "$documentNumber", "$expMovingAvg", "$firstN", "$integral", "$lastN",
+    "$linearFill", "$locf", "$max", "$maxN", "$median", "$min", "$minN", "$percentile", "$rank",
+    "$shift", "$stdDevPop", "$stdDevSamp", "$sum", "$top", "$topN",
 ];
 
 /// How many arguments an operator takes.
@@ -351,6 +405,36 @@ fn op_by_name(name: &str) -> Option<(Op, Arity)> {
         "$split" => Some((Op::Split, Exactly(2))),
         "$type" => Some((Op::Type, Exactly(1))),
         "$isNumber" => Some((Op::IsNumber, Exactly(1))),
+        "$setEquals" => Some((Op::SetEquals, Any)),
+        "$setIntersection" => Some((Op::SetIntersection, Any)),
+        "$setUnion" => Some((Op::SetUnion, Any)),
+        "$setDifference" => Some((Op::SetDifference, Exactly(2))),
+        "$setIsSubset" => Some((Op::SetIsSubset, Exactly(2))),
+        "$indexOfBytes" => Some((Op::IndexOfBytes, Range(2, 4))),
+        "$indexOfCP" => Some((Op::IndexOfCP, Range(2, 4))),
+        "$objectToArray" => Some((Op::ObjectToArray, Exactly(1))),
+        "$arrayToObject" => Some((Op::ArrayToObject, Exactly(1))),
+        "$mergeObjects" => Some((Op::MergeObjects, Any)),
+        "$bitAnd" => Some((Op::BitAnd, Any)),
+        "$bitOr" => Some((Op::BitOr, Any)),
+        "$bitXor" => Some((Op::BitXor, Any)),
+        "$bitNot" => Some((Op::BitNot, Exactly(1))),
+        "$bsonSize" => Some((Op::BsonSize, Exactly(1))),
+        "$binarySize" => Some((Op::BinarySize, Exactly(1))),
+        "$tsSecond" => Some((Op::TsSecond, Exactly(1))),
+        "$tsIncrement" => Some((Op::TsIncrement, Exactly(1))),
+        "$toHashedIndexKey" => Some((Op::ToHashedIndexKey, Exactly(1))),
+        "$atan2" => Some((Op::Atan2, Exactly(2))),
+        other => super::trig::Trig::by_name(other).map(|t| (Op::Trig(t), Exactly(1))),
+    }
+}
+
+/// The values of `$$DESCEND`, `$$PRUNE` and `$$KEEP`.
+fn redact_word(name: &str) -> Option<&'static str> {
+    match name {
+        "DESCEND" => Some("descend"),
+        "PRUNE" => Some("prune"),
+        "KEEP" => Some("keep"),
         _ => None,
     }
 }
@@ -364,6 +448,8 @@ fn conversion_alias(name: &str) -> Option<&'static str> {
         "$toDouble" => "double",
         "$toDecimal" => "decimal",
         "$toBool" => "bool",
+        "$toDate" => "date",
+        "$toObjectId" => "objectId",
         _ => return None,
     })
 }
@@ -524,9 +610,18 @@ impl Parser<'_> {
             let path: Vec<String> = tail
                 .map(|t| t.split('.').map(str::to_string).collect())
                 .unwrap_or_default();
-            if name == "REMOVE" {
-                // `$$REMOVE` (and any path below it) is missing.
+            if name == "REMOVE" || (name == "SEARCH_META" && !self.is_local(name)) {
+                // `$$REMOVE` (and any path below it) is missing; so is `$$SEARCH_META` without
+                // a `$search` stage to set it.
                 return Ok(Node::Constant(None));
+            }
+            if let Some(word) = redact_word(name)
+                && !self.is_local(name)
+            {
+                // `$$DESCEND`, `$$PRUNE`, `$$KEEP` are the strings `$redact` compares with.
+                return Ok(Node::Constant(
+                    path.is_empty().then(|| RawBson::String(word.to_string())),
+                ));
             }
             let var = self.variable(name)?;
             return Ok(Node::Path(var, path));
@@ -545,7 +640,7 @@ impl Parser<'_> {
             "ROOT" | "CURRENT" => return Ok(Var::Root),
             "NOW" => return Ok(Var::Now),
             "CLUSTER_TIME" => return Ok(Var::ClusterTime),
-            "SEARCH_META" | "USER_ROLES" | "JS_SCOPE" | "IS_MR" => {
+            "USER_ROLES" | "JS_SCOPE" | "IS_MR" => {
                 return Err(QueryError::NotImplemented(format!(
                     "the variable $${name} is not supported yet"
                 )));
@@ -556,6 +651,10 @@ impl Parser<'_> {
             return Ok(Var::User(name.to_string()));
         }
         Err(loc(17276, format!("Use of undefined variable: {name}")))
+    }
+
+    fn is_local(&self, name: &str) -> bool {
+        self.scopes.iter().any(|(n, _)| n == name) || self.ctx.defines(name)
     }
 
     fn new_slot(&mut self) -> usize {
@@ -626,6 +725,16 @@ impl Parser<'_> {
             "$filter" => self.filter(arg),
             "$reduce" => self.reduce(arg),
             "$convert" => self.convert(arg),
+            "$sortArray" => self.sort_array(arg),
+            "$rand" => self.rand(arg),
+            "$meta" => self.meta(arg),
+            "$function" => self.function(arg),
+            "$getField" => self.get_field(arg),
+            "$zip" => self.zip(arg),
+            "$setField" | "$unsetField" => self.set_field(name, arg),
+            "$dateFromParts" => self.date_from_parts(arg),
+            _ if super::named::DatePart::by_name(name).is_some() => self.date_part(name, arg),
+            _ if super::named::Named::by_name(name).is_some() => self.named(name, arg),
             _ => match conversion_alias(name) {
                 Some(target) => self.conversion_alias(name, target, arg),
                 None => self.positional(name, arg),
@@ -1003,5 +1112,468 @@ fn var_name_of(v: Option<RawBsonRef<'_>>) -> String {
         None => "this".into(),
         Some(RawBsonRef::String(s)) => s.to_string(),
         Some(_) => String::new(),
+    }
+}
+
+/// Parsers of the operators with named arguments (see [`super::named`]).
+impl Parser<'_> {
+    /// Collects the fields of a named-argument object: later duplicates win, unknown names
+    /// are `unknown`'s error.
+    fn collect<'d>(
+        &self,
+        d: &'d RawDocument,
+        names: &[&str],
+        unknown: impl Fn(&str) -> QueryError,
+    ) -> Result<Vec<Option<RawBsonRef<'d>>>> {
+        let mut out = vec![None; names.len()];
+        for el in d.iter() {
+            let (k, v) = el.map_err(malformed)?;
+            match names.iter().position(|n| *n == k.as_str()) {
+                Some(i) => out[i] = Some(v),
+                None => return Err(unknown(k.as_str())),
+            }
+        }
+        Ok(out)
+    }
+
+    fn operands(&mut self, raw: Vec<Option<RawBsonRef<'_>>>) -> Result<Vec<Option<Node>>> {
+        raw.into_iter()
+            .map(|r| r.map(|v| self.operand(v)).transpose())
+            .collect()
+    }
+
+    /// The generic named-argument operators ([`Named::by_name`]).
+    fn named(&mut self, name: &str, arg: RawBsonRef<'_>) -> Result<Node> {
+        let Some(op) = Named::by_name(name) else {
+            return Err(unknown_operator(name));
+        };
+        let RawBsonRef::Document(d) = arg else {
+            return Err(op.not_object(element_type_name(arg.element_type())));
+        };
+        let spec = op.spec();
+        let raw = self.collect(d, spec.names, |f| op.unknown(f))?;
+        for (i, code, msg) in spec.required {
+            if raw.get(*i).is_none_or(Option::is_none) {
+                return Err(loc(*code, *msg));
+            }
+        }
+        let given: Vec<bool> = raw.iter().map(Option::is_some).collect();
+        op.check(&given)?;
+        let args = self.operands(raw)?;
+        Ok(Node::Named(op, args))
+    }
+
+    /// `$year` … `$isoDayOfWeek`: an expression, `[expression]` or `{date, timezone}`.
+    fn date_part(&mut self, name: &str, arg: RawBsonRef<'_>) -> Result<Node> {
+        let Some(part) = DatePart::by_name(name) else {
+            return Err(unknown_operator(name));
+        };
+        let op = Named::DatePart(part);
+        if let RawBsonRef::Document(d) = arg {
+            let first_is_operator = d
+                .iter()
+                .next()
+                .and_then(|e| e.ok())
+                .is_some_and(|(k, _)| k.as_str().starts_with('$'));
+            if !first_is_operator {
+                let raw = self.collect(d, &["date", "timezone"], |f| {
+                    loc(40535, format!("unrecognized option to {name}: \"{f}\""))
+                })?;
+                if raw.first().is_none_or(Option::is_none) {
+                    return Err(loc(
+                        40539,
+                        format!(
+                            "missing 'date' argument to {name}, provided: {}",
+                            cairn_storage::display::document(d)
+                        ),
+                    ));
+                }
+                let args = self.operands(raw)?;
+                return Ok(Node::Named(op, args));
+            }
+        }
+        let operand = match arg {
+            RawBsonRef::Array(a) => {
+                let items: Vec<_> = a
+                    .into_iter()
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(malformed)?;
+                if items.len() != 1 {
+                    return Err(loc(
+                        40536,
+                        format!(
+                            "{name} accepts exactly one argument if given an array, but was given \
+                             {}",
+                            items.len()
+                        ),
+                    ));
+                }
+                items[0]
+            }
+            other => other,
+        };
+        let date = self.operand(operand)?;
+        Ok(Node::Named(op, vec![Some(date), None]))
+    }
+
+    fn date_from_parts(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(
+                40519,
+                "$dateFromParts only supports an object as its argument",
+            ));
+        };
+        let raw = self.collect(d, super::named::DATE_FROM_PARTS_ARGS, |f| {
+            loc(
+                40518,
+                format!("Unrecognized argument to $dateFromParts: {f}"),
+            )
+        })?;
+        let has = |i: usize| raw.get(i).is_some_and(Option::is_some);
+        if !has(0) && !has(7) {
+            return Err(loc(
+                40516,
+                "$dateFromParts requires either 'year' or 'isoWeekYear' to be present",
+            ));
+        }
+        if has(0) && (has(7) || has(8) || has(9)) {
+            return Err(loc(
+                40489,
+                "$dateFromParts does not allow mixing natural dates with ISO dates",
+            ));
+        }
+        if has(7) && (has(0) || has(1) || has(2)) {
+            return Err(loc(
+                40525,
+                "$dateFromParts does not allow mixing ISO dates with natural dates",
+            ));
+        }
+        let args = self.operands(raw)?;
+        Ok(Node::Named(Named::DateFromParts, args))
+    }
+
+    fn sort_array(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(
+                2942500,
+                format!(
+                    "$sortArray requires an object as an argument, found: {}",
+                    element_type_name(arg.element_type())
+                ),
+            ));
+        };
+        let raw = self.collect(d, &["input", "sortBy"], |f| {
+            loc(
+                2942501,
+                format!("$sortArray found an unknown argument: {f}"),
+            )
+        })?;
+        let Some(input) = raw.first().copied().flatten() else {
+            return Err(loc(2942502, "$sortArray requires 'input' to be specified"));
+        };
+        let Some(by) = raw.get(1).copied().flatten() else {
+            return Err(loc(2942503, "$sortArray requires 'sortBy' to be specified"));
+        };
+        let invalid = || {
+            loc(
+                2942507,
+                "The $sort is invalid: use 1/-1 to sort the whole element, or {field:1/-1} to \
+                 sort embedded fields",
+            )
+        };
+        let by = match by {
+            RawBsonRef::Document(spec) => {
+                if spec.iter().next().is_none() {
+                    return Err(invalid());
+                }
+                for el in spec.iter() {
+                    let (_, v) = el.map_err(malformed)?;
+                    match crate::sort::safe_number_long(v) {
+                        Some(1 | -1) => {}
+                        Some(_) | None if super::value::Num::of(v).is_some() => {
+                            return Err(loc(
+                                2942506,
+                                "The $sort element value must be either 1 or -1",
+                            ));
+                        }
+                        _ => return Err(invalid()),
+                    }
+                }
+                SortBy::Pattern(crate::sort::SortSpec::parse(spec)?)
+            }
+            other if super::value::Num::of(other).is_some() => {
+                match crate::sort::safe_number_long(other) {
+                    Some(1) => SortBy::Whole { descending: false },
+                    Some(-1) => SortBy::Whole { descending: true },
+                    _ => {
+                        return Err(loc(
+                            2942506,
+                            "The $sort element value must be either 1 or -1",
+                        ));
+                    }
+                }
+            }
+            _ => return Err(invalid()),
+        };
+        let input = self.operand(input)?;
+        Ok(Node::SortArray {
+            input: Box::new(input),
+            by,
+        })
+    }
+
+    fn rand(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(10065, "invalid parameter: expected an object ($rand)"));
+        };
+        if d.iter().next().is_some() {
+            return Err(loc(3040501, "$rand does not currently accept arguments"));
+        }
+        Ok(Node::Op(Op::Rand, Vec::new()))
+    }
+
+    fn meta(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::String(name) = arg else {
+            return Err(loc(17307, "$meta only supports string arguments"));
+        };
+        if !super::ops::meta_name_valid(name) {
+            return Err(loc(17308, format!("Unsupported argument to $meta: {name}")));
+        }
+        Ok(Node::Op(
+            Op::Meta,
+            vec![Node::Constant(Some(RawBson::String(name.to_string())))],
+        ))
+    }
+
+    /// `$function`: validated as MongoDB does, then every evaluation fails (no JavaScript).
+    fn function(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(
+                31260,
+                format!(
+                    "$function requires an object as an argument, found: {}",
+                    element_type_name(arg.element_type())
+                ),
+            ));
+        };
+        let raw = self.collect(d, &["body", "args", "lang"], |f| {
+            loc(31260, format!("$function found an unknown argument: {f}"))
+        })?;
+        let Some(body) = raw.first().copied().flatten() else {
+            return Err(loc(31261, "The body function must be specified."));
+        };
+        if !matches!(
+            body,
+            RawBsonRef::String(_)
+                | RawBsonRef::JavaScriptCode(_)
+                | RawBsonRef::JavaScriptCodeWithScope(_)
+        ) {
+            return Err(loc(
+                31262,
+                "The body function must evaluate to type string or code",
+            ));
+        }
+        let Some(args) = raw.get(1).copied().flatten() else {
+            return Err(loc(31263, "The args field must be specified."));
+        };
+        let RawBsonRef::Array(items) = args else {
+            return Err(loc(31266, "The args field must be of type array"));
+        };
+        let Some(lang) = raw.get(2).copied().flatten() else {
+            return Err(loc(31418, "The lang field must be specified."));
+        };
+        if !matches!(lang, RawBsonRef::String("js")) {
+            return Err(loc(
+                31419,
+                "Currently the only supported language specifier is 'js'.",
+            ));
+        }
+        let args = self.array_items(items)?;
+        Ok(Node::Op(Op::Function, args))
+    }
+
+    /// The constant string `field` of `$getField`/`$setField`/`$unsetField`.
+    fn field_argument(&mut self, op: &str, v: RawBsonRef<'_>, codes: [i32; 3]) -> Result<Node> {
+        if let RawBsonRef::String(s) = v
+            && s.starts_with('$')
+        {
+            return Err(loc(
+                codes[2],
+                format!(
+                    "A field path reference which is not allowed in this context. Did you mean \
+                     {{$literal: '{s}'}}?"
+                ),
+            ));
+        }
+        let node = super::optimize::optimize(self.operand(v)?, self.slots)?;
+        let Node::Constant(c) = &node else {
+            return Err(loc(
+                codes[0],
+                format!(
+                    "{op} requires 'field' to evaluate to a constant, but got a non-constant \
+                     argument"
+                ),
+            ));
+        };
+        if !matches!(c, Some(RawBson::String(_))) {
+            let t = c
+                .as_ref()
+                .map_or("missing", |b| super::value::type_name(b.as_raw_bson_ref()));
+            return Err(loc(
+                codes[1],
+                format!("{op} requires 'field' to evaluate to type String, but got {t}"),
+            ));
+        }
+        Ok(node)
+    }
+
+    fn get_field(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        const CODES: [i32; 3] = [5654600, 5654601, 5654602];
+        let current = || Node::Path(Var::Root, Vec::new());
+        let (field, input) = match arg {
+            RawBsonRef::Document(d) => {
+                let first_is_operator = d
+                    .iter()
+                    .next()
+                    .and_then(|e| e.ok())
+                    .is_some_and(|(k, _)| k.as_str().starts_with('$'));
+                if first_is_operator {
+                    (self.field_argument("$getField", arg, CODES)?, current())
+                } else {
+                    let raw = self.collect(d, &["field", "input"], |f| {
+                        loc(3041701, format!("$getField found an unknown argument: {f}"))
+                    })?;
+                    let Some(f) = raw.first().copied().flatten() else {
+                        return Err(loc(3041702, "$getField requires 'field' to be specified"));
+                    };
+                    let Some(i) = raw.get(1).copied().flatten() else {
+                        return Err(loc(3041703, "$getField requires 'input' to be specified"));
+                    };
+                    let field = self.field_argument("$getField", f, CODES)?;
+                    (field, self.operand(i)?)
+                }
+            }
+            other => (self.field_argument("$getField", other, CODES)?, current()),
+        };
+        Ok(Node::Named(Named::GetField, vec![Some(field), Some(input)]))
+    }
+
+    fn set_field(&mut self, name: &str, arg: RawBsonRef<'_>) -> Result<Node> {
+        const CODES: [i32; 3] = [4161106, 4161107, 4161108];
+        let unset = name == "$unsetField";
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(
+                4161100,
+                format!("{name} only supports an object as its argument"),
+            ));
+        };
+        let names: &[&str] = if unset {
+            &["field", "input"]
+        } else {
+            &["field", "input", "value"]
+        };
+        let raw = self.collect(d, names, |f| {
+            loc(4161101, format!("{name} found an unknown argument: {f}"))
+        })?;
+        let Some(f) = raw.first().copied().flatten() else {
+            return Err(loc(
+                4161102,
+                format!("{name} requires 'field' to be specified"),
+            ));
+        };
+        if !unset && raw.get(2).is_none_or(Option::is_none) {
+            return Err(loc(
+                4161103,
+                format!("{name} requires 'value' to be specified"),
+            ));
+        }
+        let Some(i) = raw.get(1).copied().flatten() else {
+            return Err(loc(
+                4161109,
+                format!("{name} requires 'input' to be specified"),
+            ));
+        };
+        let field = self.field_argument(name, f, CODES)?;
+        let input = self.operand(i)?;
+        let mut args = vec![Some(field), Some(input)];
+        if let Some(v) = raw.get(2).copied().flatten() {
+            args.push(Some(self.operand(v)?));
+        }
+        let op = if unset {
+            Named::UnsetField
+        } else {
+            Named::SetField
+        };
+        Ok(Node::Named(op, args))
+    }
+
+    fn zip(&mut self, arg: RawBsonRef<'_>) -> Result<Node> {
+        let RawBsonRef::Document(d) = arg else {
+            return Err(loc(
+                34460,
+                format!(
+                    "$zip only supports an object as an argument, found {}",
+                    element_type_name(arg.element_type())
+                ),
+            ));
+        };
+        let raw = self.collect(d, &["inputs", "useLongestLength", "defaults"], |f| {
+            loc(34464, format!("$zip found an unknown argument: {f}"))
+        })?;
+        let mut longest = false;
+        if let Some(v) = raw.get(1).copied().flatten() {
+            let RawBsonRef::Boolean(b) = v else {
+                return Err(loc(
+                    34463,
+                    format!(
+                        "useLongestLength must be a bool, found {}",
+                        element_type_name(v.element_type())
+                    ),
+                ));
+            };
+            longest = b;
+        }
+        let mut inputs = Vec::new();
+        if let Some(v) = raw.first().copied().flatten() {
+            let RawBsonRef::Array(a) = v else {
+                return Err(loc(
+                    34461,
+                    format!(
+                        "inputs must be an array of expressions, found {}",
+                        element_type_name(v.element_type())
+                    ),
+                ));
+            };
+            inputs = self.array_items(a)?;
+        }
+        let mut defaults = Vec::new();
+        if let Some(v) = raw.get(2).copied().flatten() {
+            let RawBsonRef::Array(a) = v else {
+                return Err(loc(
+                    34462,
+                    format!(
+                        "defaults must be an array of expressions, found {}",
+                        element_type_name(v.element_type())
+                    ),
+                ));
+            };
+            defaults = self.array_items(a)?;
+        }
+        if inputs.is_empty() {
+            return Err(loc(34465, "$zip requires at least one input array"));
+        }
+        if !defaults.is_empty() && !longest {
+            return Err(loc(
+                34466,
+                "cannot specify defaults unless useLongestLength is true",
+            ));
+        }
+        if !defaults.is_empty() && defaults.len() != inputs.len() {
+            return Err(loc(34467, "defaults and inputs must have the same length"));
+        }
+        let n = inputs.len();
+        let mut args: Vec<Option<Node>> = inputs.into_iter().map(Some).collect();
+        args.extend(defaults.into_iter().map(Some));
+        Ok(Node::Named(Named::Zip { longest, inputs: n }, args))
     }
 }

@@ -15,8 +15,8 @@ use cairn_storage::compare::compare_optional;
 use cairn_storage::decimal::Decimal;
 pub(crate) use cairn_storage::display::{element_type_name, format_g, type_name};
 
-use super::decimal::{self, Rounding};
 use crate::error::{QueryError, Result};
+use cairn_storage::decimal::{self, Rounding};
 
 /// A value produced by an expression.
 #[derive(Clone, Debug)]

@@ -10,12 +10,12 @@
 //!   i.e. correctly rounded to 34 digits then quantized to 15 significant digits.
 //!
 //! Invariants: nothing here panics; the decimal arithmetic itself is the expression
-//! evaluator's ([`crate::expr::decimal`]: correctly rounded, bounded digit vectors).
+//! evaluator's ([`cairn_storage::decimal`], on libdecnumber).
 
 use bson::{RawBson, RawBsonRef};
 use cairn_storage::decimal::Decimal;
 
-use crate::expr::decimal;
+use cairn_storage::decimal;
 
 /// A BSON number.
 #[derive(Clone, Copy, Debug, PartialEq)]

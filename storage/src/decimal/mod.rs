@@ -1,5 +1,8 @@
-//! Exact arithmetic on BSON numbers: Decimal128 decoding, normalisation of every numeric
-//! type to one decimal form, and exact cross-type magnitude comparison.
+//! The project's one Decimal128 implementation: decoding ([`Decimal`]), normalisation of every
+//! numeric type to one decimal form and exact cross-type magnitude comparison (used by the key
+//! encoding and [`crate::compare`]), and IEEE 754-2008 decimal128 arithmetic on libdecnumber
+//! (the `arith` submodule, re-exported here: `add`, `div`, `quantize`, `exp`, `ln`, `pow`, the
+//! trigonometric functions … used by the query layer's expressions and update operators).
 //!
 //! Invariants:
 //! - [`Decimal::from_bid`] decodes any 16 bytes (IEEE 754-2008 decimal128, binary integer
@@ -21,6 +24,10 @@
 //!   ranges of the types (at most a few thousand bits).
 
 use std::cmp::Ordering;
+
+mod arith;
+
+pub use arith::*;
 
 /// Maximum number of significant decimal digits kept by [`Significand`] (Decimal128's precision).
 pub const MAX_DIGITS: usize = 34;
