@@ -476,6 +476,8 @@ pub struct Retry {
     pub lsid: Lsid,
     /// The write's transaction number.
     pub txn_number: i64,
+    /// The session had not used this number before the command: nothing can have executed.
+    pub fresh: bool,
 }
 
 /// What the dispatcher set up for one command (see the module doc).
@@ -749,7 +751,8 @@ fn route(
                 "Cannot retry a retryable write that has been converted into a transaction",
             ));
         }
-        if n > st.txn_number {
+        let fresh = n > st.txn_number;
+        if fresh {
             supersede(server, session, st);
             st.txn_number = n;
             st.phase = Phase::Idle;
@@ -757,6 +760,7 @@ fn route(
         op.retry = Some(Retry {
             lsid,
             txn_number: n,
+            fresh,
         });
         return Ok(Route::Ready);
     }
