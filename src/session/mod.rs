@@ -657,22 +657,10 @@ pub async fn begin(
     };
     let store = server.store.clone();
     let state = crate::blocking::run(move || {
-        if let Some(at) = at {
-            // A transaction reads at the time it starts; an earlier time can only be
-            // honoured if nothing has committed since.
-            let (_, ts) = store.snapshot_at(Some(at))?;
-            let now = store.clock.last();
-            if ts != at && (ts.time, ts.increment) < (now.time, now.increment) {
-                return Err(CommandError::new(
-                    ErrorCode::SnapshotTooOld,
-                    format!(
-                        "Read timestamp Timestamp({}, {}) is older than the oldest available timestamp.",
-                        at.time, at.increment
-                    ),
-                ));
-            }
-        }
-        Ok(store.begin_txn()?)
+        Ok(match at {
+            Some(at) => store.begin_txn_at(at)?,
+            None => store.begin_txn()?,
+        })
     })
     .await?;
     let cell = Arc::new(TxnCell::new(server.store.clone(), n, state));
