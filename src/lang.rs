@@ -69,6 +69,11 @@ impl Lang {
         })
     }
 
+    /// The expression language (variables included), for aggregation pipelines.
+    pub fn expr(&self) -> &ExprExtensions {
+        &self.expr
+    }
+
     /// Parses a filter (`None` is `{}`).
     pub fn filter(&self, doc: Option<&RawDocument>) -> Result<Filter, CommandError> {
         let empty = rawdoc! {};

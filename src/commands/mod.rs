@@ -29,6 +29,7 @@ use crate::client::Client;
 use crate::error::{CommandError, ErrorCode, ok_reply};
 use crate::state::ServerState;
 
+pub mod aggregate;
 pub mod build_info;
 pub mod coll_mod;
 pub mod coll_stats;
@@ -173,6 +174,7 @@ impl std::fmt::Debug for Command {
 
 /// Every command, sorted byte-wise by name (a unit test enforces the order).
 pub static REGISTRY: &[&Command] = &[
+    &aggregate::COMMAND,
     &build_info::COMMAND,
     &coll_mod::COMMAND,
     &coll_stats::COMMAND,

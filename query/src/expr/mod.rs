@@ -19,7 +19,9 @@
 //!   $range $allElementsTrue $anyElementTrue $map $filter $reduce`); strings (`$concat
 //!   $toLower $toUpper $strLenCP $strLenBytes $substrCP $substrBytes $substr $strcasecmp
 //!   $split`); types (`$type $isNumber $convert $toString $toInt $toLong $toDouble $toDecimal
-//!   $toBool`). Other MongoDB 7.0 operators are NotImplemented (238) naming the operator;
+//!   $toBool`); the accumulators' expression forms (`$sum $avg $min $max $stdDevPop
+//!   $stdDevSamp $firstN $lastN $maxN $minN $median $percentile`, see [`accum`], computed by
+//!   the aggregation accumulators). Other MongoDB 7.0 operators are NotImplemented (238) naming the operator;
 //!   unknown ones are 168 "Unrecognized expression '$foo'".
 //! - Truthiness (`$and`, `$cond`, `$expr` …): false, null, missing, undefined and numeric
 //!   zeros are false; everything else (NaN, empty strings, empty arrays) is true.
@@ -48,9 +50,11 @@
 //!   to 15 significant digits where MongoDB computes 34 (exact cases such as `ln(1)`,
 //!   `log10(1000)`, `sqrt`, integral powers are exact).
 
+mod accum;
 mod arith;
 mod convert;
 pub(crate) mod decimal;
+mod deps;
 mod eval;
 mod optimize;
 mod parse;

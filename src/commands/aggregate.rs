@@ -1,0 +1,508 @@
+//! `aggregate`: runs an aggregation pipeline ([`cairn_query::agg`]) and returns the first
+//! batch of results with a cursor for the rest.
+//!
+//! `{aggregate: <collection> | 1, pipeline: [...], cursor: {batchSize}, explain, allowDiskUse,
+//! hint, let, comment, maxTimeMS, bypassDocumentValidation, readConcern, writeConcern,
+//! collation}`:
+//! 1. Arguments are checked as MongoDB's IDL does (`pipeline` required and an array, `cursor`
+//!    required unless `explain`, 9 / 14 / 51024 / 40415); `{aggregate: 1}` runs collectionless
+//!    pipelines (`$documents`, `$currentOp`).
+//! 2. [`AggRequest::prepare`] parses the pipeline with the command's `let` variables and
+//!    optimizes it ([`cairn_query::agg::Aggregation::prepare`]).
+//! 3. The pipeline runs on a blocking thread. Every batch reads through [`read_view`] (the one
+//!    place the read snapshot is taken) and `$out`/`$merge` write through [`write_txn`] (the
+//!    one place writes happen); the server side of the pipeline is [`ServerHost`].
+//! 4. The first batch holds `cursor.batchSize` documents (101 by default) within 16 MiB; when
+//!    more may follow, a cursor keeps the running pipeline ([`PipelineCursor`]): a streaming
+//!    pipeline keeps only its position and reads each `getMore` batch from a fresh snapshot;
+//!    blocking stages keep their buffered results.
+//! 5. A pipeline ending in `$out`/`$merge` runs to completion and returns an empty batch.
+//!
+//! Runtime errors carry MongoDB's prefix `PlanExecutor error during aggregation :: caused by
+//! :: `; parse errors do not. `explain` (the field, or the `explain` command wrapping
+//! `aggregate`) is [`explain`].
+
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use cairn_query::agg::{
+    Aggregation, Catalog, CollStatsSpec, CurrentOpSpec, Ddl, ExecCx, Host, Options, ParseCx,
+    Pipeline, Running, Writer,
+};
+use cairn_query::plan::{Hint, PlanCache, Source};
+use cairn_storage::catalog::CollectionMeta;
+use cairn_storage::{Durability, ReadTxn, Store, WriteTxn};
+
+use super::{CmdFuture, Command, Counter, Fields, Invocation, Request, opt_strict_bool, type_name};
+use crate::blocking;
+use crate::cursor::{Cursor, MAX_BATCH_BYTES, session_of};
+use crate::error::{CommandError, ErrorCode};
+use crate::state::ServerState;
+
+/// Default first batch size.
+pub const DEFAULT_BATCH: usize = 101;
+
+const FIELDS: &[&str] = &[
+    "allowDiskUse",
+    "bypassDocumentValidation",
+    "collation",
+    "collectionUUID",
+    "cursor",
+    "explain",
+    "fromMongos",
+    "hint",
+    "isMapReduceCommand",
+    "let",
+    "needsMerge",
+    "pipeline",
+];
+
+/// `aggregate`.
+pub static COMMAND: Command = Command {
+    name: "aggregate",
+    aliases: &[],
+    help: "Runs the aggregation command. See http://dochub.mongodb.org/core/aggregation for more \
+           details.",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: true,
+    api_v1: true,
+    fields: Fields::Strict(FIELDS),
+    counter: Counter::Command,
+    kill_on_disconnect: false,
+    run,
+};
+
+/// A parsed `aggregate` command.
+pub struct AggRequest {
+    /// Database.
+    pub db: String,
+    /// Collection, `None` for `{aggregate: 1}`.
+    pub coll: Option<String>,
+    /// The pipeline as given.
+    pub pipeline: RawArrayBuf,
+    /// `explain: true`.
+    pub explain: bool,
+    /// `cursor.batchSize`.
+    pub batch_size: Option<i64>,
+    /// `allowDiskUse` (the server default when absent).
+    pub allow_disk_use: bool,
+    /// `hint`.
+    pub hint: Hint,
+    /// The command's language (its `let` variables).
+    pub lang: crate::lang::Lang,
+    /// Durability for `$out`/`$merge`.
+    pub durability: Durability,
+}
+
+fn invalid_bson(e: impl std::fmt::Display) -> CommandError {
+    CommandError::new(ErrorCode::InvalidBSON, e.to_string())
+}
+
+impl AggRequest {
+    /// Parses and checks an `aggregate` command body.
+    pub fn parse(req: &Request<'_>, server: &ServerState) -> Result<AggRequest, CommandError> {
+        let body = req.body;
+        let db = req.db.to_string();
+        let coll = match body.iter().next() {
+            Some(Ok((_, RawBsonRef::String(_)))) => Some(super::collection_arg(req)?.to_string()),
+            Some(Ok((
+                _,
+                v @ (RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_)),
+            ))) => {
+                let one = match v {
+                    RawBsonRef::Int32(i) => i == 1,
+                    RawBsonRef::Int64(i) => i == 1,
+                    RawBsonRef::Double(d) => d == 1.0,
+                    _ => false,
+                };
+                if !one {
+                    return Err(CommandError::new(
+                        ErrorCode::FailedToParse,
+                        "Invalid command format: the 'aggregate' field must specify a collection \
+                         name or 1",
+                    ));
+                }
+                None
+            }
+            Some(Ok((_, other))) => {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidNamespace,
+                    format!("collection name has invalid type {}", type_name(&other)),
+                ));
+            }
+            _ => {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidNamespace,
+                    "no collection name",
+                ));
+            }
+        };
+        let pipeline = match body.get("pipeline") {
+            Ok(Some(RawBsonRef::Array(a))) => a.to_owned(),
+            Ok(Some(other)) => {
+                return Err(CommandError::wrong_type(
+                    "aggregate.pipeline",
+                    type_name(&other),
+                    "array",
+                ));
+            }
+            Ok(None) => return Err(CommandError::missing_field("aggregate.pipeline")),
+            Err(e) => return Err(invalid_bson(e)),
+        };
+        let explain = opt_strict_bool(body, "aggregate", "explain")?.unwrap_or(false);
+        let batch_size = match body.get("cursor") {
+            Ok(None) => {
+                if !explain {
+                    return Err(CommandError::new(
+                        ErrorCode::FailedToParse,
+                        "The 'cursor' option is required, except for aggregate with the explain \
+                         argument",
+                    ));
+                }
+                None
+            }
+            Ok(Some(RawBsonRef::Document(c))) => {
+                for el in c.iter() {
+                    let (k, _) = el.map_err(invalid_bson)?;
+                    if k.as_str() != "batchSize" {
+                        return Err(CommandError::unknown_field("cursor", k.as_str()));
+                    }
+                }
+                super::opt_count(c, "cursor", "batchSize")?
+            }
+            Ok(Some(_)) => {
+                return Err(CommandError::new(
+                    ErrorCode::TypeMismatch,
+                    "cursor field must be missing or an object",
+                ));
+            }
+            Err(e) => return Err(invalid_bson(e)),
+        };
+        let allow_disk_use = opt_strict_bool(body, "aggregate", "allowDiskUse")?
+            .unwrap_or(server.config.allow_disk_use_by_default);
+        let _ = opt_strict_bool(body, "aggregate", "bypassDocumentValidation")?;
+        if let Some(c) = super::opt_document(body, "aggregate", "collation")?
+            && !matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple"))))
+        {
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                "collations other than simple are not supported by Cairn yet",
+            ));
+        }
+        let hint = super::find::parse_hint(body, "aggregate")?;
+        let lang = crate::lang::Lang::for_command(body, "aggregate")?;
+        let durability = crate::write_concern::WriteConcern::from_command(body)?.durability();
+        Ok(AggRequest {
+            db,
+            coll,
+            pipeline,
+            explain,
+            batch_size,
+            allow_disk_use,
+            hint,
+            lang,
+            durability,
+        })
+    }
+
+    /// `db.coll`, or `db.$cmd.aggregate`.
+    pub fn ns(&self) -> String {
+        match &self.coll {
+            Some(c) => format!("{}.{c}", self.db),
+            None => format!("{}.$cmd.aggregate", self.db),
+        }
+    }
+
+    /// Parses and optimizes the pipeline.
+    pub fn prepare(&self) -> Result<Aggregation, CommandError> {
+        let cx = ParseCx::new(&self.db, self.coll.as_deref(), self.lang.expr().clone());
+        let pipeline = Pipeline::parse(&self.pipeline, &cx)?;
+        Ok(Aggregation::prepare(pipeline, &cx, self.hint.clone())?)
+    }
+
+    /// The run's limits.
+    pub fn options(&self, server: &ServerState) -> Options {
+        Options {
+            memory_limit: usize::try_from(server.config.sort_memory_limit_bytes)
+                .unwrap_or(usize::MAX),
+            allow_disk_use: self.allow_disk_use,
+            spill_dir: Some(server.config.data_dir.join(crate::cursor::SPILL_DIR)),
+        }
+    }
+}
+
+/// MongoDB's prefix for errors raised while a pipeline runs.
+pub fn executor_error(e: impl Into<CommandError>) -> CommandError {
+    let mut e = e.into();
+    if !e
+        .message
+        .starts_with("PlanExecutor error during aggregation")
+    {
+        e.message = format!(
+            "PlanExecutor error during aggregation :: caused by :: {}",
+            e.message
+        );
+    }
+    e
+}
+
+/// The read view of one batch: a snapshot, plus the catalog it resolves collections in.
+pub struct View {
+    read: ReadTxn,
+    store: Arc<Store>,
+}
+
+impl Catalog for View {
+    fn collection(&self, db: &str, name: &str) -> cairn_query::Result<Option<Arc<CollectionMeta>>> {
+        Ok(self.store.collection(db, name))
+    }
+}
+
+/// The one place an aggregation takes its read view.
+pub fn read_view(server: &ServerState) -> Result<View, CommandError> {
+    Ok(View {
+        read: server.store.read()?,
+        store: server.store.clone(),
+    })
+}
+
+/// A write transaction as `$out`/`$merge` see it.
+struct TxWriter<'a, 't>(&'a mut WriteTxn<'t>);
+
+impl Writer for TxWriter<'_, '_> {
+    fn source(&self) -> &dyn Source {
+        &*self.0
+    }
+
+    fn collection(
+        &mut self,
+        db: &str,
+        name: &str,
+    ) -> cairn_query::Result<Option<Arc<CollectionMeta>>> {
+        Ok(self.0.collection(db, name)?)
+    }
+
+    fn insert(&mut self, coll: &CollectionMeta, doc: &RawDocument) -> cairn_query::Result<()> {
+        Ok(self.0.insert(coll, doc)?)
+    }
+
+    fn replace(
+        &mut self,
+        coll: &CollectionMeta,
+        key: &[u8],
+        doc: &RawDocument,
+    ) -> cairn_query::Result<()> {
+        self.0.replace(coll, key, doc)?;
+        Ok(())
+    }
+}
+
+/// A query error that a storage conflict caused, so the write can be retried.
+#[derive(Debug)]
+struct WriteError(cairn_query::QueryError);
+
+impl From<cairn_storage::StorageError> for WriteError {
+    fn from(e: cairn_storage::StorageError) -> WriteError {
+        WriteError(e.into())
+    }
+}
+
+impl cairn_storage::TxError for WriteError {
+    fn retryable(&self) -> bool {
+        matches!(&self.0, cairn_query::QueryError::Storage(s) if s.is_transient())
+    }
+}
+
+/// The one place an aggregation writes (`$out`, `$merge`): `f` runs in a write transaction,
+/// rerun on conflicts.
+pub fn write_txn(
+    store: &Store,
+    durability: Durability,
+    f: &mut dyn FnMut(&mut dyn Writer) -> cairn_query::Result<()>,
+) -> cairn_query::Result<()> {
+    store
+        .write(durability, |tx| f(&mut TxWriter(tx)).map_err(WriteError))
+        .map_err(|e| e.0)
+}
+
+/// The server as a pipeline sees it.
+pub struct ServerHost<'a> {
+    server: &'a ServerState,
+    durability: Durability,
+}
+
+impl<'a> ServerHost<'a> {
+    /// The host for one batch.
+    pub fn new(server: &'a ServerState, durability: Durability) -> ServerHost<'a> {
+        ServerHost { server, durability }
+    }
+}
+
+fn query_error(e: CommandError) -> cairn_query::QueryError {
+    cairn_query::QueryError::Location(e.code.code(), e.message)
+}
+
+impl Host for ServerHost<'_> {
+    fn check_interrupt(&self) -> cairn_query::Result<()> {
+        crate::deadline::check().map_err(query_error)
+    }
+
+    fn plan_cache(&self) -> Option<&PlanCache> {
+        Some(&self.server.plan_cache)
+    }
+
+    fn host_name(&self) -> String {
+        format!("{}:{}", self.server.host, self.server.config.port)
+    }
+
+    fn coll_stats(
+        &self,
+        _db: &str,
+        _coll: &str,
+        _meta: Option<&CollectionMeta>,
+        _spec: &CollStatsSpec,
+    ) -> cairn_query::Result<RawDocumentBuf> {
+        Err(cairn_query::QueryError::NotImplemented(
+            "$collStats is not supported by Cairn yet".into(),
+        ))
+    }
+
+    fn current_op(&self, _spec: &CurrentOpSpec) -> cairn_query::Result<Vec<RawDocumentBuf>> {
+        Err(cairn_query::QueryError::NotImplemented(
+            "$currentOp is not supported by Cairn yet".into(),
+        ))
+    }
+
+    fn write(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Writer) -> cairn_query::Result<()>,
+    ) -> cairn_query::Result<()> {
+        write_txn(&self.server.store, self.durability, f)
+    }
+
+    fn ddl(&self, _op: Ddl<'_>) -> cairn_query::Result<()> {
+        Err(cairn_query::QueryError::NotImplemented(
+            "catalog changes from a pipeline are not supported by Cairn yet".into(),
+        ))
+    }
+}
+
+/// A running pipeline kept by a cursor between batches.
+pub struct PipelineCursor {
+    running: Running,
+    server: Weak<ServerState>,
+    durability: Durability,
+}
+
+impl std::fmt::Debug for PipelineCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineCursor").finish()
+    }
+}
+
+/// Pulls up to `max_docs` documents (within 16 MiB) from a running pipeline on a fresh read
+/// view. Returns the documents and whether the pipeline is exhausted.
+pub fn next_batch(
+    p: &mut PipelineCursor,
+    max_docs: usize,
+) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
+    let server = p.server.upgrade().ok_or_else(|| {
+        CommandError::new(ErrorCode::ShutdownInProgress, "the server is shutting down")
+    })?;
+    batch(&server, &mut p.running, p.durability, max_docs)
+}
+
+fn batch(
+    server: &ServerState,
+    running: &mut Running,
+    durability: Durability,
+    max_docs: usize,
+) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
+    let view = read_view(server)?;
+    let host = ServerHost::new(server, durability);
+    let cx = ExecCx {
+        source: &view.read,
+        catalog: &view,
+        host: &host,
+    };
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    while out.len() < max_docs {
+        match running.next(&cx).map_err(executor_error)? {
+            Some(d) => {
+                let len = d.as_bytes().len();
+                if !out.is_empty() && bytes + len > MAX_BATCH_BYTES {
+                    running.push_back(d);
+                    return Ok((out, false));
+                }
+                bytes += len;
+                out.push(d);
+            }
+            None => return Ok((out, true)),
+        }
+    }
+    Ok((out, false))
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let r = AggRequest::parse(&inv.req, inv.server)?;
+        let ns = r.ns();
+        if r.explain {
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                "explain of aggregate is not supported by Cairn yet",
+            ));
+        }
+        let first_max = r
+            .batch_size
+            .map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
+        let lsid = session_of(body);
+        let server = inv.server.clone();
+        let weak = Arc::downgrade(inv.server);
+        let deadline = crate::deadline::current();
+        let ns2 = ns.clone();
+        let (docs, id) = blocking::run(move || {
+            let agg = r.prepare()?;
+            let mut running = agg.open(r.options(&server))?;
+            let writes = agg.writes();
+            let (docs, exhausted) = if writes {
+                let (_, done) = batch(&server, &mut running, r.durability, usize::MAX)?;
+                (Vec::new(), done)
+            } else {
+                batch(&server, &mut running, r.durability, first_max)?
+            };
+            if exhausted {
+                return Ok((docs, 0));
+            }
+            let mut cursor = Cursor {
+                id: server.cursors.new_id(),
+                ns: ns2,
+                source: crate::cursor::Source::Pipeline(Box::new(PipelineCursor {
+                    running,
+                    server: weak,
+                    durability: r.durability,
+                })),
+                remaining: None,
+                output: None,
+                time_budget: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+                lsid,
+                no_timeout: false,
+                last_used: Instant::now(),
+            };
+            let id = cursor.id;
+            cursor.last_used = Instant::now();
+            server.cursors.insert(cursor);
+            Ok((docs, id))
+        })
+        .await?;
+        let mut batch = RawArrayBuf::new();
+        for d in docs {
+            batch.push(d);
+        }
+        Ok(rawdoc! {"cursor": {"firstBatch": batch, "id": id, "ns": ns}}.into())
+    })
+}
