@@ -245,3 +245,164 @@ async fn error_codes() {
         .unwrap_err();
     assert_eq!(code_of(&e), 40415);
 }
+
+#[tokio::test]
+async fn out_and_merge_failures_leave_target_intact() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("agg");
+    let src = db.collection::<Document>("src");
+    let target = db.collection::<Document>("target");
+    src.insert_many((0..1200).map(|i| doc! {"_id": i, "k": i % 3}))
+        .await
+        .unwrap();
+    target
+        .insert_many([doc! {"_id": "keep1"}, doc! {"_id": "keep2"}])
+        .await
+        .unwrap();
+    // Every document has k = 7: the duplicate _ids come late, after the first batches.
+    let e = db
+        .run_command(doc! {
+            "aggregate": "src",
+            "pipeline": [{"$project": {"_id": {"$cond": [{"$lt": ["$_id", 1100]}, "$_id", 5]}}}, {"$out": "target"}],
+            "cursor": {},
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 11000, "{e}");
+    let left = collect(target.find(doc! {}).await.unwrap()).await;
+    assert_docs(&left, &[doc! {"_id": "keep1"}, doc! {"_id": "keep2"}]);
+    let names = db.list_collection_names().await.unwrap();
+    assert!(
+        !names.iter().any(|n| n.starts_with("tmp.agg_out")),
+        "{names:?}"
+    );
+    // A successful $out replaces it, with an empty first batch.
+    let r = cmd(
+        &db,
+        doc! {"aggregate": "src", "pipeline": [{"$match": {"k": 0}}, {"$out": "target"}], "cursor": {}},
+    )
+    .await;
+    assert!(
+        r.get_document("cursor")
+            .unwrap()
+            .get_array("firstBatch")
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(target.count_documents(doc! {}).await.unwrap(), 400);
+    // $merge with whenNotMatched: fail fails and leaves the matched ones as they were.
+    let e = db
+        .run_command(doc! {
+            "aggregate": "src",
+            "pipeline": [{"$match": {"_id": {"$in": [0, 1]}}}, {"$merge": {"into": "target", "whenNotMatched": "fail"}}],
+            "cursor": {},
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 13113);
+    assert_eq!(target.count_documents(doc! {}).await.unwrap(), 400);
+    assert_eq!(
+        agg_err(&src, vec![doc! {"$out": "target"}, doc! {"$match": {}}]).await,
+        40601
+    );
+    assert_eq!(
+        agg_err(&src, vec![doc! {"$merge": {"into": "target", "on": "k"}}]).await,
+        51183
+    );
+}
+
+#[tokio::test]
+async fn server_stages_and_collectionless() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("agg");
+    let c = db.collection::<Document>("s");
+    c.insert_many((0..10).map(|i| doc! {"_id": i, "a": i}))
+        .await
+        .unwrap();
+    c.create_index(mongodb::IndexModel::builder().keys(doc! {"a": 1}).build())
+        .await
+        .unwrap();
+    c.find(doc! {"a": 3}).await.unwrap();
+    let got = agg(
+        &c,
+        vec![doc! {"$collStats": {"count": {}, "storageStats": {}, "latencyStats": {}}}],
+    )
+    .await;
+    assert_eq!(got.len(), 1);
+    let s = &got[0];
+    assert_eq!(s.get_str("ns").unwrap(), "agg.s");
+    assert_eq!(s.get_i32("count").unwrap(), 10);
+    assert_eq!(
+        s.get_document("storageStats")
+            .unwrap()
+            .get_i32("count")
+            .unwrap(),
+        10
+    );
+    assert!(
+        s.get_document("latencyStats")
+            .unwrap()
+            .get_document("reads")
+            .unwrap()
+            .get_i64("ops")
+            .unwrap()
+            >= 1
+    );
+    let keys: Vec<&str> = s.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "ns",
+            "host",
+            "localTime",
+            "latencyStats",
+            "storageStats",
+            "count"
+        ]
+    );
+    let idx = agg(
+        &c,
+        vec![doc! {"$indexStats": {}}, doc! {"$sort": {"name": 1}}],
+    )
+    .await;
+    let names: Vec<&str> = idx.iter().map(|d| d.get_str("name").unwrap()).collect();
+    assert_eq!(names, ["_id_", "a_1"]);
+    assert!(
+        idx[1]
+            .get_document("accesses")
+            .unwrap()
+            .get_i64("ops")
+            .unwrap()
+            >= 1
+    );
+    let got = collect(
+        db.aggregate([
+            doc! {"$documents": [{"x": 1}, {"x": 2}]},
+            doc! {"$project": {"y": {"$multiply": ["$x", 10]}, "_id": 0}},
+        ])
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_docs(&got, &[doc! {"y": 10}, doc! {"y": 20}]);
+    let admin = client.database("admin");
+    let ops = collect(admin.aggregate([doc! {"$currentOp": {}}]).await.unwrap()).await;
+    assert!(ops.is_empty() || ops[0].contains_key("op"));
+    let e = db
+        .run_command(doc! {"aggregate": 1, "pipeline": [{"$currentOp": {}}], "cursor": {}})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 73);
+    let e = db
+        .run_command(doc! {"aggregate": 1, "pipeline": [{"$match": {}}], "cursor": {}})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 73);
+    let missing = db.collection::<Document>("missing");
+    assert_eq!(
+        agg_err(&missing, vec![doc! {"$collStats": {"storageStats": {}}}]).await,
+        26
+    );
+}

@@ -25,6 +25,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
+use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 use cairn_query::agg::{
     Aggregation, Catalog, CollStatsSpec, CurrentOpSpec, Ddl, ExecCx, Host, Options, ParseCx,
@@ -359,20 +360,105 @@ impl Host for ServerHost<'_> {
 
     fn coll_stats(
         &self,
-        _db: &str,
-        _coll: &str,
-        _meta: Option<&CollectionMeta>,
-        _spec: &CollStatsSpec,
+        db: &str,
+        coll: &str,
+        meta: Option<&CollectionMeta>,
+        spec: &CollStatsSpec,
     ) -> cairn_query::Result<RawDocumentBuf> {
-        Err(cairn_query::QueryError::NotImplemented(
-            "$collStats is not supported by Cairn yet".into(),
-        ))
+        let ns = format!("{db}.{coll}");
+        let not_found = |what: &str| {
+            cairn_query::QueryError::Location(
+                26,
+                format!(
+                    "Unable to retrieve {what} in $collStats stage :: caused by :: Collection \
+                     [{ns}] not found."
+                ),
+            )
+        };
+        let mut d = RawDocumentBuf::new();
+        if let Some(h) = spec.latency {
+            d.append(cstr!("latencyStats"), self.server.latency.document(&ns, h));
+        }
+        if let Some(scale) = spec.storage {
+            let meta = meta.ok_or_else(|| not_found("storageStats"))?;
+            let stats = super::coll_stats::storage_stats(&self.server.store, meta, scale)
+                .map_err(query_error)?;
+            d.append(cstr!("storageStats"), stats);
+        }
+        if spec.count {
+            let meta = meta.ok_or_else(|| not_found("count"))?;
+            let n = self.server.store.stats(meta)?.count;
+            let mut c = RawDocumentBuf::new();
+            super::coll_stats::append_number(&mut c, cstr!("count"), n);
+            crate::error::append_all(&mut d, &c);
+        }
+        if spec.query_exec {
+            let scans = self
+                .server
+                .plan_cache
+                .usage(&ns, "$collscan")
+                .map_or(0, |(n, _)| n);
+            let scans = i64::try_from(scans).unwrap_or(i64::MAX);
+            d.append(
+                cstr!("queryExecStats"),
+                rawdoc! {"collectionScans": {"total": scans, "nonTailable": scans}},
+            );
+        }
+        Ok(d)
+    }
+
+    fn index_stats(&self, meta: &CollectionMeta) -> cairn_query::Result<Vec<RawDocumentBuf>> {
+        let ns = meta.namespace();
+        let started = bson::DateTime::from_system_time(self.server.started_at);
+        let mut out = Vec::new();
+        for idx in &meta.indexes {
+            let (ops, since) = match self.server.plan_cache.usage(&ns, &idx.name) {
+                Some((n, ms)) => (n, bson::DateTime::from_millis(ms)),
+                None => (0, started),
+            };
+            let mut d = rawdoc! {
+                "name": idx.name.clone(),
+                "key": idx.key_pattern().map(RawDocument::to_owned).unwrap_or_default(),
+                "host": self.host_name(),
+                "accesses": {"ops": i64::try_from(ops).unwrap_or(i64::MAX), "since": since},
+                "spec": idx.list_spec(),
+            };
+            if idx.state != cairn_storage::index::IndexState::Ready {
+                d.append(cstr!("building"), true);
+            }
+            out.push(d);
+        }
+        Ok(out)
     }
 
     fn current_op(&self, _spec: &CurrentOpSpec) -> cairn_query::Result<Vec<RawDocumentBuf>> {
-        Err(cairn_query::QueryError::NotImplemented(
-            "$currentOp is not supported by Cairn yet".into(),
-        ))
+        Ok(super::current_op::index_build_ops(self.server))
+    }
+
+    fn plan_cache_stats(
+        &self,
+        ns: &str,
+        meta: &CollectionMeta,
+    ) -> cairn_query::Result<Vec<RawDocumentBuf>> {
+        let sig = cairn_query::plan::signature(meta);
+        Ok(self
+            .server
+            .plan_cache
+            .entries_for(ns)
+            .into_iter()
+            .map(|e| {
+                rawdoc! {
+                    "version": "1",
+                    "queryHash": super::explain::hash8(&e.shape),
+                    "planCacheKey": super::explain::hash8(&format!("{}|{sig}", e.shape)),
+                    "isActive": true,
+                    "works": i64::try_from(e.works).unwrap_or(i64::MAX),
+                    "cachedPlan": {"plan": e.plan_key},
+                    "shape": e.shape,
+                    "host": self.host_name(),
+                }
+            })
+            .collect())
     }
 
     fn write(
@@ -382,10 +468,42 @@ impl Host for ServerHost<'_> {
         write_txn(&self.server.store, self.durability, f)
     }
 
-    fn ddl(&self, _op: Ddl<'_>) -> cairn_query::Result<()> {
-        Err(cairn_query::QueryError::NotImplemented(
-            "catalog changes from a pipeline are not supported by Cairn yet".into(),
-        ))
+    fn ddl(&self, op: Ddl<'_>) -> cairn_query::Result<()> {
+        let store = &self.server.store;
+        match op {
+            Ddl::CreateLike { db, name, like } => {
+                let options = like.map(|l| l.options.clone()).unwrap_or_default();
+                store.create_collection(db, name, &options)?;
+                if let Some(l) = like {
+                    let specs: Vec<RawDocumentBuf> =
+                        l.secondary_indexes().map(|i| i.list_spec()).collect();
+                    if !specs.is_empty() {
+                        let created = store.create_indexes(db, name, &specs)?;
+                        for n in created.new {
+                            store.build_index(db, name, &n, &|_| {})?;
+                        }
+                    }
+                }
+            }
+            Ddl::Ensure { db, name } => {
+                store.ensure_collection(db, name)?;
+            }
+            Ddl::Replace {
+                db,
+                from,
+                to_db,
+                to,
+            } => {
+                store.rename_collection((db, from), (to_db, to), true)?;
+                self.server
+                    .plan_cache
+                    .clear_namespace(&format!("{to_db}.{to}"));
+            }
+            Ddl::Drop { db, name } => {
+                store.drop_collection(db, name)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -70,7 +70,8 @@ struct Explained {
     signature: u64,
 }
 
-fn hash8(s: &str) -> String {
+/// An 8-hex-digit hash (`queryHash`, `planCacheKey`).
+pub fn hash8(s: &str) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.hash(&mut h);

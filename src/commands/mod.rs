@@ -543,7 +543,8 @@ pub async fn run(
     check_fields(cmd, &req)?;
     let deadline = crate::deadline::parse(body)?;
     count(server, cmd);
-    crate::deadline::scope(
+    let started = std::time::Instant::now();
+    let r = crate::deadline::scope(
         deadline,
         (cmd.run)(Invocation {
             server,
@@ -551,7 +552,33 @@ pub async fn run(
             req,
         }),
     )
-    .await
+    .await;
+    record_latency(server, cmd, &req, started);
+    r
+}
+
+/// Adds the command's latency to its collection's `latencyStats`.
+fn record_latency(
+    server: &ServerState,
+    cmd: &Command,
+    req: &Request<'_>,
+    started: std::time::Instant,
+) {
+    let coll = if cmd.name == "getMore" {
+        req.body.get_str("collection").ok()
+    } else {
+        match req.body.iter().next() {
+            Some(Ok((_, RawBsonRef::String(c)))) => Some(c),
+            _ => None,
+        }
+    };
+    if let Some(c) = coll {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let kind = crate::latency::OpKind::of(cmd.name);
+        server
+            .latency
+            .record(&format!("{}.{c}", req.db), kind, micros);
+    }
 }
 
 fn count(server: &ServerState, cmd: &Command) {

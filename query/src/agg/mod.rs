@@ -126,6 +126,18 @@ impl DocStream for Empty {
     }
 }
 
+/// A stream over documents held in memory.
+pub(crate) struct Buffered(pub(crate) std::collections::VecDeque<RawDocumentBuf>);
+
+impl DocStream for Buffered {
+    fn next(&mut self, _cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
+        Ok(self.0.pop_front())
+    }
+}
+
+/// Largest document (16 MiB), the limit of `$lookup` arrays and `$facet` results.
+pub(crate) const MAX_DOC_BYTES: usize = 16 * 1024 * 1024;
+
 /// MongoDB's `addContext`: same code, message `"<context> :: caused by :: <message>"`.
 pub(crate) fn with_context(e: QueryError, context: &str) -> QueryError {
     let wrap = |m: String| format!("{context} :: caused by :: {m}");

@@ -135,6 +135,12 @@ impl Pipeline {
         for (i, s) in self.stages.iter().enumerate() {
             let c = s.constraints();
             let name = s.name();
+            if c.not_in_facet && cx.sub == SubContext::Facet {
+                return Err(loc(
+                    40600,
+                    format!("{name} is not allowed to be used within a $facet stage"),
+                ));
+            }
             if c.writes {
                 match cx.sub {
                     SubContext::Facet => {
@@ -168,12 +174,6 @@ impl Pipeline {
                 return Err(loc(
                     40602,
                     format!("{name} is only valid as the first stage in a pipeline"),
-                ));
-            }
-            if c.not_in_facet && cx.sub == SubContext::Facet {
-                return Err(loc(
-                    40600,
-                    format!("{name} is not allowed to be used within a $facet stage"),
                 ));
             }
         }
@@ -333,9 +333,50 @@ impl Aggregation {
         v
     }
 
+    /// Prepares already-parsed stages over `coll` (sub-pipelines).
+    pub(crate) fn from_parsed(
+        db: &str,
+        coll: Option<&str>,
+        stages: Vec<Arc<dyn Stage>>,
+        ext: &ExprExtensions,
+    ) -> Result<Aggregation> {
+        let mut cx = ParseCx::new(db, coll, ext.clone());
+        cx.sub = SubContext::Lookup;
+        Aggregation::prepare(Pipeline::from_stages(stages), &cx, Hint::None)
+    }
+
+    /// Runs to the end, collecting the results (at most `max_bytes` of them: 16 MiB for a
+    /// `$lookup` result array, the memory limit for a `$facet`).
+    pub(crate) fn collect(
+        &self,
+        opts: &Arc<Options>,
+        cx: &ExecCx<'_>,
+        max_bytes: usize,
+        what: &str,
+    ) -> Result<Vec<RawDocumentBuf>> {
+        let mut running = self.open_shared(opts.clone())?;
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(d) = running.next(cx)? {
+            bytes += d.as_bytes().len();
+            if bytes > max_bytes {
+                return Err(QueryError::Location(
+                    4568,
+                    format!("Total size of documents in {what} exceeds maximum document size"),
+                ));
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+
     /// Starts running.
     pub fn open(&self, opts: Options) -> Result<Running> {
-        let opts = Arc::new(opts);
+        self.open_shared(Arc::new(opts))
+    }
+
+    /// Starts running with shared options.
+    pub(crate) fn open_shared(&self, opts: Arc<Options>) -> Result<Running> {
         let mut counters = Vec::new();
         let mut s: Box<dyn DocStream> = match &self.cursor {
             Some(c) => {

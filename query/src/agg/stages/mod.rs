@@ -14,13 +14,30 @@ use super::{ParseCx, Stage, loc};
 use crate::error::{QueryError, Result};
 
 pub mod add_fields;
+pub mod bucket;
+pub mod bucket_auto;
+pub mod coll_stats;
 pub mod count;
+pub mod current_op;
+pub mod documents;
+pub mod facet;
+pub mod graph_lookup;
 pub mod group;
+pub mod index_stats;
 pub mod limit;
+pub mod lookup;
 pub mod match_;
+pub mod merge;
+pub mod out;
+pub mod plan_cache_stats;
 pub mod project;
+pub mod redact;
+pub mod replace_root;
+pub mod sample;
 pub mod skip;
 pub mod sort;
+pub mod sort_by_count;
+pub mod union_with;
 pub mod unset;
 pub mod unwind;
 
@@ -30,14 +47,32 @@ pub type ParseFn = fn(RawBsonRef<'_>, &ParseCx) -> Result<Vec<Arc<dyn Stage>>>;
 /// Every stage, sorted byte-wise by name (a unit test enforces the order).
 pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$addFields", add_fields::parse),
+    ("$bucket", bucket::parse),
+    ("$bucketAuto", bucket_auto::parse),
+    ("$collStats", coll_stats::parse),
     ("$count", count::parse),
+    ("$currentOp", current_op::parse),
+    ("$documents", documents::parse),
+    ("$facet", facet::parse),
+    ("$graphLookup", graph_lookup::parse),
     ("$group", group::parse),
+    ("$indexStats", index_stats::parse),
     ("$limit", limit::parse),
+    ("$lookup", lookup::parse),
     ("$match", match_::parse),
+    ("$merge", merge::parse),
+    ("$out", out::parse),
+    ("$planCacheStats", plan_cache_stats::parse),
     ("$project", project::parse),
+    ("$redact", redact::parse),
+    ("$replaceRoot", replace_root::parse),
+    ("$replaceWith", replace_root::parse_with),
+    ("$sample", sample::parse),
     ("$set", add_fields::parse_set),
     ("$skip", skip::parse),
     ("$sort", sort::parse),
+    ("$sortByCount", sort_by_count::parse),
+    ("$unionWith", union_with::parse),
     ("$unset", unset::parse),
     ("$unwind", unwind::parse),
 ];
