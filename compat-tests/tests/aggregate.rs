@@ -406,3 +406,109 @@ async fn server_stages_and_collectionless() {
         26
     );
 }
+
+#[tokio::test]
+async fn explain_shows_pushdown_and_stages() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("agg");
+    let c = db.collection::<Document>("x");
+    c.insert_many((0..200).map(|i| doc! {"_id": i, "k": i % 20, "v": i}))
+        .await
+        .unwrap();
+    c.create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
+        .await
+        .unwrap();
+    // A pipeline with a $group: stages, the $cursor with the index scan.
+    let r = cmd(
+        &db,
+        doc! {"explain": {"aggregate": "x", "pipeline": [{"$match": {"k": 3}}, {"$group": {"_id": null, "s": {"$sum": "$v"}}}], "cursor": {}}, "verbosity": "executionStats"},
+    )
+    .await;
+    let stages = r.get_array("stages").unwrap();
+    assert_eq!(stages.len(), 2);
+    let cursor = stages[0].as_document().unwrap();
+    let qp = cursor
+        .get_document("$cursor")
+        .unwrap()
+        .get_document("queryPlanner")
+        .unwrap();
+    let wp = qp.get_document("winningPlan").unwrap();
+    let text = format!("{wp}");
+    assert!(text.contains("IXSCAN") && text.contains("k_1"), "{text}");
+    assert_eq!(cursor.get_i64("nReturned").unwrap(), 10);
+    let group = stages[1].as_document().unwrap();
+    assert!(group.contains_key("$group"));
+    assert_eq!(group.get_i64("nReturned").unwrap(), 1);
+    assert_eq!(
+        r.get_document("command")
+            .unwrap()
+            .get_str("aggregate")
+            .unwrap(),
+        "x"
+    );
+    // Entirely pushed down: find-style explain; explain: true is queryPlanner.
+    let r = cmd(
+        &db,
+        doc! {"aggregate": "x", "pipeline": [{"$match": {"k": {"$gte": 18}}}, {"$sort": {"k": -1}}, {"$limit": 5}], "explain": true},
+    )
+    .await;
+    assert!(r.get_document("queryPlanner").is_ok(), "{r}");
+    assert!(!r.contains_key("executionStats"));
+    assert!(!r.contains_key("stages"));
+    let e = db
+        .run_command(doc! {"explain": {"aggregate": "x", "pipeline": [{"$out": "y"}], "cursor": {}}, "verbosity": "executionStats"})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 51184);
+    assert!(
+        db.list_collection_names()
+            .await
+            .unwrap()
+            .iter()
+            .all(|n| n != "y")
+    );
+}
+
+#[tokio::test]
+async fn max_time_ms_and_memory_limit() {
+    let server = TestServer::start_with(&["--sort-memory-limit-bytes", "100000"]);
+    let client = server.client().await;
+    let db = client.database("agg");
+    let c = db.collection::<Document>("m");
+    c.insert_many((0..2000).map(|i| doc! {"_id": i, "g": i, "pad": "x".repeat(100)}))
+        .await
+        .unwrap();
+    let group = doc! {"$group": {"_id": "$g", "p": {"$first": "$pad"}}};
+    let e = db
+        .run_command(doc! {"aggregate": "m", "pipeline": [group.clone()], "cursor": {}, "allowDiskUse": false})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 292, "{e}");
+    let r = cmd(
+        &db,
+        doc! {"aggregate": "m", "pipeline": [group, {"$count": "n"}], "cursor": {}, "allowDiskUse": true},
+    )
+    .await;
+    assert_eq!(
+        r.get_document("cursor")
+            .unwrap()
+            .get_array("firstBatch")
+            .unwrap()[0]
+            .as_document()
+            .unwrap()
+            .get_i32("n")
+            .unwrap(),
+        2000
+    );
+    let e = db
+        .run_command(doc! {
+            "aggregate": "m",
+            "pipeline": [{"$lookup": {"from": "m", "pipeline": [{"$group": {"_id": "$g"}}], "let": {"x": "$g"}, "as": "all"}}],
+            "cursor": {},
+            "maxTimeMS": 50,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 50, "{e}");
+}

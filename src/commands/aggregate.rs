@@ -103,7 +103,12 @@ fn invalid_bson(e: impl std::fmt::Display) -> CommandError {
 
 impl AggRequest {
     /// Parses and checks an `aggregate` command body.
-    pub fn parse(req: &Request<'_>, server: &ServerState) -> Result<AggRequest, CommandError> {
+    /// `wrapped`: the command is explained by the `explain` command (no `cursor` needed).
+    pub fn parse(
+        req: &Request<'_>,
+        server: &ServerState,
+        wrapped: bool,
+    ) -> Result<AggRequest, CommandError> {
         let body = req.body;
         let db = req.db.to_string();
         let coll = match body.iter().next() {
@@ -153,9 +158,15 @@ impl AggRequest {
             Err(e) => return Err(invalid_bson(e)),
         };
         let explain = opt_strict_bool(body, "aggregate", "explain")?.unwrap_or(false);
+        if wrapped && explain {
+            return Err(CommandError::new(
+                ErrorCode::FailedToParse,
+                "explain cannot explain itself.",
+            ));
+        }
         let batch_size = match body.get("cursor") {
             Ok(None) => {
-                if !explain {
+                if !explain && !wrapped {
                     return Err(CommandError::new(
                         ErrorCode::FailedToParse,
                         "The 'cursor' option is required, except for aggregate with the explain \
@@ -232,6 +243,11 @@ impl AggRequest {
             spill_dir: Some(server.config.data_dir.join(crate::cursor::SPILL_DIR)),
         }
     }
+}
+
+/// A stage name as a BSON key.
+pub fn stage_key(name: &str) -> Result<&bson::raw::CStr, CommandError> {
+    crate::error::key(name)
 }
 
 /// MongoDB's prefix for errors raised while a pipeline runs.
@@ -532,7 +548,8 @@ pub fn next_batch(
     batch(&server, &mut p.running, p.durability, max_docs)
 }
 
-fn batch(
+/// Pulls up to `max_docs` documents from `running` on a fresh read view.
+pub(crate) fn batch(
     server: &ServerState,
     running: &mut Running,
     durability: Durability,
@@ -567,13 +584,18 @@ fn batch(
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let r = AggRequest::parse(&inv.req, inv.server)?;
+        let r = AggRequest::parse(&inv.req, inv.server, false)?;
         let ns = r.ns();
         if r.explain {
-            return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                "explain of aggregate is not supported by Cairn yet",
-            ));
+            let server = inv.server.clone();
+            let db = r.db.clone();
+            let mut out = blocking::run(move || {
+                super::explain::explain_aggregate(&server, &r, super::explain::QUERY_PLANNER)
+            })
+            .await?;
+            let port = inv.client.local.port();
+            super::explain::append_server_info(&mut out, inv.server, port, &db, body.to_owned());
+            return Ok(out.into());
         }
         let first_max = r
             .batch_size
