@@ -820,7 +820,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let db2 = db.clone();
         let mut out =
             blocking::run(move || explain_inner(&server, cmd_name, &db2, &inner2, v)).await?;
-        append_server_info(&mut out, &inv.server, port, &db, inner);
+        append_server_info(&mut out, inv.server, port, &db, inner);
         Ok(out.into())
     })
 }
