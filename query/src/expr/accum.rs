@@ -1,7 +1,7 @@
-//! The expression forms of the accumulators (`ExpressionFromAccumulator`,
+//! The expression forms of the accumulators (`ExpressionFromAccumulator`, `$mergeObjects`,
 //! `ExpressionFromAccumulatorN`, `ExpressionFromAccumulatorQuantile`): `$sum $avg $min $max
-//! $stdDevPop $stdDevSamp` over their arguments, `$firstN $lastN $maxN $minN` over an `input`
-//! array, `$median $percentile` over a number or an array of numbers. The arithmetic is the
+//! $stdDevPop $stdDevSamp` over their arguments, `$mergeObjects` over its documents, `$firstN
+//! $lastN $maxN $minN` over an `input` array, `$median $percentile` over a number or an array of numbers. The arithmetic is the
 //! aggregation accumulators' own ([`crate::agg::accumulators`]), so `{$sum: "$a"}` in
 //! `$project` and `{$sum: "$a"}` in `$group` agree.
 //!
@@ -36,8 +36,10 @@ pub(crate) enum AccumForm {
 /// The accumulator operator for an expression name handled here.
 pub(crate) fn op_for(name: &str) -> Option<AccOp> {
     match name {
-        "$sum" | "$avg" | "$min" | "$max" | "$stdDevPop" | "$stdDevSamp" | "$firstN" | "$lastN"
-        | "$maxN" | "$minN" | "$median" | "$percentile" => AccOp::by_name(name),
+        "$sum" | "$avg" | "$min" | "$max" | "$stdDevPop" | "$stdDevSamp" | "$mergeObjects"
+        | "$firstN" | "$lastN" | "$maxN" | "$minN" | "$median" | "$percentile" => {
+            AccOp::by_name(name)
+        }
         _ => None,
     }
 }
@@ -106,6 +108,7 @@ fn make(op: AccOp, n: usize) -> Box<dyn Accumulator> {
         AccOp::Max => Box::new(basic::MinMax::new(true)),
         AccOp::StdDevPop => Box::new(basic::StdDev::new(false)),
         AccOp::StdDevSamp => Box::new(basic::StdDev::new(true)),
+        AccOp::MergeObjects => Box::new(basic::MergeObjects::default()),
         AccOp::FirstN => Box::new(multi::MultiN::new(multi::NKind::First, n)),
         AccOp::LastN => Box::new(multi::MultiN::new(multi::NKind::Last, n)),
         AccOp::MaxN => Box::new(multi::MultiN::new(multi::NKind::Max, n)),
@@ -126,6 +129,14 @@ pub(crate) fn eval_accum<'a>(form: &'a AccumForm, cx: &mut Cx<'a>) -> Result<Val
     match form {
         AccumForm::Fold { op, args } => {
             let mut acc = make(*op, 1);
+            if *op == AccOp::MergeObjects {
+                // Every argument is one document (arrays are not spread).
+                for a in args {
+                    let v = eval(a, cx)?;
+                    acc.process(v.get(), false)?;
+                }
+                return result(&*acc);
+            }
             if let [only] = args.as_slice() {
                 let v = eval(only, cx)?;
                 match v.get() {

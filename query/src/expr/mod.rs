@@ -20,9 +20,10 @@
 //!   $toLower $toUpper $strLenCP $strLenBytes $substrCP $substrBytes $substr $strcasecmp
 //!   $split`); types (`$type $isNumber $convert $toString $toInt $toLong $toDouble $toDecimal
 //!   $toBool`); the accumulators' expression forms (`$sum $avg $min $max $stdDevPop
-//!   $stdDevSamp $firstN $lastN $maxN $minN $median $percentile`, see [`accum`], computed by
-//!   the aggregation accumulators). Other MongoDB 7.0 operators are NotImplemented (238) naming the operator;
-//!   unknown ones are 168 "Unrecognized expression '$foo'".
+//!   $stdDevSamp $mergeObjects $firstN $lastN $maxN $minN $median $percentile`, see [`accum`],
+//!   computed by the aggregation accumulators). Other MongoDB 7.0 operators are
+//!   NotImplemented (238) naming the operator; unknown ones are 168 "Unrecognized expression
+//!   '$foo'".
 //! - Truthiness (`$and`, `$cond`, `$expr` …): false, null, missing, undefined and numeric
 //!   zeros are false; everything else (NaN, empty strings, empty arrays) is true.
 //!

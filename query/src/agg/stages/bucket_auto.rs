@@ -126,73 +126,74 @@ impl Granularity {
         Ok(x)
     }
 
-    /// The smallest series value strictly greater than `x`.
-    fn round_up(&self, x: f64) -> f64 {
-        match self {
+    /// The smallest series value strictly greater than `v` (0 stays as it is). Powers of
+    /// two are integers (MongoDB computes them with `$pow: [2, n]`), series values doubles.
+    fn round_up(&self, v: RawBsonRef<'_>) -> Result<RawBson> {
+        let x = self.number(v)?;
+        if x == 0.0 {
+            return Ok(RawBson::from(v));
+        }
+        Ok(match self {
             Granularity::PowersOf2 => {
-                if x < 1.0 {
-                    return 1.0;
-                }
-                let mut p = 1.0f64;
-                while p <= x {
-                    p *= 2.0;
-                }
-                p
+                let exp = if x >= 1.0 && x.fract() == 0.0 && (x as u64).is_power_of_two() {
+                    (x as u64).trailing_zeros() as i32 + 1
+                } else {
+                    x.log2().floor() as i32 + 1
+                };
+                pow2(exp)
             }
             Granularity::Series(_, s) => {
-                if x == 0.0 {
-                    return 0.0;
-                }
                 let mut mag = 10f64.powi(x.log10().floor() as i32);
                 loop {
-                    for b in s.iter() {
-                        let c = b * mag;
-                        if c > x * (1.0 + 1e-12) {
-                            return c;
-                        }
+                    if let Some(c) = s.iter().map(|b| b * mag).find(|c| *c > x) {
+                        break RawBson::Double(c);
                     }
                     mag *= 10.0;
                 }
             }
-        }
+        })
     }
 
-    /// The largest series value strictly less than `x` (0 for 0).
-    fn round_down(&self, x: f64) -> f64 {
-        match self {
+    /// The largest series value strictly less than `v` (0 stays as it is).
+    fn round_down(&self, v: RawBsonRef<'_>) -> Result<RawBson> {
+        let x = self.number(v)?;
+        if x == 0.0 {
+            return Ok(RawBson::from(v));
+        }
+        Ok(match self {
             Granularity::PowersOf2 => {
-                if x <= 0.0 {
-                    return 0.0;
-                }
-                let mut p = 1.0f64;
-                if x <= 1.0 {
-                    while p >= x {
-                        p /= 2.0;
-                    }
-                    return p;
-                }
-                while p * 2.0 < x {
-                    p *= 2.0;
-                }
-                p
+                let exp = if x >= 1.0 && x.fract() == 0.0 && (x as u64).is_power_of_two() {
+                    (x as u64).trailing_zeros() as i32 - 1
+                } else {
+                    x.log2().floor() as i32
+                };
+                pow2(exp)
             }
             Granularity::Series(_, s) => {
-                if x == 0.0 {
-                    return 0.0;
-                }
                 let mut mag = 10f64.powi(x.log10().floor() as i32);
                 loop {
-                    for b in s.iter().rev() {
-                        let c = b * mag;
-                        if c < x * (1.0 - 1e-12) {
-                            return c;
-                        }
+                    if let Some(c) = s.iter().rev().map(|b| b * mag).find(|c| *c < x) {
+                        break RawBson::Double(c);
                     }
                     mag /= 10.0;
                 }
             }
-        }
+        })
     }
+}
+
+/// `2^exp` as `$pow` gives it: an int, a long past 2^31, a double for negative exponents.
+fn pow2(exp: i32) -> RawBson {
+    if exp < 0 {
+        return RawBson::Double(2f64.powi(exp));
+    }
+    if exp < 31 {
+        return RawBson::Int32(1 << exp);
+    }
+    if exp < 63 {
+        return RawBson::Int64(1i64 << exp);
+    }
+    RawBson::Double(2f64.powi(exp))
 }
 
 /// A parsed `$bucketAuto`.
@@ -370,6 +371,8 @@ struct AutoStream {
 struct Bucket {
     min: RawBson,
     max: RawBson,
+    /// The maximum is a rounded boundary already.
+    rounded: bool,
     accs: Vec<Box<dyn Accumulator>>,
 }
 
@@ -420,6 +423,7 @@ impl AutoStream {
         Ok(Bucket {
             min: value.clone(),
             max: value.clone(),
+            rounded: false,
             accs,
         })
     }
@@ -487,9 +491,11 @@ impl AutoStream {
                 let mut next = entries.next()?;
                 if let Some(g) = &st.granularity {
                     if next.is_some() {
-                        let bound = g.round_up(g.number(b.max.as_raw_bson_ref())?);
+                        let mut bound = g.round_up(b.max.as_raw_bson_ref())?;
                         while let Some((v, d)) = next.take() {
-                            if g.number(v.as_raw_bson_ref())? < bound {
+                            if compare_values(v.as_raw_bson_ref(), bound.as_raw_bson_ref())
+                                == Ordering::Less
+                            {
                                 self.add(&mut b, &v, &d)?;
                                 next = entries.next()?;
                             } else {
@@ -497,6 +503,14 @@ impl AutoStream {
                                 break;
                             }
                         }
+                        if let Some((v, _)) = &next
+                            && g.number(bound.as_raw_bson_ref())? == 0.0
+                            && g.number(b.min.as_raw_bson_ref())? == 0.0
+                        {
+                            bound = g.round_down(v.as_raw_bson_ref())?;
+                        }
+                        b.max = bound;
+                        b.rounded = true;
                     }
                 } else {
                     while let Some((v, d)) = next.take() {
@@ -510,34 +524,28 @@ impl AutoStream {
                             break;
                         }
                     }
-                }
-                if let Some((v, _)) = &next {
-                    b.max = v.clone();
+                    if let Some((v, _)) = &next {
+                        b.max = v.clone();
+                    }
                 }
                 carry = next;
             }
             buckets.push(b);
         }
         if let Some(g) = &st.granularity {
-            // Rounded boundaries: the first min down, every max up (a bucket's min is the
-            // previous bucket's max).
-            let mut prev_max: Option<f64> = None;
+            // The first minimum rounded down, each minimum the previous maximum, the last
+            // maximum rounded up.
+            let mut prev: Option<RawBson> = None;
             let len = buckets.len();
             for (i, b) in buckets.iter_mut().enumerate() {
-                let min = match prev_max {
+                b.min = match prev.take() {
                     Some(m) => m,
-                    None => g.round_down(g.number(b.min.as_raw_bson_ref())?),
+                    None => g.round_down(b.min.as_raw_bson_ref())?,
                 };
-                let raw_max = g.number(b.max.as_raw_bson_ref())?;
-                let max = if i + 1 < len {
-                    // The next bucket's first value: round up the last value of this one.
-                    g.round_up(prev_last(raw_max))
-                } else {
-                    g.round_up(raw_max)
-                };
-                b.min = RawBson::Double(min);
-                b.max = RawBson::Double(max);
-                prev_max = Some(max);
+                if i + 1 == len && !b.rounded {
+                    b.max = g.round_up(b.max.as_raw_bson_ref())?;
+                }
+                prev = Some(b.max.clone());
             }
         }
         for b in buckets {
@@ -553,13 +561,6 @@ impl AutoStream {
         }
         Ok(())
     }
-}
-
-/// For rounding: a bucket's max before rounding is the next bucket's first value, which the
-/// rounded boundary must exceed-or-equal; rounding the value just below it keeps a value that
-/// is itself on the series as the boundary.
-fn prev_last(x: f64) -> f64 {
-    x * (1.0 - 1e-12)
 }
 
 impl DocStream for AutoStream {

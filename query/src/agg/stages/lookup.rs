@@ -282,26 +282,32 @@ impl Lookup {
             }
             ext = ExprExtensions::with_variables(vars);
         }
-        let mut stages: Vec<Arc<dyn Stage>> = Vec::new();
-        if let (Some(local), Some(foreign)) = (&self.local, &self.foreign) {
-            let mut vals = Vec::new();
-            values_along(doc, local, &mut vals);
-            let f = equality_filter(foreign, vals)?;
-            stages.push(Arc::new(Match::from_doc(&f, &ext)?));
-        }
-        match (&self.pipeline_raw, self.lets.is_empty()) {
-            (Some(_), true) => {
-                if let Some(p) = &self.pipeline {
-                    stages.extend(p.stages().iter().cloned());
-                }
-            }
+        let mut stages: Vec<Arc<dyn Stage>> = match (&self.pipeline_raw, self.lets.is_empty()) {
+            (Some(_), true) => self
+                .pipeline
+                .as_ref()
+                .map(|p| p.stages().to_vec())
+                .unwrap_or_default(),
             (Some(raw), false) => {
                 let cx2 = ParseCx::new(&self.db, self.from.as_deref(), ext.clone());
                 let mut sub = cx2.sub(SubContext::Lookup, self.from.as_deref())?;
                 sub.ext = ext.clone();
-                stages.extend(Pipeline::parse(raw, &sub)?.stages().iter().cloned());
+                Pipeline::parse(raw, &sub)?.stages().to_vec()
             }
-            (None, _) => {}
+            (None, _) => Vec::new(),
+        };
+        if let (Some(local), Some(foreign)) = (&self.local, &self.foreign) {
+            let mut vals = Vec::new();
+            values_along(doc, local, &mut vals);
+            let f = equality_filter(foreign, vals)?;
+            let m: Arc<dyn Stage> = Arc::new(Match::from_doc(&f, &ext)?);
+            // The equality match runs first, right after a source such as `$documents`.
+            let at = usize::from(
+                stages
+                    .first()
+                    .is_some_and(|s| s.constraints().collectionless),
+            );
+            stages.insert(at, m);
         }
         let agg = Aggregation::from_parsed(&self.db, self.from.as_deref(), stages, &ext)?;
         let what = format!(
