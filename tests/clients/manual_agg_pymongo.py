@@ -51,6 +51,8 @@ KNOWN_DEVIATIONS: set[str] = {
     "$group: group by month, day and year",
     "$redact: evaluate access at every document level",
     "$redact: exclude all fields at a given level",
+    "$sum, $avg, $min, $max: in $group by day of year (date operators)",
+    "$push and $addToSet: group by day and year (date operators)",
 }
 
 passed = 0
@@ -1330,3 +1332,401 @@ def _():
                            "status": "A"}])
     same(agg(c, [{"$redact": {"$cond": {"if": {"$eq": ["$level", 5]}, "then": "prune", "else": "descend"}}}]),
          [{"_id": 1, "level": 1, "acct_id": "xyz123", "status": "A"}])
+
+
+# ==============================================================================================
+# Accumulators: $sum $avg $min $max (group and expression forms), $stdDevPop $stdDevSamp,
+# $first $last, $push $addToSet, $mergeObjects, $count
+# ==============================================================================================
+
+DATED_SALES = [
+    {"_id": 1, "item": "abc", "price": 10, "quantity": 2, "date": date("2014-01-01T08:00:00Z")},
+    {"_id": 2, "item": "jkl", "price": 20, "quantity": 1, "date": date("2014-02-03T09:00:00Z")},
+    {"_id": 3, "item": "xyz", "price": 5, "quantity": 5, "date": date("2014-02-03T09:05:00Z")},
+    {"_id": 4, "item": "abc", "price": 10, "quantity": 10, "date": date("2014-02-15T08:00:00Z")},
+    {"_id": 5, "item": "xyz", "price": 5, "quantity": 10, "date": date("2014-02-15T09:05:00Z")},
+    {"_id": 6, "item": "xyz", "price": 5, "quantity": 5, "date": date("2014-02-15T12:05:10Z")},
+    {"_id": 7, "item": "xyz", "price": 5, "quantity": 10, "date": date("2014-02-15T14:12:12Z")},
+]
+STUDENTS = [
+    {"_id": 1, "quizzes": [10, 6, 7], "labs": [5, 8], "final": 80, "midterm": 75},
+    {"_id": 2, "quizzes": [9, 10], "labs": [8, 8], "final": 95, "midterm": 80},
+    {"_id": 3, "quizzes": [4, 5, 5], "labs": [6, 5], "final": 78, "midterm": 70},
+]
+
+
+@example("$sum, $avg, $min, $max: in $group by day of year (date operators)")
+def _():
+    c = coll("sales", DATED_SALES)
+    same_set(agg(c, [{"$group": {"_id": {"day": {"$dayOfYear": "$date"}, "year": {"$year": "$date"}},
+                                 "totalAmount": {"$sum": {"$multiply": ["$price", "$quantity"]}},
+                                 "count": {"$sum": 1}}}]), [
+        {"_id": {"day": 46, "year": 2014}, "totalAmount": 150, "count": 4},
+        {"_id": {"day": 34, "year": 2014}, "totalAmount": 45, "count": 2},
+        {"_id": {"day": 1, "year": 2014}, "totalAmount": 20, "count": 1},
+    ])
+
+
+@example("$sum, $avg, $min, $max: in $group by item")
+def _():
+    c = coll("sales", DATED_SALES)
+    same(agg(c, [{"$group": {"_id": "$item", "total": {"$sum": {"$multiply": ["$price", "$quantity"]}},
+                             "avgQuantity": {"$avg": "$quantity"}, "minQuantity": {"$min": "$quantity"},
+                             "maxQuantity": {"$max": "$quantity"}, "count": {"$sum": 1}}},
+                 {"$sort": {"_id": 1}}]), [
+        {"_id": "abc", "total": 120, "avgQuantity": 6.0, "minQuantity": 2, "maxQuantity": 10, "count": 2},
+        {"_id": "jkl", "total": 20, "avgQuantity": 1.0, "minQuantity": 1, "maxQuantity": 1, "count": 1},
+        {"_id": "xyz", "total": 150, "avgQuantity": 7.5, "minQuantity": 5, "maxQuantity": 10, "count": 4},
+    ])
+
+
+@example("$sum in $project: array operand and list of operands")
+def _():
+    c = coll("students", STUDENTS)
+    same(agg(c, [{"$project": {"quizTotal": {"$sum": "$quizzes"}, "labTotal": {"$sum": "$labs"},
+                               "examTotal": {"$sum": ["$final", "$midterm"]}}}]), [
+        {"_id": 1, "quizTotal": 23, "labTotal": 13, "examTotal": 155},
+        {"_id": 2, "quizTotal": 19, "labTotal": 16, "examTotal": 175},
+        {"_id": 3, "quizTotal": 14, "labTotal": 11, "examTotal": 148},
+    ])
+
+
+@example("$avg in $project: array operand and list of operands")
+def _():
+    c = coll("students", STUDENTS)
+    same(agg(c, [{"$project": {"quizAvg": {"$avg": "$quizzes"}, "labAvg": {"$avg": "$labs"},
+                               "examAvg": {"$avg": ["$final", "$midterm"]}}}]), [
+        {"_id": 1, "quizAvg": 7.666666666666667, "labAvg": 6.5, "examAvg": 77.5},
+        {"_id": 2, "quizAvg": 9.5, "labAvg": 8.0, "examAvg": 87.5},
+        {"_id": 3, "quizAvg": 4.666666666666667, "labAvg": 5.5, "examAvg": 74.0},
+    ])
+
+
+@example("$max and $min in $project")
+def _():
+    c = coll("students", STUDENTS)
+    same(agg(c, [{"$project": {"quizMax": {"$max": "$quizzes"}, "labMax": {"$max": "$labs"},
+                               "examMax": {"$max": ["$final", "$midterm"]}}}]), [
+        {"_id": 1, "quizMax": 10, "labMax": 8, "examMax": 80},
+        {"_id": 2, "quizMax": 10, "labMax": 8, "examMax": 95},
+        {"_id": 3, "quizMax": 5, "labMax": 6, "examMax": 78},
+    ])
+    same(agg(c, [{"$project": {"quizMin": {"$min": "$quizzes"}, "labMin": {"$min": "$labs"},
+                               "examMin": {"$min": ["$final", "$midterm"]}}}]), [
+        {"_id": 1, "quizMin": 6, "labMin": 5, "examMin": 75},
+        {"_id": 2, "quizMin": 9, "labMin": 8, "examMin": 80},
+        {"_id": 3, "quizMin": 4, "labMin": 5, "examMin": 70},
+    ])
+
+
+QUIZ_USERS = [
+    {"_id": 1, "username": "user1", "quiz": 1, "score": 85},
+    {"_id": 2, "username": "user2", "quiz": 1, "score": 96},
+    {"_id": 3, "username": "user3", "quiz": 1, "score": 97},
+    {"_id": 4, "username": "user4", "quiz": 2, "score": 10},
+    {"_id": 5, "username": "user5", "quiz": 2, "score": 12},
+    {"_id": 6, "username": "user6", "quiz": 2, "score": 14},
+    {"_id": 7, "username": "user7", "quiz": 2, "score": 16},
+]
+
+
+@example("$stdDevPop: in $group and in $project")
+def _():
+    import statistics
+    c = coll("users", QUIZ_USERS)
+    # Quiz 2 is the manual's 2.23606797749979 (√5); quiz 1 is checked against the population
+    # standard deviation of its three scores.
+    got = {d["_id"]: d["stdDev"] for d in agg(c, [{"$group": {"_id": "$quiz", "stdDev": {"$stdDevPop": "$score"}}}])}
+    expect(got[2] == 2.23606797749979 and abs(got[1] - statistics.pstdev([85, 96, 97])) < 1e-12, f"{got}")
+    q = coll("quizzes", [
+        {"_id": 1, "scores": [{"name": "dave123", "score": 85}, {"name": "dave2", "score": 90}, {"name": "ahn", "score": 71}]},
+        {"_id": 2, "scores": [{"name": "li", "quiz": 2, "score": 96}, {"name": "annT", "score": 77}, {"name": "ty", "score": 82}]},
+    ])
+    same(agg(q, [{"$project": {"stdDev": {"$stdDevPop": "$scores.score"}}}]),
+         [{"_id": 1, "stdDev": 8.04155872120988}, {"_id": 2, "stdDev": 8.04155872120988}])
+
+
+@example("$stdDevSamp: in $group (null for a single value)")
+def _():
+    import statistics
+    c = coll("users", QUIZ_USERS)
+    got = {d["_id"]: d["s"] for d in agg(c, [{"$group": {"_id": "$quiz", "s": {"$stdDevSamp": "$score"}}}])}
+    want = {1: statistics.stdev([85, 96, 97]), 2: statistics.stdev([10, 12, 14, 16])}
+    expect(all(abs(got[k] - want[k]) < 1e-12 for k in want), f"{got} vs {want}")
+    same(agg(c, [{"$match": {"_id": 1}}, {"$group": {"_id": None, "s": {"$stdDevSamp": "$score"}}}]),
+         [{"_id": None, "s": None}])
+
+
+@example("$first and $last: after a $sort")
+def _():
+    c = coll("sales", DATED_SALES)
+    same(agg(c, [{"$sort": {"item": 1, "date": 1}}, {"$group": {"_id": "$item", "firstSale": {"$first": "$date"}}},
+                 {"$sort": {"_id": 1}}]), [
+        {"_id": "abc", "firstSale": date("2014-01-01T08:00:00Z")},
+        {"_id": "jkl", "firstSale": date("2014-02-03T09:00:00Z")},
+        {"_id": "xyz", "firstSale": date("2014-02-03T09:05:00Z")},
+    ])
+    same(agg(c, [{"$sort": {"item": 1, "date": 1}}, {"$group": {"_id": "$item", "lastSalesDate": {"$last": "$date"}}},
+                 {"$sort": {"_id": 1}}]), [
+        {"_id": "abc", "lastSalesDate": date("2014-02-15T08:00:00Z")},
+        {"_id": "jkl", "lastSalesDate": date("2014-02-03T09:00:00Z")},
+        {"_id": "xyz", "lastSalesDate": date("2014-02-15T14:12:12Z")},
+    ])
+
+
+@example("$first: missing values become null")
+def _():
+    c = coll("badData", [
+        {"_id": 1, "price": 6, "quantity": 6},
+        {"_id": 2, "item": "album", "price": 5, "quantity": 5},
+        {"_id": 7, "item": "tape", "price": 6, "quantity": 6},
+        {"_id": 8, "price": 5, "quantity": 5},
+        {"_id": 9, "item": "album", "price": 3, "quantity": ""},
+        {"_id": 10, "item": "tape", "price": 3, "quantity": 4},
+        {"_id": 12, "item": "cd", "price": 7},
+    ])
+    same(agg(c, [{"$sort": {"item": 1, "price": 1}}, {"$group": {"_id": "$item", "inStock": {"$first": "$quantity"}}},
+                 {"$sort": {"_id": 1}}]), [
+        {"_id": None, "inStock": 5}, {"_id": "album", "inStock": ""}, {"_id": "cd", "inStock": None},
+        {"_id": "tape", "inStock": 4},
+    ])
+
+
+@example("$push and $addToSet: group by day and year (date operators)")
+def _():
+    c = coll("sales", DATED_SALES)
+    same_set(agg(c, [{"$sort": {"date": 1, "item": 1}},
+                     {"$group": {"_id": {"day": {"$dayOfYear": "$date"}, "year": {"$year": "$date"}},
+                                 "itemsSold": {"$push": {"item": "$item", "quantity": "$quantity"}}}}]), [
+        {"_id": {"day": 46, "year": 2014}, "itemsSold": [{"item": "abc", "quantity": 10}, {"item": "xyz", "quantity": 10},
+                                                         {"item": "xyz", "quantity": 5}, {"item": "xyz", "quantity": 10}]},
+        {"_id": {"day": 34, "year": 2014}, "itemsSold": [{"item": "jkl", "quantity": 1}, {"item": "xyz", "quantity": 5}]},
+        {"_id": {"day": 1, "year": 2014}, "itemsSold": [{"item": "abc", "quantity": 2}]},
+    ])
+
+
+@example("$push and $addToSet: group by item")
+def _():
+    c = coll("sales", DATED_SALES)
+    same(agg(c, [{"$group": {"_id": "$item", "quantities": {"$push": "$quantity"},
+                             "distinctQuantities": {"$addToSet": "$quantity"}}}, {"$sort": {"_id": 1}}]), [
+        {"_id": "abc", "quantities": [2, 10], "distinctQuantities": [2, 10]},
+        {"_id": "jkl", "quantities": [1], "distinctQuantities": [1]},
+        {"_id": "xyz", "quantities": [5, 10, 5, 10], "distinctQuantities": [5, 10]},
+    ])
+
+
+@example("$mergeObjects: as an accumulator")
+def _():
+    c = coll("sales", [
+        {"_id": 1, "year": 2017, "item": "A", "quantity": {"2017Q1": 500, "2017Q2": 500}},
+        {"_id": 2, "year": 2016, "item": "A", "quantity": {"2016Q1": 400, "2016Q2": 300, "2016Q3": 0, "2016Q4": 0}},
+        {"_id": 3, "year": 2017, "item": "B", "quantity": {"2017Q1": 300}},
+        {"_id": 4, "year": 2016, "item": "B", "quantity": {"2016Q3": 100, "2016Q4": 250}},
+    ])
+    same_set(agg(c, [{"$group": {"_id": "$item", "mergedSales": {"$mergeObjects": "$quantity"}}}]), [
+        {"_id": "B", "mergedSales": {"2017Q1": 300, "2016Q3": 100, "2016Q4": 250}},
+        {"_id": "A", "mergedSales": {"2017Q1": 500, "2017Q2": 500, "2016Q1": 400, "2016Q2": 300, "2016Q3": 0, "2016Q4": 0}},
+    ])
+
+
+@example("$mergeObjects: as an expression after $lookup")
+def _():
+    c = coll("orders", [{"_id": 1, "item": "abc", "price": 12, "ordered": 2},
+                        {"_id": 2, "item": "jkl", "price": 20, "ordered": 1}])
+    coll("items", [{"_id": 1, "item": "abc", "description": "product 1", "instock": 120},
+                   {"_id": 2, "item": "def", "description": "product 2", "instock": 80},
+                   {"_id": 3, "item": "jkl", "description": "product 3", "instock": 60}])
+    same(agg(c, [{"$lookup": {"from": "items", "localField": "item", "foreignField": "item", "as": "fromItems"}},
+                 {"$replaceRoot": {"newRoot": {"$mergeObjects": [{"$arrayElemAt": ["$fromItems", 0]}, "$$ROOT"]}}},
+                 {"$project": {"fromItems": 0}}]), [
+        {"_id": 1, "item": "abc", "description": "product 1", "instock": 120, "price": 12, "ordered": 2},
+        {"_id": 2, "item": "jkl", "description": "product 3", "instock": 60, "price": 20, "ordered": 1},
+    ])
+
+
+@example("$count (accumulator): documents per state")
+def _():
+    c = coll("sales", [
+        {"_id": 0, "type": "chocolate", "orderDate": date("2020-05-18T14:10:30Z"), "state": "CA", "price": 13, "quantity": 120},
+        {"_id": 1, "type": "chocolate", "orderDate": date("2021-03-20T11:30:05Z"), "state": "WA", "price": 14, "quantity": 140},
+        {"_id": 2, "type": "vanilla", "orderDate": date("2021-01-11T06:31:15Z"), "state": "CA", "price": 12, "quantity": 145},
+        {"_id": 3, "type": "vanilla", "orderDate": date("2020-02-08T13:13:23Z"), "state": "WA", "price": 13, "quantity": 104},
+        {"_id": 4, "type": "strawberry", "orderDate": date("2019-05-18T16:09:01Z"), "state": "CA", "price": 41, "quantity": 162},
+        {"_id": 5, "type": "strawberry", "orderDate": date("2019-01-08T06:12:03Z"), "state": "WA", "price": 43, "quantity": 134},
+    ])
+    same_set(agg(c, [{"$group": {"_id": "$state", "countNumberOfDocumentsForState": {"$count": {}}}}]),
+             [{"_id": "CA", "countNumberOfDocumentsForState": 3}, {"_id": "WA", "countNumberOfDocumentsForState": 3}])
+
+
+# ==============================================================================================
+# Accumulators: $top $bottom $topN $bottomN $firstN $lastN $maxN $minN $median $percentile
+# ==============================================================================================
+
+GAMESCORES = [
+    {"playerId": "PlayerA", "gameId": "G1", "score": 31},
+    {"playerId": "PlayerB", "gameId": "G1", "score": 33},
+    {"playerId": "PlayerC", "gameId": "G1", "score": 99},
+    {"playerId": "PlayerD", "gameId": "G1", "score": 1},
+    {"playerId": "PlayerA", "gameId": "G2", "score": 10},
+    {"playerId": "PlayerB", "gameId": "G2", "score": 14},
+    {"playerId": "PlayerC", "gameId": "G2", "score": 66},
+    {"playerId": "PlayerD", "gameId": "G2", "score": 80},
+]
+
+
+def games():
+    return coll("gamescores", [dict(g) for g in GAMESCORES])
+
+
+@example("$top and $bottom: one game and across games")
+def _():
+    c = games()
+    out = {"output": ["$playerId", "$score"], "sortBy": {"score": -1}}
+    same(agg(c, [{"$match": {"gameId": "G1"}}, {"$group": {"_id": "$gameId", "playerId": {"$top": out}}}]),
+         [{"_id": "G1", "playerId": ["PlayerC", 99]}])
+    same_set(agg(c, [{"$group": {"_id": "$gameId", "playerId": {"$top": out}}}]),
+             [{"_id": "G2", "playerId": ["PlayerD", 80]}, {"_id": "G1", "playerId": ["PlayerC", 99]}])
+    same(agg(c, [{"$match": {"gameId": "G1"}}, {"$group": {"_id": "$gameId", "playerId": {"$bottom": out}}}]),
+         [{"_id": "G1", "playerId": ["PlayerD", 1]}])
+    same_set(agg(c, [{"$group": {"_id": "$gameId", "playerId": {"$bottom": out}}}]),
+             [{"_id": "G2", "playerId": ["PlayerA", 10]}, {"_id": "G1", "playerId": ["PlayerD", 1]}])
+
+
+@example("$topN and $bottomN: three per game, and n from the group key")
+def _():
+    c = games()
+    spec = {"output": ["$playerId", "$score"], "sortBy": {"score": -1}, "n": 3}
+    same(agg(c, [{"$match": {"gameId": "G1"}}, {"$group": {"_id": "$gameId", "playerId": {"$topN": spec}}}]),
+         [{"_id": "G1", "playerId": [["PlayerC", 99], ["PlayerB", 33], ["PlayerA", 31]]}])
+    same_set(agg(c, [{"$group": {"_id": "$gameId", "playerId": {"$topN": spec}}}]), [
+        {"_id": "G2", "playerId": [["PlayerD", 80], ["PlayerC", 66], ["PlayerB", 14]]},
+        {"_id": "G1", "playerId": [["PlayerC", 99], ["PlayerB", 33], ["PlayerA", 31]]},
+    ])
+    same_set(agg(c, [{"$group": {"_id": {"gameId": "$gameId"}, "gamescores": {"$topN": {
+        "output": "$score", "n": {"$cond": {"if": {"$eq": ["$gameId", "G2"]}, "then": 1, "else": 3}},
+        "sortBy": {"score": -1}}}}}]), [
+        {"_id": {"gameId": "G2"}, "gamescores": [80]},
+        {"_id": {"gameId": "G1"}, "gamescores": [99, 33, 31]},
+    ])
+    same(agg(c, [{"$match": {"gameId": "G1"}}, {"$group": {"_id": "$gameId", "playerId": {"$bottomN": spec}}}]),
+         [{"_id": "G1", "playerId": [["PlayerB", 33], ["PlayerA", 31], ["PlayerD", 1]]}])
+    same_set(agg(c, [{"$group": {"_id": "$gameId", "playerId": {"$bottomN": spec}}}]), [
+        {"_id": "G2", "playerId": [["PlayerC", 66], ["PlayerB", 14], ["PlayerA", 10]]},
+        {"_id": "G1", "playerId": [["PlayerB", 33], ["PlayerA", 31], ["PlayerD", 1]]},
+    ])
+
+
+@example("$firstN and $lastN: as accumulators")
+def _():
+    c = games()
+    same_set(agg(c, [{"$group": {"_id": "$gameId", "firstThreeScores": {"$firstN": {"input": ["$playerId", "$score"], "n": 3}}}}]), [
+        {"_id": "G1", "firstThreeScores": [["PlayerA", 31], ["PlayerB", 33], ["PlayerC", 99]]},
+        {"_id": "G2", "firstThreeScores": [["PlayerA", 10], ["PlayerB", 14], ["PlayerC", 66]]},
+    ])
+    same_set(agg(c, [{"$group": {"_id": "$gameId", "lastThreeScores": {"$lastN": {"input": ["$playerId", "$score"], "n": 3}}}}]), [
+        {"_id": "G1", "lastThreeScores": [["PlayerB", 33], ["PlayerC", 99], ["PlayerD", 1]]},
+        {"_id": "G2", "lastThreeScores": [["PlayerB", 14], ["PlayerC", 66], ["PlayerD", 80]]},
+    ])
+
+
+@example("$maxN and $minN: as accumulators")
+def _():
+    c = games()
+    same_set(agg(c, [{"$group": {"_id": "$gameId", "maxThreeScores": {"$maxN": {"input": ["$score", "$playerId"], "n": 3}}}}]), [
+        {"_id": "G1", "maxThreeScores": [[99, "PlayerC"], [33, "PlayerB"], [31, "PlayerA"]]},
+        {"_id": "G2", "maxThreeScores": [[80, "PlayerD"], [66, "PlayerC"], [14, "PlayerB"]]},
+    ])
+    same_set(agg(c, [{"$group": {"_id": "$gameId", "minScores": {"$minN": {"input": ["$score", "$playerId"], "n": 3}}}}]), [
+        {"_id": "G1", "minScores": [[1, "PlayerD"], [31, "PlayerA"], [33, "PlayerB"]]},
+        {"_id": "G2", "minScores": [[10, "PlayerA"], [14, "PlayerB"], [66, "PlayerC"]]},
+    ])
+
+
+SCORE_ARRAYS = [
+    {"playerId": 1, "score": [1, 2, 3]},
+    {"playerId": 2, "score": [12, 90, 7, 89, 8]},
+    {"playerId": 3, "score": [None]},
+    {"playerId": 4, "score": []},
+    {"playerId": 5, "score": [1293, None, 3489, 9]},
+    {"playerId": 6, "score": ["12.1", 2, Int64(2090845886852), 23]},
+]
+
+
+def n_expr(op, n):
+    c = coll("games", [dict(d) for d in SCORE_ARRAYS])
+    return [{k: v for k, v in d.items() if k != "_id"}
+            for d in agg(c, [{"$addFields": {"out": {op: {"n": n, "input": "$score"}}}}])]
+
+
+@example("$firstN, $lastN, $maxN, $minN: expression forms over arrays")
+def _():
+    def want(results):
+        return [{**d, "out": r} for d, r in zip(SCORE_ARRAYS, results)]
+
+    same(n_expr("$firstN", 3), want([[1, 2, 3], [12, 90, 7], [None], [], [1293, None, 3489], ["12.1", 2, Int64(2090845886852)]]))
+    same(n_expr("$lastN", 3), want([[1, 2, 3], [7, 89, 8], [None], [], [None, 3489, 9], [2, Int64(2090845886852), 23]]))
+    same(n_expr("$maxN", 2), want([[3, 2], [90, 89], [], [], [3489, 1293], ["12.1", Int64(2090845886852)]]))
+    same(n_expr("$minN", 2), want([[1, 2], [7, 8], [], [], [9, 1293], [2, 23]]))
+
+
+TEST_SCORES = [
+    {"studentId": "2345", "test01": 62, "test02": 81, "test03": 80},
+    {"studentId": "2356", "test01": 60, "test02": 83, "test03": 79},
+    {"studentId": "2358", "test01": 67, "test02": 82, "test03": 78},
+    {"studentId": "2367", "test01": 64, "test02": 72, "test03": 77},
+    {"studentId": "2369", "test01": 60, "test02": 53, "test03": 72},
+]
+
+
+@example("$median and $percentile: as accumulators")
+def _():
+    c = coll("testScores", [dict(d) for d in TEST_SCORES])
+    same(agg(c, [{"$group": {"_id": None, "test01_median": {"$median": {"input": "$test01", "method": "approximate"}}}}]),
+         [{"_id": None, "test01_median": 62.0}])
+    same(agg(c, [{"$group": {"_id": None, "test01_percentiles": {"$percentile": {"input": "$test01", "p": [0.95], "method": "approximate"}}}}]),
+         [{"_id": None, "test01_percentiles": [67.0]}])
+    same(agg(c, [{"$group": {
+        "_id": None,
+        "test01_percentiles": {"$percentile": {"input": "$test01", "p": [0.5, 0.75, 0.9, 0.95], "method": "approximate"}},
+        "test02_percentiles": {"$percentile": {"input": "$test02", "p": [0.5, 0.75, 0.9, 0.95], "method": "approximate"}},
+        "test03_percentiles": {"$percentile": {"input": "$test03", "p": [0.5, 0.75, 0.9, 0.95], "method": "approximate"}},
+        "test03_percent_alt": {"$percentile": {"input": "$test03", "p": [0.9, 0.5, 0.75, 0.95], "method": "approximate"}},
+    }}]), [{"_id": None, "test01_percentiles": [62.0, 64.0, 67.0, 67.0], "test02_percentiles": [81.0, 82.0, 83.0, 83.0],
+            "test03_percentiles": [78.0, 79.0, 80.0, 80.0], "test03_percent_alt": [80.0, 78.0, 79.0, 80.0]}])
+
+
+@example("$median and $percentile: expression forms over arrays")
+def _():
+    c = coll("testScores", [
+        {"studentId": "2345", "scores": [62, 81, 80, 75, 68]},
+        {"studentId": "2356", "scores": [60, 83, 79, 72, 65]},
+        {"studentId": "2358", "scores": [67, 82, 78, 70, 84]},
+        {"studentId": "2367", "scores": [64, 72, 77, 58, 91]},
+        {"studentId": "2369", "scores": [60, 53, 72, 85, 63]},
+    ])
+    same(agg(c, [{"$project": {"_id": 0, "studentId": 1, "testPercentiles": {
+        "$percentile": {"input": "$scores", "p": [0.5, 0.95], "method": "approximate"}}}}]), [
+        {"studentId": "2345", "testPercentiles": [75.0, 81.0]},
+        {"studentId": "2356", "testPercentiles": [72.0, 83.0]},
+        {"studentId": "2358", "testPercentiles": [78.0, 84.0]},
+        {"studentId": "2367", "testPercentiles": [72.0, 91.0]},
+        {"studentId": "2369", "testPercentiles": [63.0, 85.0]},
+    ])
+    same(agg(c, [{"$project": {"_id": 0, "studentId": 1, "testMedians": {
+        "$median": {"input": "$scores", "method": "approximate"}}}}]), [
+        {"studentId": "2345", "testMedians": 75.0}, {"studentId": "2356", "testMedians": 72.0},
+        {"studentId": "2358", "testMedians": 78.0}, {"studentId": "2367", "testMedians": 72.0},
+        {"studentId": "2369", "testMedians": 63.0},
+    ])
+
+
+# ==============================================================================================
+
+for name in fixed:
+    print(f"# note: {name} now behaves as documented; remove it from KNOWN_DEVIATIONS")
+for d in deviations:
+    print("# deviation: " + d.replace("\n", "\n#   "))
+print(f"# {len(deviations)} known deviation(s)")
+print(f"manual (aggregation): {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

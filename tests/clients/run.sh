@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Real-client smoke tests: PyMongo (smoke_pymongo.py; manual_pymongo.py runs the MongoDB
-# manual's operator and query-tutorial examples), the Node.js driver, the Go driver and mongosh
+# manual's operator and query-tutorial examples, manual_agg_pymongo.py its aggregation stage and
+# accumulator examples; mongoengine_agg.py MongoEngine's aggregation helpers), the Node.js
+# driver, the Go driver and mongosh
 # (scripted and interactive through a pseudo-terminal) against a freshly started cairn server;
 # and a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
 # same data dir.
@@ -150,6 +152,13 @@ run_suite pymongo "$PY" "$HERE/smoke_pymongo.py" "$URI"
 log "PyMongo: the manual's examples"
 run_suite manual "$PY" "$HERE/manual_pymongo.py" "$URI"
 
+# The manual's aggregation stage and accumulator examples (database cairn_manual_agg).
+log "PyMongo: the manual's aggregation examples"
+run_suite manual_agg "$PY" "$HERE/manual_agg_pymongo.py" "$URI"
+
+log "MongoEngine aggregation helpers"
+run_suite mongoengine "$PY" "$HERE/mongoengine_agg.py" "$URI"
+
 # Its own server on its own data dir: it stops (SIGTERM, SIGKILL) and restarts the server
 # itself to check that documents of every BSON type survive restarts byte for byte.
 log "PyMongo storage round trip across restarts"
@@ -238,6 +247,15 @@ expect_eval "mongosh: explain(\"executionStats\") of sort+limit on the index rea
 expect_eval "mongosh: a duplicate on a unique index throws E11000 with keyValue" \
     '(() => { const d = db.getSiblingDB("cairn_mongosh"); d.u.createIndex({k: 1}, {unique: true}); d.u.insertOne({k: 1}); try { d.u.insertOne({k: 1}); return "no error"; } catch (e) { return e.code + " " + JSON.stringify(e.errInfo || e.keyValue || (e.writeErrors && e.writeErrors[0].keyValue) || e.result?.writeErrors?.[0]?.keyValue || null); } })()' \
     contains "11000"
+
+# Aggregation through mongosh's helpers: countDocuments() and stats() run aggregate
+# ($group count, $collStats).
+expect_eval "mongosh: countDocuments() with and without a filter, and stats()" \
+    'const d = db.getSiblingDB("cairn_mongosh"); d.agg.insertMany([{k: 1}, {k: 2}, {k: 3}]); const s = d.agg.stats(); JSON.stringify([d.agg.countDocuments(), d.agg.countDocuments({k: {$gte: 2}}), s.count, s.ns])' \
+    equals '[3,2,3,"cairn_mongosh.agg"]'
+expect_eval "mongosh: aggregate with \$group and \$sort" \
+    'JSON.stringify(db.getSiblingDB("cairn_mongosh").agg.aggregate([{$group: {_id: {$mod: ["$k", 2]}, n: {$sum: 1}}}, {$sort: {_id: 1}}]).toArray())' \
+    equals '[{"_id":0,"n":1},{"_id":1,"n":2}]'
 
 if out="$(HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
     timeout 180 "$PY" "$HERE/mongosh_interactive.py" "$MONGOSH" "$URI" 2>&1)"; then

@@ -9,7 +9,7 @@
 //!   [`AccumulatorSpec::parse_op`] parses one operator with its argument;
 //!   [`AccumulatorSpec::input`] computes, per document, the value the accumulator consumes, and
 //!   [`AccumulatorSpec::create`] makes a fresh [`Accumulator`] for one group (evaluating `n`
-//!   against the group's `_id`).
+//!   with the group key as the document).
 //! - [`Accumulator`]: the running state. `process` consumes an input (or, with `merging`, a
 //!   partial state of another accumulator of the same kind — this is how spilled groups are
 //!   merged back), `value` gives the result, `partial` a mergeable state, `memory` its
@@ -358,12 +358,16 @@ impl AccumulatorSpec {
         }
     }
 
-    /// A fresh accumulator for the group whose `_id` is `id`.
+    /// A fresh accumulator for the group whose `_id` is `id` (`n` may read the key's fields).
     pub fn create(&self, id: RawBsonRef<'_>) -> Result<Box<dyn Accumulator>> {
         let n = match &self.n {
             Some(e) => {
-                let mut root = RawDocumentBuf::new();
-                root.append(bson::raw::cstr!("_id"), id);
+                // `n` is evaluated with the group key as the document (`$gameId` reads the
+                // key's field of that name).
+                let root = match id {
+                    RawBsonRef::Document(d) => d.to_owned(),
+                    _ => RawDocumentBuf::new(),
+                };
                 let v = e.evaluate(&root, self.ext.variables())?;
                 Some(validate_n(v.as_ref().map(RawBson::as_raw_bson_ref))?)
             }
