@@ -19,7 +19,13 @@
 //! index build, equality and range lookups, sort+limit and count through an index, each next
 //! to the same query forced to (or, for sort, left with) a collection scan, with the keys and
 //! documents examined per query from `explain`.
+//!
+//! `cargo run -p cairn-bench --release -- agg [--docs N] [--seconds S]`: aggregation
+//! pipelines ($match+$group, $lookup, top-k $sort+$limit, $unwind+$group) next to PostgreSQL
+//! doing the same on JSONB when `CAIRN_BENCH_PG` is set; `bench/agg.sh` starts a throwaway
+//! PostgreSQL 15 and runs it.
 
+mod agg;
 mod crud;
 mod harness;
 mod indexes;
@@ -30,7 +36,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|crud|indexes|agg> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -49,6 +55,7 @@ fn main() {
         "storage" => rt.block_on(storage::run(&opts)),
         "crud" => rt.block_on(crud::run(&opts)),
         "indexes" => rt.block_on(indexes::run(&opts)),
+        "agg" => rt.block_on(agg::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);
