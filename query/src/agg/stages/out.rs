@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 
-use super::sample::Rng;
 use crate::agg::{
     Constraints, Ddl, Deps, DepsState, DocStream, ExecCx, Options, ParseCx, Stage, Writer, loc,
 };
@@ -204,7 +203,7 @@ impl DocStream for OutStream {
             return Ok(None);
         };
         let st = Arc::clone(&self.stage);
-        let temp = format!("tmp.agg_out.{:016x}", Rng::new().next());
+        let temp = format!("tmp.agg_out.{:016x}", rand::random::<u64>());
         let target = cx.catalog.collection(&st.db, &st.coll)?;
         cx.host.ddl(Ddl::CreateLike {
             db: &st.db,

@@ -6,6 +6,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
+use rand::Rng;
+use rand::seq::SliceRandom;
 
 use crate::agg::{Deps, DepsState, DocStream, ExecCx, Options, ParseCx, Stage, loc};
 use crate::error::{QueryError, Result};
@@ -58,33 +60,6 @@ pub fn parse(arg: RawBsonRef<'_>, _cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> 
     Ok(vec![Arc::new(Sample { size })])
 }
 
-/// A small PRNG (SplitMix64) seeded from the clock and an address.
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new() -> Rng {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        let local = 0u8;
-        Rng(t ^ ((&local as *const u8 as u64).rotate_left(29)))
-    }
-
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 impl Stage for Sample {
     fn name(&self) -> &'static str {
         "$sample"
@@ -126,7 +101,7 @@ struct SampleStream {
 impl DocStream for SampleStream {
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
         if let Some(mut input) = self.input.take() {
-            let mut rng = Rng::new();
+            let mut rng = rand::rng();
             let k = usize::try_from(self.size).unwrap_or(usize::MAX);
             let mut seen = 0u64;
             let mut bytes = 0usize;
@@ -139,7 +114,7 @@ impl DocStream for SampleStream {
                     bytes += d.as_bytes().len();
                     self.out.push(d);
                 } else {
-                    let j = rng.below(seen);
+                    let j = rng.random_range(0..seen);
                     if let Some(slot) = usize::try_from(j).ok().and_then(|j| self.out.get_mut(j)) {
                         bytes = bytes + d.as_bytes().len() - slot.as_bytes().len();
                         *slot = d;
@@ -156,11 +131,8 @@ impl DocStream for SampleStream {
                     ));
                 }
             }
-            // Random order (Fisher–Yates), then hand out from the back.
-            for i in (1..self.out.len()).rev() {
-                let j = rng.below(i as u64 + 1) as usize;
-                self.out.swap(i, j);
-            }
+            // Random order, then hand out from the back.
+            self.out.shuffle(&mut rng);
         }
         Ok(self.out.pop())
     }
