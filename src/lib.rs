@@ -38,6 +38,7 @@ pub mod exec;
 pub mod healthcheck;
 pub mod index_builds;
 pub mod lang;
+pub mod latency;
 pub mod logging;
 pub mod params;
 pub mod server;

@@ -26,6 +26,32 @@ pub static COMMAND: Command = Command {
     run,
 };
 
+/// The index builds in progress, as `currentOp` (and `$currentOp`) report them.
+pub fn index_build_ops(server: &crate::state::ServerState) -> Vec<bson::RawDocumentBuf> {
+    let mut ops = Vec::new();
+    for b in server.index_builds.list() {
+        let done = b.done.load(Relaxed);
+        let pct = (done * 100).checked_div(b.total).unwrap_or(0);
+        let elapsed = b.started.elapsed();
+        ops.push(rawdoc! {
+            "type": "op",
+            "host": server.host.as_str(),
+            "desc": "IndexBuildsCoordinator",
+            "active": true,
+            "opid": i64::try_from(b.opid).unwrap_or(i64::MAX),
+            "secs_running": i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX),
+            "microsecs_running": i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX),
+            "op": "command",
+            "ns": b.ns.as_str(),
+            "command": b.command.clone(),
+            "msg": format!("Index Build: scanning collection Index Build: scanning collection: {done}/{} {pct}%", b.total),
+            "progress": {"done": i64::try_from(done).unwrap_or(i64::MAX), "total": i64::try_from(b.total).unwrap_or(i64::MAX)},
+            "indexName": b.index.as_str(),
+        });
+    }
+    ops
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     ready((|| {
         // Fields other than the command name, $all/$ownOps and generic arguments form a filter.
@@ -44,25 +70,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         }
         let filter = Filter::parse(&filter)?;
         let mut ops = RawArrayBuf::new();
-        for b in inv.server.index_builds.list() {
-            let done = b.done.load(Relaxed);
-            let pct = (done * 100).checked_div(b.total).unwrap_or(0);
-            let elapsed = b.started.elapsed();
-            let op = rawdoc! {
-                "type": "op",
-                "host": inv.server.host.as_str(),
-                "desc": "IndexBuildsCoordinator",
-                "active": true,
-                "opid": i64::try_from(b.opid).unwrap_or(i64::MAX),
-                "secs_running": i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX),
-                "microsecs_running": i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX),
-                "op": "command",
-                "ns": b.ns.as_str(),
-                "command": b.command.clone(),
-                "msg": format!("Index Build: scanning collection Index Build: scanning collection: {done}/{} {pct}%", b.total),
-                "progress": {"done": i64::try_from(done).unwrap_or(i64::MAX), "total": i64::try_from(b.total).unwrap_or(i64::MAX)},
-                "indexName": b.index.as_str(),
-            };
+        for op in index_build_ops(inv.server) {
             if filter.matches(&op) {
                 ops.push(op);
             }

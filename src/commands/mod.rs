@@ -30,6 +30,7 @@ use crate::error::{CommandError, ErrorCode, ok_reply};
 use crate::state::ServerState;
 
 pub mod abort_transaction;
+pub mod aggregate;
 pub mod build_info;
 pub mod coll_mod;
 pub mod coll_stats;
@@ -184,6 +185,7 @@ impl std::fmt::Debug for Command {
 /// Every command, sorted byte-wise by name (a unit test enforces the order).
 pub static REGISTRY: &[&Command] = &[
     &abort_transaction::COMMAND,
+    &aggregate::COMMAND,
     &build_info::COMMAND,
     &coll_mod::COMMAND,
     &coll_stats::COMMAND,
@@ -573,6 +575,7 @@ pub async fn run(
         Err(e) => return (Err(e), RawDocumentBuf::new()),
     };
     count(server, cmd);
+    let started = std::time::Instant::now();
     let result = crate::deadline::scope(
         deadline,
         (cmd.run)(Invocation {
@@ -583,6 +586,7 @@ pub async fn run(
         }),
     )
     .await;
+    record_latency(server, cmd, &req, started);
     let (mut body_result, more) = match result {
         Ok(r) => (Ok(r.body), r.more_to_come),
         Err(e) => (Err(e), None),
@@ -625,6 +629,30 @@ async fn prepare(
     crate::deadline::parse(body)?;
     let op = crate::session::begin(server, cmd, db, body).await?;
     Ok((cmd, op))
+}
+
+/// Adds the command's latency to its collection's `latencyStats`.
+fn record_latency(
+    server: &ServerState,
+    cmd: &Command,
+    req: &Request<'_>,
+    started: std::time::Instant,
+) {
+    let coll = if cmd.name == "getMore" {
+        req.body.get_str("collection").ok()
+    } else {
+        match req.body.iter().next() {
+            Some(Ok((_, RawBsonRef::String(c)))) => Some(c),
+            _ => None,
+        }
+    };
+    if let Some(c) = coll {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let kind = crate::latency::OpKind::of(cmd.name);
+        server
+            .latency
+            .record(&format!("{}.{c}", req.db), kind, micros);
+    }
 }
 
 fn count(server: &ServerState, cmd: &Command) {
