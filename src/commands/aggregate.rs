@@ -376,6 +376,19 @@ fn query_error(e: CommandError) -> cairn_query::QueryError {
 }
 
 impl Host for ServerHost<'_> {
+    fn sessions(&self) -> cairn_query::Result<Vec<([u8; 16], bson::DateTime)>> {
+        Ok(self
+            .server
+            .sessions
+            .all()
+            .into_iter()
+            .map(|s| {
+                let st = s.state.lock().unwrap_or_else(|p| p.into_inner());
+                (s.lsid, bson::DateTime::from_system_time(st.last_use))
+            })
+            .collect())
+    }
+
     fn check_interrupt(&self) -> cairn_query::Result<()> {
         crate::deadline::check().map_err(query_error)
     }

@@ -146,6 +146,12 @@ pub trait Host: Send + Sync {
         Err(unsupported("$indexStats"))
     }
 
+    /// The logical sessions the server knows, with their last use (`$listLocalSessions`,
+    /// `$listSessions`).
+    fn sessions(&self) -> Result<Vec<([u8; 16], bson::DateTime)>> {
+        Err(unsupported("$listLocalSessions"))
+    }
+
     /// The operations `$currentOp` reports.
     fn current_op(&self, _spec: &CurrentOpSpec) -> Result<Vec<RawDocumentBuf>> {
         Err(unsupported("$currentOp"))

@@ -25,6 +25,7 @@ pub mod graph_lookup;
 pub mod group;
 pub mod index_stats;
 pub mod limit;
+pub mod list_sessions;
 pub mod lookup;
 pub mod match_;
 pub mod merge;
@@ -58,6 +59,8 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$group", group::parse),
     ("$indexStats", index_stats::parse),
     ("$limit", limit::parse),
+    ("$listLocalSessions", list_sessions::parse_local),
+    ("$listSessions", list_sessions::parse),
     ("$lookup", lookup::parse),
     ("$match", match_::parse),
     ("$merge", merge::parse),
@@ -85,10 +88,8 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "$fill",
     "$geoNear",
     "$listCatalog",
-    "$listLocalSessions",
     "$listSampledQueries",
     "$listSearchIndexes",
-    "$listSessions",
     "$search",
     "$searchMeta",
     "$setWindowFields",
