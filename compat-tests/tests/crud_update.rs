@@ -7,7 +7,7 @@
 //! in numeric order, so fields created by one update are appended in that order.
 
 use bson::{Bson, DateTime, Decimal128, Document, Timestamp, doc};
-use cairn_compat_tests::{TestServer, assert_docs, code_of, collect};
+use cairn_compat_tests::{TestServer, assert_docs, cmd, code_of, collect};
 use mongodb::{Collection, Database};
 
 // ---------------------------------------------------------------------------------------------
@@ -2117,4 +2117,270 @@ async fn arithmetic_and_array_corners() {
         one(&a, 1).await.get_array("people").unwrap(),
         &vec![Bson::Document(doc! {"n": "a", "age": 3})]
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// pipeline-style updates
+
+/// The manual's "Updates with Aggregation Pipeline" examples (`updateOne`/`updateMany` with
+/// `$set`, `$replaceRoot`, `$unset`, `$$NOW`, and `let`).
+#[tokio::test]
+async fn pipeline_updates_manual_examples() {
+    let s = TestServer::start();
+    let db = s.client().await.database("upipe");
+    let jan5 = DateTime::parse_rfc3339_str("2020-01-05T00:00:00Z").unwrap();
+    let jan4 = DateTime::parse_rfc3339_str("2020-01-04T00:00:00Z").unwrap();
+    let students = setup(
+        &db,
+        "students",
+        vec![
+            doc! {"_id": 1, "test1": 95, "test2": 92, "test3": 90, "modified": jan5},
+            doc! {"_id": 2, "test1": 98, "test2": 100, "test3": 102, "modified": jan5},
+            doc! {"_id": 3, "test1": 95, "test2": 110, "modified": jan4},
+        ],
+    )
+    .await;
+    let before = DateTime::now();
+    let r = students
+        .update_one(
+            doc! {"_id": 3},
+            vec![doc! {"$set": {"test3": 98, "modified": "$$NOW"}}],
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.matched_count, r.modified_count), (1, 1));
+    let d = one(&students, 3).await;
+    let m = d.get_datetime("modified").unwrap();
+    assert!(*m >= before && *m <= DateTime::now(), "{d}");
+    assert_docs(
+        &[d.clone()],
+        &[doc! {"_id": 3, "test1": 95, "test2": 110, "modified": *m, "test3": 98}],
+    );
+
+    let students2 = setup(
+        &db,
+        "students2",
+        vec![
+            doc! {"_id": 1, "quiz1": 8, "test2": 100, "quiz2": 9, "modified": jan5},
+            doc! {"_id": 2, "quiz2": 5, "test1": 80, "test2": 89, "modified": jan5},
+        ],
+    )
+    .await;
+    let r = students2
+        .update_many(
+            doc! {},
+            vec![
+                doc! {"$replaceRoot": {"newRoot": {"$mergeObjects": [
+                {"quiz1": 0, "quiz2": 0, "test1": 0, "test2": 0}, "$$ROOT"]}}},
+                doc! {"$set": {"modified": "$$NOW"}},
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.matched_count, r.modified_count), (2, 2));
+    let got = all(&students2).await;
+    // One $$NOW for the whole command.
+    let now = *got[0].get_datetime("modified").unwrap();
+    assert_docs(
+        &got,
+        &[
+            doc! {"_id": 1, "quiz1": 8, "quiz2": 9, "test1": 0, "test2": 100, "modified": now},
+            doc! {"_id": 2, "quiz1": 0, "quiz2": 5, "test1": 80, "test2": 89, "modified": now},
+        ],
+    );
+
+    let students3 = setup(
+        &db,
+        "students3",
+        vec![
+            doc! {"_id": 1, "tests": [95, 92, 90], "modified": jan5},
+            doc! {"_id": 2, "tests": [94, 88, 90], "modified": jan5},
+            doc! {"_id": 3, "tests": [70, 75, 82], "modified": jan5},
+        ],
+    )
+    .await;
+    students3
+        .update_many(
+            doc! {},
+            vec![
+                doc! {"$set": {"average": {"$trunc": [{"$avg": "$tests"}, 0]}}},
+                doc! {"$set": {"grade": {"$switch": {
+                "branches": [
+                    {"case": {"$gte": ["$average", 90]}, "then": "A"},
+                    {"case": {"$gte": ["$average", 80]}, "then": "B"},
+                    {"case": {"$gte": ["$average", 70]}, "then": "C"},
+                    {"case": {"$gte": ["$average", 60]}, "then": "D"},
+                ],
+                "default": "F"}}}},
+                doc! {"$unset": "modified"},
+            ],
+        )
+        .await
+        .unwrap();
+    assert_docs(
+        &all(&students3).await,
+        &[
+            doc! {"_id": 1, "tests": [95, 92, 90], "average": 92.0, "grade": "A"},
+            doc! {"_id": 2, "tests": [94, 88, 90], "average": 90.0, "grade": "A"},
+            doc! {"_id": 3, "tests": [70, 75, 82], "average": 75.0, "grade": "C"},
+        ],
+    );
+
+    let temps = setup(
+        &db,
+        "temperatures",
+        vec![
+            doc! {"_id": 1, "date": jan4, "tempsC": [4, 12, 17]},
+            doc! {"_id": 2, "date": jan5, "tempsC": [5, 8, 10]},
+        ],
+    )
+    .await;
+    temps
+        .update_many(
+            doc! {},
+            vec![doc! {"$addFields": {"tempsF": {"$map": {
+            "input": "$tempsC", "as": "celsius",
+            "in": {"$add": [{"$multiply": ["$$celsius", 9.0 / 5.0]}, 32]}}}}}],
+        )
+        .await
+        .unwrap();
+    assert_docs(
+        &all(&temps).await,
+        &[
+            doc! {"_id": 1, "date": jan4, "tempsC": [4, 12, 17], "tempsF": [39.2, 53.6, 62.6]},
+            doc! {"_id": 2, "date": jan5, "tempsC": [5, 8, 10], "tempsF": [41.0, 46.4, 50.0]},
+        ],
+    );
+
+    // `let` variables in the filter and the pipeline.
+    let cakes = setup(
+        &db,
+        "cakeFlavors",
+        vec![
+            doc! {"_id": 1, "flavor": "chocolate"},
+            doc! {"_id": 2, "flavor": "strawberry"},
+            doc! {"_id": 3, "flavor": "cherry"},
+        ],
+    )
+    .await;
+    cakes
+        .update_one(
+            doc! {"$expr": {"$eq": ["$flavor", "$$targetFlavor"]}},
+            vec![doc! {"$set": {"flavor": "$$newFlavor"}}],
+        )
+        .let_vars(doc! {"targetFlavor": "cherry", "newFlavor": "orange"})
+        .await
+        .unwrap();
+    assert_docs(
+        &all(&cakes).await,
+        &[
+            doc! {"_id": 1, "flavor": "chocolate"},
+            doc! {"_id": 2, "flavor": "strawberry"},
+            doc! {"_id": 3, "flavor": "orange"},
+        ],
+    );
+}
+
+/// Upserts, no-ops, findAndModify, constants and the errors of pipeline updates.
+#[tokio::test]
+async fn pipeline_updates_upserts_and_errors() {
+    let s = TestServer::start();
+    let db = s.client().await.database("upipe2");
+    let c = setup(&db, "c", vec![doc! {"_id": 1, "a": 1, "b": {"x": 1}}]).await;
+    // A no-op pipeline matches but does not modify.
+    let r = c
+        .update_one(doc! {"_id": 1}, vec![doc! {"$set": {"a": 1}}])
+        .await
+        .unwrap();
+    assert_eq!((r.matched_count, r.modified_count), (1, 0));
+    // Upsert: seeded from the filter's equalities, then the pipeline.
+    let r = c
+        .update_one(
+            doc! {"_id": 7, "k": "v", "n": {"$gt": 1}},
+            vec![doc! {"$set": {"k2": {"$concat": ["$k", "!"]}}}],
+        )
+        .upsert(true)
+        .await
+        .unwrap();
+    assert_eq!(r.upserted_id, Some(Bson::Int32(7)));
+    assert_docs(
+        &[one(&c, 7).await],
+        &[doc! {"_id": 7, "k": "v", "k2": "v!"}],
+    );
+    // findAndModify with a pipeline, returning the new document.
+    let got = c
+        .find_one_and_update(
+            doc! {"_id": 1},
+            vec![
+                doc! {"$set": {"a": {"$multiply": ["$a", 10]}}},
+                doc! {"$unset": "b"},
+            ],
+        )
+        .return_document(mongodb::options::ReturnDocument::After)
+        .await
+        .unwrap();
+    assert_docs(&[got.unwrap()], &[doc! {"_id": 1, "a": 10}]);
+    // findAndModify upsert with a pipeline.
+    let got = c
+        .find_one_and_update(doc! {"_id": 8}, vec![doc! {"$set": {"made": true}}])
+        .upsert(true)
+        .return_document(mongodb::options::ReturnDocument::After)
+        .await
+        .unwrap();
+    assert_docs(&[got.unwrap()], &[doc! {"_id": 8, "made": true}]);
+    // Constants (`c`) are variables of the pipeline; with other updates they are 51198.
+    let r = cmd(
+        &db,
+        doc! {"update": "c", "updates": [
+            {"q": {"_id": 8}, "u": [{"$set": {"k": "$$Konst"}}], "c": {"Konst": 42}},
+            {"q": {"_id": 8}, "u": {"$set": {"k": 1}}, "c": {"Konst": 42}},
+        ], "ordered": false},
+    )
+    .await;
+    assert_eq!(r.get_i32("n").unwrap(), 1, "{r}");
+    let we = r.get_array("writeErrors").unwrap();
+    assert_eq!(we.len(), 1, "{r}");
+    let e0 = we[0].as_document().unwrap();
+    assert_eq!(e0.get_i32("index").unwrap(), 1);
+    assert_eq!(e0.get_i32("code").unwrap(), 51198);
+    assert_docs(
+        &[one(&c, 8).await],
+        &[doc! {"_id": 8, "made": true, "k": 42}],
+    );
+
+    // Errors: stages outside the update set (72), unknown stages, _id changes, arrayFilters.
+    for (pipeline, code) in [
+        (vec![doc! {"$match": {"a": 1}}], 72),
+        (vec![doc! {"$set": {"z": 1}}, doc! {"$sort": {"a": 1}}], 72),
+        (
+            vec![doc! {"$lookup": {"from": "c", "as": "x", "pipeline": []}}],
+            72,
+        ),
+        (vec![doc! {"$bogus": 1}], 40324),
+        (vec![doc! {"$set": {"_id": 99}}], 66),
+        (vec![doc! {"$set": {"y": {"$divide": [1, 0]}}}], 2),
+    ] {
+        match c.update_one(doc! {"_id": 1}, pipeline.clone()).await {
+            Err(e) => assert_eq!(code_of(&e), code, "{pipeline:?}: {e}"),
+            Ok(r) => panic!("{pipeline:?} succeeded: {r:?}"),
+        }
+    }
+    let e = c
+        .update_one(doc! {"_id": 1}, vec![doc! {"$set": {"a": 1}}])
+        .array_filters(vec![doc! {"x": 1}])
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 9);
+    assert!(
+        e.to_string()
+            .contains("arrayFilters may not be specified for pipeline-style updates"),
+        "{e}"
+    );
+    let e = c
+        .find_one_and_update(doc! {"_id": 1}, vec![doc! {"$match": {}}])
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 72);
+    // Nothing changed by the failures.
+    assert_docs(&[one(&c, 1).await], &[doc! {"_id": 1, "a": 10}]);
 }

@@ -636,7 +636,12 @@ fn explain_inner(
             };
             let remove = matches!(inner.get("remove"), Ok(Some(RawBsonRef::Boolean(true))));
             let update = match inner.get("update") {
-                Ok(Some(u)) if !remove => Some(cairn_query::update::Update::parse(u, None, false)?),
+                Ok(Some(u)) if !remove => Some(cairn_query::update::Update::parse_with(
+                    u,
+                    None,
+                    false,
+                    lang.expr(),
+                )?),
                 _ => None,
             };
             let modifies = update.as_ref().map(|u| match u.touched_top_level_fields() {

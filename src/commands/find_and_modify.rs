@@ -162,7 +162,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ));
         }
         let update = match update_spec {
-            Some(u) => Some(Update::parse(u, array_filters, upsert)?),
+            Some(u) => Some(Update::parse_with(u, array_filters, upsert, lang.expr())?),
             None => None,
         };
         let server = inv.server.clone();

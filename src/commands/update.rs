@@ -1,8 +1,10 @@
-//! `update`: modify documents. `{update: coll, updates: [{q, u, upsert, multi,
-//! arrayFilters, collation, hint}], ordered, writeConcern}` →
+//! `update`: modify documents. `{update: coll, updates: [{q, u, c, upsert, multi,
+//! arrayFilters, collation, hint}], ordered, let, writeConcern}` →
 //! `{n, nModified, [upserted: [{index, _id}]], [writeErrors], [writeConcernError], ok}`.
 //!
-//! Each statement: the filter and update are parsed ([`Filter`], [`Update`]); then
+//! Each statement: the filter and update are parsed ([`Filter`], [`Update`]; a pipeline `u`
+//! with the command's `let` and the statement's constants `c`, which other updates refuse
+//! with 51198); then
 //! 1. a single-document statement whose filter is `{_id: v}` takes the *targeted* path: the
 //!    storage transaction reads the document's root header and only the top-level fields the
 //!    update touches ([`cairn_storage::WriteTxn::read_fields`]), applies the update to that
@@ -105,6 +107,7 @@ pub(crate) fn parse_statement(
     let mut multi = false;
     let mut array_filters: Option<&RawArray> = None;
     let mut hint = Hint::None;
+    let mut constants: Option<&RawDocument> = None;
     for el in d.iter() {
         let (k, v) = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match k.as_str() {
@@ -152,19 +155,35 @@ pub(crate) fn parse_statement(
             "collation" => simple_collation(v)?,
             "hint" => hint = super::find::hint_value(v, "update.updates.hint")?,
             "upsertSupplied" => {}
-            "c" => {
-                return Err(CommandError::new(
-                    ErrorCode::NotImplemented,
-                    "update constants ('c') are not supported by Cairn yet",
-                ));
-            }
+            "c" => match v {
+                RawBsonRef::Document(c) => constants = Some(c),
+                other => {
+                    return Err(CommandError::wrong_type(
+                        "update.updates.c",
+                        type_name(&other),
+                        "object",
+                    ));
+                }
+            },
             other => return Err(CommandError::unknown_field("update.updates", other)),
         }
     }
     let q = q.ok_or_else(|| CommandError::missing_field("update.updates.q"))?;
     let u = u.ok_or_else(|| CommandError::missing_field("update.updates.u"))?;
     Ok((|| {
-        let update = Update::parse(u, array_filters, upsert)?;
+        let update = match (u, constants) {
+            (RawBsonRef::Array(_), Some(c)) => {
+                let ext = cairn_query::update::pipeline::with_constants(lang.expr(), c)?;
+                Update::parse_with(u, array_filters, upsert, &ext)?
+            }
+            (_, Some(_)) => {
+                return Err(CommandError::new(
+                    ErrorCode::Location(51198),
+                    "Constant values may only be specified for pipeline updates",
+                ));
+            }
+            (_, None) => Update::parse_with(u, array_filters, upsert, lang.expr())?,
+        };
         if multi && update.kind() == UpdateKind::Replacement {
             return Err(CommandError::new(
                 ErrorCode::FailedToParse,
@@ -192,8 +211,8 @@ pub struct Outcome {
     pub upserted: Option<RawBson>,
 }
 
-/// Writes the result of applying an update to the stored document `key`: replacements as a
-/// node diff, operator updates as the changed top-level fields only.
+/// Writes the result of applying an update to the stored document `key`: replacements and
+/// pipelines as a node diff, operator updates as the changed top-level fields only.
 pub fn write_applied(
     tx: &mut WriteTxn<'_>,
     meta: &CollectionMeta,
@@ -201,7 +220,7 @@ pub fn write_applied(
     kind: UpdateKind,
     applied: &Applied,
 ) -> Result<(), StorageError> {
-    if kind == UpdateKind::Replacement {
+    if kind != UpdateKind::Operators {
         tx.replace(meta, key, &applied.doc)?;
         return Ok(());
     }

@@ -59,10 +59,7 @@ db = client[DB_NAME]
 # Examples whose deviation from the manual is known and reported (not failed). An example in
 # this set that starts to behave as documented counts as ok and prints a reminder to remove
 # it from the set.
-KNOWN_DEVIATIONS: set[str] = {
-    # Pipeline-style updates answer NotImplemented (238).
-    "$currentDate: aggregation alternative with $$NOW and $$CLUSTER_TIME",
-}
+KNOWN_DEVIATIONS: set[str] = set()
 
 passed = 0
 failed = 0

@@ -183,6 +183,54 @@ pub struct NoHost;
 
 impl Host for NoHost {}
 
+/// A view with no data: no collections, no documents. Runs pipelines that never read
+/// storage (update pipelines, `$documents` checks).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoData;
+
+impl Catalog for NoData {
+    fn collection(&self, _db: &str, _name: &str) -> Result<Option<Arc<CollectionMeta>>> {
+        Ok(None)
+    }
+}
+
+impl Source for NoData {
+    fn scan_range(
+        &self,
+        _coll: &CollectionMeta,
+        _range: (std::ops::Bound<&[u8]>, std::ops::Bound<&[u8]>),
+        _resume: Option<&[u8]>,
+        _reverse: bool,
+        _limits: cairn_storage::store::ScanLimits,
+        _pred: &mut dyn FnMut(&RawDocument) -> bool,
+    ) -> std::result::Result<cairn_storage::store::ScanBatch, cairn_storage::StorageError> {
+        Ok(cairn_storage::store::ScanBatch {
+            docs: Vec::new(),
+            resume: None,
+            examined: 0,
+        })
+    }
+
+    fn index_scan(
+        &self,
+        _idx: &cairn_storage::index::IndexMeta,
+        _ranges: &[cairn_storage::index_ops::KeyRange],
+        _reverse: bool,
+        _limit: usize,
+    ) -> std::result::Result<Vec<cairn_storage::index_ops::IndexHit>, cairn_storage::StorageError>
+    {
+        Ok(Vec::new())
+    }
+
+    fn get_by_key(
+        &self,
+        _coll: &CollectionMeta,
+        _key: &[u8],
+    ) -> std::result::Result<Option<RawDocumentBuf>, cairn_storage::StorageError> {
+        Ok(None)
+    }
+}
+
 /// The per-call view of the data.
 #[derive(Clone, Copy)]
 pub struct ExecCx<'a> {

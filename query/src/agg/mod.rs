@@ -51,7 +51,7 @@ use std::sync::Arc;
 use bson::{RawBson, RawDocumentBuf};
 
 pub use context::{
-    Catalog, CollStatsSpec, CurrentOpSpec, Ddl, ExecCx, Host, NoHost, Options, Writer,
+    Catalog, CollStatsSpec, CurrentOpSpec, Ddl, ExecCx, Host, NoData, NoHost, Options, Writer,
 };
 pub use deps::{Deps, DepsState};
 pub use pipeline::{Aggregation, ParseCx, Pipeline, Running, SubContext};

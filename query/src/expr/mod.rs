@@ -198,6 +198,40 @@ impl Variables {
         Ok(())
     }
 
+    /// Defines a constant (an update's `c`), checking the name as MongoDB checks names read
+    /// by expressions (`validateNameForUserRead`: 16866 empty, 16867 first character not a
+    /// letter, 16868 other characters than letters, digits and `_`).
+    pub fn set_constant(&mut self, name: &str, value: RawBson) -> Result<()> {
+        let mut chars = name.chars();
+        match chars.next() {
+            None => {
+                return Err(QueryError::Location(
+                    16866,
+                    "empty variable names are not allowed".into(),
+                ));
+            }
+            Some(c) if c.is_ascii() && !c.is_ascii_alphabetic() => {
+                return Err(QueryError::Location(
+                    16867,
+                    format!("'{name}' starts with an invalid character for a user variable name"),
+                ));
+            }
+            _ => {}
+        }
+        if let Some(c) = chars.find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || !c.is_ascii()))
+        {
+            return Err(QueryError::Location(
+                16868,
+                format!("'{name}' contains an invalid character for a variable name: '{c}'"),
+            ));
+        }
+        match self.user.iter_mut().find(|(k, _)| k == name) {
+            Some(slot) => slot.1 = value,
+            None => self.user.push((name.to_string(), value)),
+        }
+        Ok(())
+    }
+
     /// `$$NOW`.
     pub fn now(&self) -> DateTime {
         self.now

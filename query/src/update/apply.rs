@@ -712,6 +712,26 @@ pub(crate) fn replace(
     now: &Now<'_>,
     validate: bool,
 ) -> Result<RawDocumentBuf> {
+    replace_impl(original, replacement, Some(now), validate, false)
+}
+
+/// The document a pipeline update leaves: its output as a replacement (the stored `_id` kept
+/// when the output has none), where top-level `$`-prefixed fields are allowed and empty
+/// timestamps stay empty.
+pub(crate) fn replace_with_pipeline_output(
+    original: &RawDocument,
+    output: &RawDocument,
+) -> Result<RawDocumentBuf> {
+    replace_impl(original, output, None, true, true)
+}
+
+fn replace_impl(
+    original: &RawDocument,
+    replacement: &RawDocument,
+    now: Option<&Now<'_>>,
+    validate: bool,
+    allow_top_dollar: bool,
+) -> Result<RawDocumentBuf> {
     // `_id` always comes first (the replacement's own, else the original's), wherever the
     // replacement placed it (MongoDB 6.0+).
     let mut out = RawDocumentBuf::new();
@@ -731,15 +751,17 @@ pub(crate) fn replace(
             id_seen = true;
             continue;
         }
-        match v {
-            RawBsonRef::Timestamp(t) if t.time == 0 && t.increment == 0 && k.as_str() != "_id" => {
+        match (v, now) {
+            (RawBsonRef::Timestamp(t), Some(now))
+                if t.time == 0 && t.increment == 0 && k.as_str() != "_id" =>
+            {
                 out.append(k, RawBson::Timestamp(now().1));
             }
             _ => out.append(k, v),
         }
     }
     if validate {
-        validate_document(&out, false)?;
+        validate_document(&out, allow_top_dollar)?;
     }
     let new_id = out.get("_id").map_err(malformed)?;
     if let Some(RawBsonRef::Array(_)) = new_id {

@@ -8,7 +8,9 @@
 //!
 //! - a specification whose first field starts with `$` is an operator update (every field
 //!   must then be a known operator, FailedToParse otherwise); anything else, `{}` included, is
-//!   a replacement; an array (pipeline) is NotImplemented;
+//!   a replacement; an array is a pipeline ([`pipeline`]: `$addFields $set $project $unset
+//!   $replaceRoot $replaceWith` run over the document, parsed with the command's variables by
+//!   [`Update::parse_with`]; `arrayFilters` with it are FailedToParse);
 //! - operators are merged into one path tree; two operators on one path or on a path and its
 //!   prefix are ConflictingUpdateOperators (40) at parse time;
 //! - fields are updated in the tree's order — byte order, except that names that look like
@@ -30,6 +32,7 @@ mod apply;
 mod arith;
 mod doc;
 mod ops;
+pub mod pipeline;
 mod tree;
 
 use std::collections::BTreeMap;
@@ -38,6 +41,7 @@ use std::sync::Arc;
 use bson::{RawArray, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::error::{QueryError, Result};
+use crate::expr::ExprExtensions;
 use crate::filter::{CmpOp, Expr, Filter, MatchDetails, PathExpr, Predicate};
 use crate::insert::MAX_USER_SIZE;
 
@@ -78,6 +82,8 @@ pub enum UpdateKind {
     Replacement,
     /// Update operators (`$set`, …).
     Operators,
+    /// An aggregation pipeline (`[{$set: …}, …]`).
+    Pipeline,
 }
 
 #[derive(Debug, Clone)]
@@ -88,6 +94,7 @@ enum Kind {
         filters: tree::ArrayFilters,
         positional: bool,
     },
+    Pipeline(pipeline::UpdatePipeline),
 }
 
 /// A parsed update.
@@ -111,22 +118,35 @@ pub struct Applied {
 impl Update {
     /// Parses an update specification (the `u` of an update statement). `array_filters` are
     /// the statement's `arrayFilters`; `is_upsert` records the statement's `upsert` flag.
+    /// Pipelines are parsed without user variables (see [`Update::parse_with`]).
     pub fn parse(
         spec: RawBsonRef<'_>,
         array_filters: Option<&RawArray>,
         is_upsert: bool,
     ) -> Result<Update> {
+        Update::parse_with(spec, array_filters, is_upsert, &ExprExtensions::new())
+    }
+
+    /// [`Update::parse`] with the expression language (the command's `let`, `$$NOW`,
+    /// `$$CLUSTER_TIME`, the statement's constants) a pipeline is parsed with.
+    pub fn parse_with(
+        spec: RawBsonRef<'_>,
+        array_filters: Option<&RawArray>,
+        is_upsert: bool,
+        ext: &ExprExtensions,
+    ) -> Result<Update> {
         let doc = match spec {
             RawBsonRef::Document(d) => d,
-            RawBsonRef::Array(_) => {
+            RawBsonRef::Array(a) => {
                 if array_filters.is_some_and(|a| a.into_iter().next().is_some()) {
                     return Err(QueryError::FailedToParse(
                         "arrayFilters may not be specified for pipeline-style updates".into(),
                     ));
                 }
-                return Err(QueryError::NotImplemented(
-                    "pipeline-style updates are not supported yet".into(),
-                ));
+                return Ok(Update {
+                    kind: Kind::Pipeline(pipeline::UpdatePipeline::parse(a, ext)?),
+                    upsert: is_upsert,
+                });
             }
             _ => {
                 return Err(QueryError::FailedToParse(
@@ -160,6 +180,7 @@ impl Update {
         match self.kind {
             Kind::Replacement(_) => UpdateKind::Replacement,
             Kind::Operators { .. } => UpdateKind::Operators,
+            Kind::Pipeline(_) => UpdateKind::Pipeline,
         }
     }
 
@@ -180,10 +201,10 @@ impl Update {
     }
 
     /// Top-level fields the update reads or writes (including `$rename` sources), so storage
-    /// can read only those subtrees (plus `_id`); `None` for replacements.
+    /// can read only those subtrees (plus `_id`); `None` for replacements and pipelines.
     pub fn touched_top_level_fields(&self) -> Option<Vec<String>> {
         match &self.kind {
-            Kind::Replacement(_) => None,
+            Kind::Replacement(_) | Kind::Pipeline(_) => None,
             Kind::Operators { root, .. } => {
                 let mut out = Vec::new();
                 tree::top_level_fields(root, &mut out);
@@ -227,6 +248,26 @@ impl Update {
                     changed_top_level: changed,
                 }
             }
+            Kind::Pipeline(p) => {
+                let transformed = p.run(doc)?;
+                // MongoDB compares the pipeline's output with the input before putting the
+                // stored `_id` back.
+                if transformed.as_bytes() == doc.as_bytes() {
+                    Applied {
+                        doc: doc.to_owned(),
+                        modified: false,
+                        changed_top_level: Vec::new(),
+                    }
+                } else {
+                    let out = apply::replace_with_pipeline_output(doc, &transformed)?;
+                    let changed_top_level = changed_fields(doc, &out)?;
+                    Applied {
+                        doc: out,
+                        modified: true,
+                        changed_top_level,
+                    }
+                }
+            }
         };
         if applied.modified && applied.doc.as_bytes().len() > MAX_USER_SIZE {
             return Err(QueryError::Location(
@@ -239,8 +280,8 @@ impl Update {
 
     /// The document an upsert inserts: seeded from the filter's equality predicates (plain
     /// values, `$eq`, one-value `$in`, inside `$and` and one-clause `$or`; dotted paths create
-    /// nested documents) for operator updates, or only from its `_id` equality for
-    /// replacements; then the update applied as an insert (`$setOnInsert` honoured), `_id`
+    /// nested documents) for operator and pipeline updates, or only from its `_id` equality
+    /// for replacements; then the update applied as an insert (`$setOnInsert` honoured), `_id`
     /// moved first (a new ObjectId when there is none) and the result validated for storage.
     pub fn upsert_document(&self, filter: &Filter, now: &Now<'_>) -> Result<RawDocumentBuf> {
         let equalities = equality_matches(filter.expr())?;
@@ -267,6 +308,12 @@ impl Update {
             Kind::Operators { root, filters, .. } => {
                 let seed = seed_document(&equalities)?;
                 run_tree(root, filters, &seed, None, true, false, now)?.0
+            }
+            Kind::Pipeline(p) => {
+                // Seeded as an operator update is, then the pipeline runs over the seed.
+                let seed = seed_document(&equalities)?;
+                let transformed = p.run(&seed)?;
+                apply::replace_with_pipeline_output(&seed, &transformed)?
             }
         };
         let out = id_first(&out)?;

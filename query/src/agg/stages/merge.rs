@@ -62,15 +62,6 @@ pub struct Merge {
     ext: ExprExtensions,
 }
 
-const UPDATE_STAGES: &[&str] = &[
-    "$addFields",
-    "$project",
-    "$replaceRoot",
-    "$replaceWith",
-    "$set",
-    "$unset",
-];
-
 fn enum_error(field: &str, v: RawBsonRef<'_>) -> QueryError {
     QueryError::BadValue(format!(
         "Enumeration value '{}' for field '{field}' is not a valid value.",
@@ -246,7 +237,7 @@ pub fn parse(arg: RawBsonRef<'_>, cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> {
         sub.ext = ExprExtensions::with_variables(check);
         let parsed = Pipeline::parse(p, &sub)?;
         for s in parsed.stages() {
-            if !UPDATE_STAGES.contains(&s.name()) {
+            if !super::UPDATE_STAGES.contains(&s.name()) {
                 return Err(loc(
                     72,
                     format!("{} is not allowed to be used within an update", s.name()),

@@ -97,6 +97,17 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "$vectorSearch",
 ];
 
+/// The stages an update pipeline may hold (`update`/`findAndModify` with an array, `$merge`'s
+/// `whenMatched` pipeline); others are InvalidOptions (72) there.
+pub const UPDATE_STAGES: &[&str] = &[
+    "$addFields",
+    "$project",
+    "$replaceRoot",
+    "$replaceWith",
+    "$set",
+    "$unset",
+];
+
 /// The parser of a stage name.
 pub fn lookup(name: &str) -> Option<ParseFn> {
     REGISTRY
