@@ -100,6 +100,16 @@ pub struct Config {
     )]
     pub sort_memory_limit_bytes: u64,
 
+    /// Memory `$setWindowFields` may hold (its partition cache and window functions) before it
+    /// spills (or fails with 5414201 without allowDiskUse): MongoDB's
+    /// `internalDocumentSourceSetWindowFieldsMaxMemoryBytes`.
+    #[arg(
+        long = "window-memory-limit-bytes",
+        env = "CAIRN_WINDOW_MEMORY_LIMIT_BYTES",
+        default_value_t = 104_857_600
+    )]
+    pub window_memory_limit_bytes: u64,
+
     /// Seconds between passes of the TTL monitor, which deletes documents whose TTL index
     /// date has expired (MongoDB's `ttlMonitorSleepSecs`); 0 disables it
     /// (`ttlMonitorEnabled: false`).

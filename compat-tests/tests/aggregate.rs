@@ -512,3 +512,108 @@ async fn max_time_ms_and_memory_limit() {
         .unwrap_err();
     assert_eq!(code_of(&e), 50, "{e}");
 }
+
+/// `$setWindowFields` through the driver: the manual's cumulative and moving-average
+/// examples, a range window, a rank, the memory limit (5414201) and spilling with
+/// `allowDiskUse`, and parse errors.
+#[tokio::test]
+async fn set_window_fields() {
+    let server = TestServer::start_with(&["--window-memory-limit-bytes", "200000"]);
+    let client = server.client().await;
+    let db = client.database("aggwin");
+    let c = db.collection::<Document>("cakeSales");
+    let d = |s: &str| bson::DateTime::parse_rfc3339_str(s).unwrap();
+    c.insert_many([
+        doc! {"_id": 0, "type": "chocolate", "orderDate": d("2020-05-18T14:10:30Z"), "state": "CA", "price": 13, "quantity": 120},
+        doc! {"_id": 1, "type": "chocolate", "orderDate": d("2021-03-20T11:30:05Z"), "state": "WA", "price": 14, "quantity": 140},
+        doc! {"_id": 2, "type": "vanilla", "orderDate": d("2021-01-11T06:31:15Z"), "state": "CA", "price": 12, "quantity": 145},
+        doc! {"_id": 3, "type": "vanilla", "orderDate": d("2020-02-08T13:13:23Z"), "state": "WA", "price": 13, "quantity": 104},
+        doc! {"_id": 4, "type": "strawberry", "orderDate": d("2019-05-18T16:09:01Z"), "state": "CA", "price": 41, "quantity": 162},
+        doc! {"_id": 5, "type": "strawberry", "orderDate": d("2019-01-08T06:12:03Z"), "state": "WA", "price": 43, "quantity": 134},
+    ])
+    .await
+    .unwrap();
+    let got = agg(
+        &c,
+        vec![
+            doc! {"$setWindowFields": {"partitionBy": "$state", "sortBy": {"orderDate": 1}, "output": {
+                "cum": {"$sum": "$quantity", "window": {"documents": ["unbounded", "current"]}},
+                "avg": {"$avg": "$quantity", "window": {"documents": [-1, 0]}},
+                "similar": {"$sum": "$quantity", "window": {"range": [-1, 1], "unit": "year"}},
+                "rank": {"$rank": {}}}}},
+            doc! {"$project": {"cum": 1, "avg": 1, "similar": 1, "rank": 1}},
+        ],
+    )
+    .await;
+    assert_docs(
+        &got,
+        &[
+            doc! {"_id": 4, "cum": 162, "avg": 162.0, "similar": 282, "rank": 1},
+            doc! {"_id": 0, "cum": 282, "avg": 141.0, "similar": 427, "rank": 2},
+            doc! {"_id": 2, "cum": 427, "avg": 132.5, "similar": 265, "rank": 3},
+            doc! {"_id": 5, "cum": 134, "avg": 134.0, "similar": 134, "rank": 1},
+            doc! {"_id": 3, "cum": 238, "avg": 119.0, "similar": 104, "rank": 2},
+            doc! {"_id": 1, "cum": 378, "avg": 122.0, "similar": 140, "rank": 3},
+        ],
+    );
+    // Memory: an unbounded window over ~300 KB fails without allowDiskUse, spills with it.
+    let m = db.collection::<Document>("m");
+    m.insert_many((0..300).map(|i| doc! {"_id": i, "pad": "x".repeat(1000)}))
+        .await
+        .unwrap();
+    let pipeline = vec![doc! {"$setWindowFields": {"sortBy": {"_id": 1}, "output": {
+    "n": {"$count": {}, "window": {"documents": ["unbounded", "unbounded"]}}}}}];
+    let e = db
+        .run_command(doc! {"aggregate": "m", "pipeline": pipeline.clone(), "cursor": {}, "allowDiskUse": false})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 5414201, "{e}");
+    let got = collect(
+        m.aggregate(pipeline)
+            .with_options(AggregateOptions::builder().allow_disk_use(true).build())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(got.len(), 300);
+    assert!(got.iter().all(|d| d.get_i32("n").ok() == Some(300)));
+    // Errors.
+    for (stage, code) in [
+        (
+            doc! {"$setWindowFields": {"output": {"a": {"$rank": {}}}}},
+            5371602,
+        ),
+        (
+            doc! {"$setWindowFields": {"output": {"a": {"$sum": 1, "window": {"documents": [-1, 0]}}}}},
+            5339901,
+        ),
+        (doc! {"$setWindowFields": {"bogus": 1, "output": {}}}, 40415),
+        (
+            doc! {"$setWindowFields": {"output": {"a": {"$summ": 1}}}},
+            9,
+        ),
+    ] {
+        assert_eq!(agg_err(&c, vec![stage.clone()]).await, code, "{stage}");
+    }
+    // A moving average over 2000 documents in batches (getMore resumes the window).
+    let big = db.collection::<Document>("big");
+    big.insert_many((0..2000).map(|i| doc! {"_id": i, "v": i}))
+        .await
+        .unwrap();
+    let got = collect(
+        big.aggregate(vec![
+            doc! {"$setWindowFields": {"sortBy": {"_id": 1}, "output": {
+            "ma": {"$avg": "$v", "window": {"documents": [-9, 0]}}}}},
+        ])
+        .batch_size(7)
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(got.len(), 2000);
+    for (i, d) in got.iter().enumerate() {
+        let lo = i.saturating_sub(9);
+        let want = (lo..=i).sum::<usize>() as f64 / (i - lo + 1) as f64;
+        assert_eq!(d.get_f64("ma").unwrap(), want, "{d}");
+    }
+}

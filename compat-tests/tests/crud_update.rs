@@ -2153,7 +2153,7 @@ async fn pipeline_updates_manual_examples() {
     let m = d.get_datetime("modified").unwrap();
     assert!(*m >= before && *m <= DateTime::now(), "{d}");
     assert_docs(
-        &[d.clone()],
+        std::slice::from_ref(&d),
         &[doc! {"_id": 3, "test1": 95, "test2": 110, "modified": *m, "test3": 98}],
     );
 

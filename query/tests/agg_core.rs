@@ -229,7 +229,8 @@ fn stage_errors() {
             28822,
         ),
         (doc! {"$unwind": {"path": "$a", "foo": 1}}, 28811),
-        (doc! {"$setWindowFields": {}}, 238),
+        (doc! {"$setWindowFields": {}}, 40414),
+        (doc! {"$geoNear": {}}, 238),
     ];
     for (stage, want) in cases {
         let e = db

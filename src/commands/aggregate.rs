@@ -245,6 +245,8 @@ impl AggRequest {
                 .unwrap_or(usize::MAX),
             allow_disk_use: self.allow_disk_use,
             spill_dir: Some(server.config.data_dir.join(crate::cursor::SPILL_DIR)),
+            window_memory_limit: usize::try_from(server.config.window_memory_limit_bytes)
+                .unwrap_or(usize::MAX),
         }
     }
 }

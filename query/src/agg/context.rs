@@ -252,7 +252,13 @@ pub struct Options {
     pub allow_disk_use: bool,
     /// Where spill files go (the system temporary directory when `None`).
     pub spill_dir: Option<PathBuf>,
+    /// Bytes `$setWindowFields` may hold (its partition cache and window functions):
+    /// `internalDocumentSourceSetWindowFieldsMaxMemoryBytes`, 100 MiB by default.
+    pub window_memory_limit: usize,
 }
+
+/// `internalDocumentSourceSetWindowFieldsMaxMemoryBytes`' default.
+pub const DEFAULT_WINDOW_MEMORY_LIMIT_BYTES: usize = 100 * 1024 * 1024;
 
 impl Default for Options {
     fn default() -> Options {
@@ -260,6 +266,7 @@ impl Default for Options {
             memory_limit: crate::sort::DEFAULT_MEMORY_LIMIT_BYTES,
             allow_disk_use: true,
             spill_dir: None,
+            window_memory_limit: DEFAULT_WINDOW_MEMORY_LIMIT_BYTES,
         }
     }
 }

@@ -25,6 +25,8 @@
 //!    Blocking stages (`$group`, `$sort`, `$bucketAuto`, `$facet`, `$count`, `$sample`, …)
 //!    consume their input on their first call, within [`Options::memory_limit`] (292 unless
 //!    `allowDiskUse`, in which case `$group` and `$sort` spill to temporary files).
+//!    `$setWindowFields` (desugared into a `$sort` and `$_internalSetWindowFields`) streams
+//!    partition by partition through [`window`], within [`Options::window_memory_limit`].
 //! 4. `explain` reads the same structures back ([`Aggregation::explain`]).
 //!
 //! # Invariants
@@ -43,6 +45,7 @@ mod doc;
 mod optimize;
 mod pipeline;
 pub mod stages;
+pub mod window;
 
 use std::any::Any;
 use std::fmt;
@@ -51,7 +54,8 @@ use std::sync::Arc;
 use bson::{RawBson, RawDocumentBuf};
 
 pub use context::{
-    Catalog, CollStatsSpec, CurrentOpSpec, Ddl, ExecCx, Host, NoData, NoHost, Options, Writer,
+    Catalog, CollStatsSpec, CurrentOpSpec, DEFAULT_WINDOW_MEMORY_LIMIT_BYTES, Ddl, ExecCx, Host,
+    NoData, NoHost, Options, Writer,
 };
 pub use deps::{Deps, DepsState};
 pub use pipeline::{Aggregation, ParseCx, Pipeline, Running, SubContext};

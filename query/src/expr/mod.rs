@@ -407,3 +407,68 @@ impl ExpressionParser for ExprExtensions {
         }))
     }
 }
+
+/// A binary arithmetic operator with the expression language's semantics, for the window
+/// functions that compute on values (`$derivative`, `$integral`, `$covariance*`,
+/// `$linearFill`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArithOp {
+    /// `$add` (numbers, or one date and numbers).
+    Add,
+    /// `$subtract` (numbers, dates, date minus number).
+    Subtract,
+    /// `$multiply`.
+    Multiply,
+    /// `$divide` (BadValue on division by zero).
+    Divide,
+}
+
+/// `a <op> b` as the expression operator computes it (`None` = missing operand; a nullish
+/// operand gives null).
+pub fn arith(op: ArithOp, a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<RawBson> {
+    let to_v = |x: Option<RawBsonRef<'_>>| match x {
+        Some(r) => value::Value::Owned(RawBson::from(r)),
+        None => value::Value::Missing,
+    };
+    let (l, r) = (to_v(a), to_v(b));
+    let out = match op {
+        ArithOp::Add | ArithOp::Multiply => {
+            if l.nullish() || r.nullish() {
+                return Ok(RawBson::Null);
+            }
+            let (Some(x), Some(y)) = (l.get(), r.get()) else {
+                return Ok(RawBson::Null);
+            };
+            if op == ArithOp::Add {
+                let mut st = arith::AddState::new();
+                st.push(x)?;
+                st.push(y)?;
+                st.finish()?
+            } else {
+                let mut st = arith::MultiplyState::new();
+                st.push(x)?;
+                st.push(y)?;
+                st.finish()
+            }
+        }
+        ArithOp::Subtract => arith::subtract(&l, &r)?,
+        ArithOp::Divide => arith::divide(&l, &r)?,
+    };
+    Ok(out.to_bson().unwrap_or(RawBson::Null))
+}
+
+/// `dateAdd(millis, unit, amount)` in UTC (`unit` a MongoDB time unit name), for time-range
+/// windows and `$densify`. FailedToParse for an unknown unit.
+pub fn date_add_utc(millis: i64, unit: &str, amount: i64) -> Result<i64> {
+    let Some(u) = datetime::Unit::parse(unit) else {
+        return Err(QueryError::FailedToParse(format!(
+            "unknown time unit value: {unit}"
+        )));
+    };
+    datetime::date_add(millis, u, amount, &datetime::Tz::Utc)
+}
+
+/// Whether `unit` names a MongoDB time unit (`year` … `millisecond`).
+pub fn is_time_unit(unit: &str) -> bool {
+    datetime::Unit::parse(unit).is_some()
+}

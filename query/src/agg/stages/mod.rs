@@ -35,6 +35,7 @@ pub mod project;
 pub mod redact;
 pub mod replace_root;
 pub mod sample;
+pub mod set_window_fields;
 pub mod skip;
 pub mod sort;
 pub mod sort_by_count;
@@ -72,6 +73,7 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$replaceWith", replace_root::parse_with),
     ("$sample", sample::parse),
     ("$set", add_fields::parse_set),
+    ("$setWindowFields", set_window_fields::parse),
     ("$skip", skip::parse),
     ("$sort", sort::parse),
     ("$sortByCount", sort_by_count::parse),
@@ -92,7 +94,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "$listSearchIndexes",
     "$search",
     "$searchMeta",
-    "$setWindowFields",
     "$shardedDataDistribution",
     "$vectorSearch",
 ];
