@@ -617,3 +617,65 @@ async fn set_window_fields() {
         assert_eq!(d.get_f64("ma").unwrap(), want, "{d}");
     }
 }
+
+/// `$densify` and `$fill` through the driver, with their error codes.
+#[tokio::test]
+async fn densify_and_fill() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("aggdens");
+    let c = db.collection::<Document>("coffee");
+    c.insert_many([
+        doc! {"_id": 1, "altitude": 600, "variety": "Arabica Typica", "score": 68.3},
+        doc! {"_id": 2, "altitude": 750, "variety": "Arabica Typica", "score": 69.5},
+        doc! {"_id": 3, "altitude": 950, "variety": "Arabica Typica", "score": 70.5},
+        doc! {"_id": 4, "altitude": 1250, "variety": "Gesha", "score": 88.15},
+        doc! {"_id": 5, "altitude": 1700, "variety": "Gesha", "score": 95.5, "price": 1029},
+    ])
+    .await
+    .unwrap();
+    let got = agg(
+        &c,
+        vec![
+            doc! {"$densify": {"field": "altitude", "partitionByFields": ["variety"],
+            "range": {"bounds": "partition", "step": 200}}},
+            doc! {"$fill": {"sortBy": {"altitude": 1}, "partitionByFields": ["variety"],
+            "output": {"score": {"method": "linear"}, "price": {"value": 0}}}},
+        ],
+    )
+    .await;
+    assert_docs(
+        &got,
+        &[
+            doc! {"_id": 1, "altitude": 600, "variety": "Arabica Typica", "score": 68.3, "price": 0},
+            doc! {"_id": 2, "altitude": 750, "variety": "Arabica Typica", "score": 69.5, "price": 0},
+            doc! {"variety": "Arabica Typica", "altitude": 800, "score": 69.75, "price": 0},
+            doc! {"_id": 3, "altitude": 950, "variety": "Arabica Typica", "score": 70.5, "price": 0},
+            doc! {"_id": 4, "altitude": 1250, "variety": "Gesha", "score": 88.15, "price": 0},
+            doc! {"variety": "Gesha", "altitude": 1450, "score": 91.41666666666667, "price": 0},
+            doc! {"variety": "Gesha", "altitude": 1650, "score": 94.68333333333334, "price": 0},
+            doc! {"_id": 5, "altitude": 1700, "variety": "Gesha", "score": 95.5, "price": 1029},
+        ],
+    );
+    for (stage, code) in [
+        (
+            doc! {"$densify": {"field": "a", "range": {"step": 1, "bounds": "partition"}}},
+            5733408,
+        ),
+        (
+            doc! {"$densify": {"field": "a", "range": {"step": -1, "bounds": [0, 1]}}},
+            5733401,
+        ),
+        (
+            doc! {"$densify": {"field": "variety", "range": {"step": 1, "bounds": "full"}}},
+            5733201,
+        ),
+        (doc! {"$fill": {"output": {}}}, 6050203),
+        (
+            doc! {"$fill": {"output": {"a": {"method": "cubic"}}}},
+            6050202,
+        ),
+    ] {
+        assert_eq!(agg_err(&c, vec![stage.clone()]).await, code, "{stage}");
+    }
+}

@@ -247,6 +247,7 @@ impl AggRequest {
             spill_dir: Some(server.config.data_dir.join(crate::cursor::SPILL_DIR)),
             window_memory_limit: usize::try_from(server.config.window_memory_limit_bytes)
                 .unwrap_or(usize::MAX),
+            ..Options::default()
         }
     }
 }

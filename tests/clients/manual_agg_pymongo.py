@@ -16,7 +16,7 @@ accumulators $addToSet $avg $bottom $bottomN $count $first $firstN $last $lastN 
 $median $mergeObjects $min $minN $percentile $push $stdDevPop $stdDevSamp $sum $top $topN
 (with their expression forms where the page shows them), $setWindowFields and the window
 operators $rank $denseRank $documentNumber $shift $covariancePop $covarianceSamp $derivative
-$integral $expMovingAvg $locf $linearFill.
+$integral $expMovingAvg $locf $linearFill, and $densify and $fill.
 
 Output: `ok   - ...` per example that behaves as documented, `FAIL - ...` otherwise (unless
 listed in KNOWN_DEVIATIONS, printed as `# deviation:` lines and not counted). Started by
@@ -2018,6 +2018,134 @@ def _():
                  "$rank without sortBy")
     expect_error(5339901, lambda: agg(c, [{"$setWindowFields": {"output": {
         "s": {"$sum": 1, "window": {"documents": [-1, 0]}}}}}]), "documents window without sortBy")
+
+
+# ==============================================================================================
+# $densify and $fill
+# ==============================================================================================
+
+@example("$densify: time series with explicit bounds")
+def _():
+    meta = {"sensorId": 5578, "type": "temperature"}
+    hours = [(0, 12), (4, 11), (8, 11), (12, 12)]
+    c = coll("weather", [{"metadata": meta, "timestamp": date(f"2021-05-18T{h:02}:00:00Z"), "temp": t}
+                         for h, t in hours])
+    # The manual's documents have generated ObjectIds; they are left out of the comparison.
+    real = {h: {"metadata": meta, "timestamp": date(f"2021-05-18T{h:02}:00:00Z"), "temp": t} for h, t in hours}
+    gen = lambda h: {"timestamp": date(f"2021-05-18T{h:02}:00:00Z")}  # noqa: E731
+    same(agg(c, [{"$densify": {"field": "timestamp", "range": {
+        "step": 1, "unit": "hour", "bounds": [date("2021-05-18T00:00:00Z"), date("2021-05-18T08:00:00Z")]}}},
+        {"$unset": "_id"}]),
+        [real[0], gen(1), gen(2), gen(3), real[4], gen(5), gen(6), gen(7), real[8], real[12]])
+
+
+COFFEE = [
+    {"altitude": 600, "variety": "Arabica Typica", "score": 68.3},
+    {"altitude": 750, "variety": "Arabica Typica", "score": 69.5},
+    {"altitude": 950, "variety": "Arabica Typica", "score": 70.5},
+    {"altitude": 1250, "variety": "Gesha", "score": 88.15},
+    {"altitude": 1700, "variety": "Gesha", "score": 95.5, "price": 1029},
+]
+
+
+def arabica(alt):
+    return {"variety": "Arabica Typica", "altitude": alt}
+
+
+def gesha(alt):
+    return {"variety": "Gesha", "altitude": alt}
+
+
+@example("$densify: the full range of values, by partition")
+def _():
+    c = coll("coffee", COFFEE)
+    same(agg(c, [{"$densify": {"field": "altitude", "partitionByFields": ["variety"],
+                               "range": {"bounds": "full", "step": 200}}}, {"$unset": "_id"}]),
+         [COFFEE[0], COFFEE[1], arabica(800), COFFEE[2], gesha(600), gesha(800), gesha(1000), gesha(1200),
+          COFFEE[3], gesha(1400), gesha(1600), COFFEE[4], arabica(1000), arabica(1200), arabica(1400),
+          arabica(1600)])
+
+
+@example("$densify: values within each partition")
+def _():
+    c = coll("coffee", COFFEE)
+    same(agg(c, [{"$densify": {"field": "altitude", "partitionByFields": ["variety"],
+                               "range": {"bounds": "partition", "step": 200}}}, {"$unset": "_id"}]),
+         [COFFEE[0], COFFEE[1], arabica(800), COFFEE[2], COFFEE[3], gesha(1450), gesha(1650), COFFEE[4]])
+
+
+def feb(d):
+    return date(f"2022-02-{d:02}T00:00:00Z")
+
+
+@example("$fill: missing field values with a constant value")
+def _():
+    c = coll("dailySales", [
+        {"date": feb(2), "bootsSold": 10, "sandalsSold": 20, "sneakersSold": 12},
+        {"date": feb(3), "bootsSold": 7, "sneakersSold": 18},
+        {"date": feb(4), "sneakersSold": 5},
+    ])
+    same(agg(c, [{"$fill": {"output": {"bootsSold": {"value": 0}, "sandalsSold": {"value": 0},
+                                       "sneakersSold": {"value": 0}}}}, {"$unset": "_id"}]), [
+        {"date": feb(2), "bootsSold": 10, "sandalsSold": 20, "sneakersSold": 12},
+        {"date": feb(3), "bootsSold": 7, "sneakersSold": 18, "sandalsSold": 0},
+        {"date": feb(4), "sneakersSold": 5, "bootsSold": 0, "sandalsSold": 0},
+    ])
+
+
+@example("$fill: linear interpolation")
+def _():
+    c = stock_coll()
+    same(agg(c, [{"$fill": {"sortBy": {"time": 1}, "output": {"price": {"method": "linear"}}}},
+                 {"$unset": "_id"}]),
+         [{"time": date(f"2021-03-08T{h}:00:00Z"), "price": p}
+          for h, p in [("09", 500), ("10", 507.5), ("11", 515), ("12", 505.0), ("13", 495.0), ("14", 485)]])
+
+
+def mar(d):
+    return date(f"2021-03-{d:02}T00:00:00Z")
+
+
+REVIEWS = [(8, 90), (9, 92), (10, None), (11, None), (12, 85), (13, None)]
+
+
+@example("$fill: the last observed value (locf)")
+def _():
+    c = coll("restaurantReviews", [{"date": mar(d), **({"score": s} if s is not None else {})} for d, s in REVIEWS])
+    same(agg(c, [{"$fill": {"sortBy": {"date": 1}, "output": {"score": {"method": "locf"}}}}, {"$unset": "_id"}]),
+         [{"date": mar(d), "score": s} for d, s in [(8, 90), (9, 92), (10, 92), (11, 92), (12, 85), (13, 85)]])
+
+
+@example("$fill: distinct partitions")
+def _():
+    joe, sally = "Joe's Pizza", "Sally's Deli"
+    rows = [(8, joe, 90), (8, sally, 75), (9, joe, 92), (9, sally, None), (10, joe, None), (10, sally, 68),
+            (11, joe, 93), (11, sally, None)]
+    c = coll("restaurantReviewsMultiple", [
+        {"date": mar(d), "restaurant": r, **({"score": s} if s is not None else {})} for d, r, s in rows])
+    same(agg(c, [{"$fill": {"sortBy": {"date": 1}, "partitionBy": {"restaurant": "$restaurant"},
+                            "output": {"score": {"method": "locf"}}}}, {"$unset": "_id"}]),
+         [{"date": mar(d), "restaurant": r, "score": s} for d, r, s in [
+             (8, joe, 90), (9, joe, 92), (10, joe, 92), (11, joe, 93),
+             (8, sally, 75), (9, sally, 75), (10, sally, 68), (11, sally, 68)]])
+
+
+@example("$fill: indicate if a field was populated")
+def _():
+    c = coll("restaurantReviews", [{"date": mar(d), **({"score": s} if s is not None else {})} for d, s in REVIEWS])
+    out = agg(c, [
+        {"$set": {"valueExisted": {"$ifNull": [{"$toBool": {"$toString": "$score"}}, False]}}},
+        {"$fill": {"sortBy": {"date": 1}, "output": {"score": {"method": "locf"}}}},
+        {"$unset": "_id"},
+    ])
+    same(out, [
+        {"date": mar(8), "score": 90, "valueExisted": True},
+        {"date": mar(9), "score": 92, "valueExisted": True},
+        {"date": mar(10), "valueExisted": False, "score": 92},
+        {"date": mar(11), "valueExisted": False, "score": 92},
+        {"date": mar(12), "score": 85, "valueExisted": True},
+        {"date": mar(13), "valueExisted": False, "score": 85},
+    ])
 
 
 # ==============================================================================================

@@ -255,6 +255,8 @@ pub struct Options {
     /// Bytes `$setWindowFields` may hold (its partition cache and window functions):
     /// `internalDocumentSourceSetWindowFieldsMaxMemoryBytes`, 100 MiB by default.
     pub window_memory_limit: usize,
+    /// Most documents `$densify` may generate (`internalQueryMaxAllowedDensifyDocs`, 500).
+    pub densify_max_docs: usize,
 }
 
 /// `internalDocumentSourceSetWindowFieldsMaxMemoryBytes`' default.
@@ -267,6 +269,7 @@ impl Default for Options {
             allow_disk_use: true,
             spill_dir: None,
             window_memory_limit: DEFAULT_WINDOW_MEMORY_LIMIT_BYTES,
+            densify_max_docs: 500,
         }
     }
 }

@@ -19,8 +19,10 @@ pub mod bucket_auto;
 pub mod coll_stats;
 pub mod count;
 pub mod current_op;
+pub mod densify;
 pub mod documents;
 pub mod facet;
+pub mod fill;
 pub mod graph_lookup;
 pub mod group;
 pub mod index_stats;
@@ -54,8 +56,10 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$collStats", coll_stats::parse),
     ("$count", count::parse),
     ("$currentOp", current_op::parse),
+    ("$densify", densify::parse),
     ("$documents", documents::parse),
     ("$facet", facet::parse),
+    ("$fill", fill::parse),
     ("$graphLookup", graph_lookup::parse),
     ("$group", group::parse),
     ("$indexStats", index_stats::parse),
@@ -86,8 +90,6 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
 pub const NOT_IMPLEMENTED: &[&str] = &[
     "$changeStream",
     "$changeStreamSplitLargeEvent",
-    "$densify",
-    "$fill",
     "$geoNear",
     "$listCatalog",
     "$listSampledQueries",
