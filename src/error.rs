@@ -128,6 +128,10 @@ error_codes! {
     Interrupted = 11601,
     ExceededTimeLimit = 262,
     InvalidUUID = 207,
+    GraphContainsCycle = 5,
+    OptionNotSupportedOnView = 167,
+    ViewDepthLimitExceeded = 165,
+    CommandNotSupportedOnView = 166,
 }
 
 /// An error to be sent to the client as an error reply.

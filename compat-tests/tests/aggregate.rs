@@ -212,7 +212,11 @@ async fn error_codes() {
         agg_err(&c, vec![doc! {"$project": {"x": "$a\u{0}"}}]).await,
         16419
     );
-    assert_eq!(agg_err(&c, vec![doc! {"$setWindowFields": {}}]).await, 238);
+    // A required field missing (`output`).
+    assert_eq!(
+        agg_err(&c, vec![doc! {"$setWindowFields": {}}]).await,
+        40414
+    );
     assert_eq!(
         agg_err(&c, vec![doc! {"$project": {"x": {"$divide": [1, 0]}}}]).await,
         2

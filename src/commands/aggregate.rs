@@ -25,6 +25,7 @@
 //! `aggregate`) is [`explain`].
 
 use std::sync::{Arc, Weak};
+
 use std::time::Instant;
 
 use bson::raw::cstr;
@@ -98,6 +99,9 @@ pub struct AggRequest {
     pub lang: crate::lang::Lang,
     /// Durability for `$out`/`$merge`.
     pub durability: Durability,
+    /// The view the command named, once [`AggRequest::resolve_view`] replaced `coll` and
+    /// `pipeline` by what it reads.
+    pub view: Option<String>,
 }
 
 fn invalid_bson(e: impl std::fmt::Display) -> CommandError {
@@ -220,15 +224,102 @@ impl AggRequest {
             hint,
             lang,
             durability,
+            view: None,
         })
     }
 
-    /// `db.coll`, or `db.$cmd.aggregate`.
+    /// `db.coll` (the view's name on a view), or `db.$cmd.aggregate`.
     pub fn ns(&self) -> String {
-        match &self.coll {
-            Some(c) => format!("{}.{c}", self.db),
-            None => format!("{}.$cmd.aggregate", self.db),
+        match (&self.view, &self.coll) {
+            (Some(v), _) => format!("{}.{v}", self.db),
+            (None, Some(c)) => format!("{}.{c}", self.db),
+            (None, None) => format!("{}.$cmd.aggregate", self.db),
         }
+    }
+
+    /// A read-only request for a command other than `aggregate` run on a view: the view's
+    /// stages then `own`, over what the view reads.
+    pub fn for_view(
+        server: &ServerState,
+        db: &str,
+        view: &str,
+        resolved: crate::views::Resolved,
+        own: &bson::RawArray,
+        lang: crate::lang::Lang,
+        hint: Hint,
+    ) -> Result<AggRequest, CommandError> {
+        Ok(AggRequest {
+            db: db.to_string(),
+            coll: resolved.base,
+            pipeline: crate::views::concat(&resolved.stages, own)?,
+            explain: false,
+            batch_size: None,
+            allow_disk_use: server.config.allow_disk_use_by_default,
+            hint,
+            lang,
+            durability: Durability::Buffered,
+            view: Some(view.to_string()),
+        })
+    }
+
+    /// Runs the whole pipeline (blocking), handing each result to `f` until it returns false.
+    pub fn drain(
+        &self,
+        server: &ServerState,
+        target: &Target,
+        mut f: impl FnMut(RawDocumentBuf) -> Result<bool, CommandError>,
+    ) -> Result<(), CommandError> {
+        let agg = self.prepare()?;
+        check_target(target, agg.writes())?;
+        let mut running = agg.open(self.options(server))?;
+        target.read(&server.store, |view| {
+            let host = ServerHost::new(server, self.durability);
+            let catalog = ViewCatalog(view);
+            let cx = ExecCx {
+                source: view.source(),
+                catalog: &catalog,
+                host: &host,
+            };
+            while let Some(d) = running.next(&cx).map_err(executor_error)? {
+                if !f(d)? {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// On a view: runs on what the view reads instead — its base collection (or the view
+    /// definitions of `system.views`) with the view's pipeline before the command's
+    /// ([`crate::views::resolve_in`], read through `target`).
+    pub fn resolve_view(
+        &mut self,
+        server: &ServerState,
+        target: &Target,
+    ) -> Result<(), CommandError> {
+        let Some(name) = self.coll.clone() else {
+            return Ok(());
+        };
+        let Some(resolved) = crate::views::resolve_in(server, target, &self.db, &name)? else {
+            return Ok(());
+        };
+        // A leading `$collStats` reports on the view itself (latency statistics only), as
+        // in MongoDB: the view's pipeline is not prepended.
+        if let Some(Ok(RawBsonRef::Document(first))) = self.pipeline.into_iter().next()
+            && let Ok(Some(RawBsonRef::Document(spec))) = first.get("$collStats")
+        {
+            if ["storageStats", "count", "queryExecStats"]
+                .iter()
+                .any(|f| spec.get(f).ok().flatten().is_some())
+            {
+                return Err(crate::views::not_a_collection(&self.db, &name));
+            }
+            return Ok(());
+        }
+        self.pipeline = crate::views::concat(&resolved.stages, &self.pipeline)?;
+        self.coll = resolved.base;
+        self.view = Some(name);
+        Ok(())
     }
 
     /// Parses and optimizes the pipeline.
@@ -279,6 +370,16 @@ impl Catalog for ViewCatalog<'_, '_, '_> {
     fn collection(&self, db: &str, name: &str) -> cairn_query::Result<Option<Arc<CollectionMeta>>> {
         self.0
             .collection(db, name)
+            .map_err(|e| cairn_query::QueryError::Location(e.code.code(), e.message))
+    }
+
+    fn view(
+        &self,
+        db: &str,
+        name: &str,
+    ) -> cairn_query::Result<Option<(Option<String>, RawArrayBuf)>> {
+        crate::views::resolve(self.0, db, name)
+            .map(|r| r.map(|r| (r.base, r.stages)))
             .map_err(|e| cairn_query::QueryError::Location(e.code.code(), e.message))
     }
 }
@@ -617,6 +718,73 @@ pub(crate) fn batch(
     })
 }
 
+/// How to start a pipeline for a command: where it reads, its cursor's namespace and first
+/// batch, and what its cursor carries (session, transaction, time budget).
+pub(crate) struct Start {
+    /// The server.
+    pub server: Arc<ServerState>,
+    /// Where the pipeline reads.
+    pub target: Target,
+    /// The cursor's namespace (the view's on a view).
+    pub ns: String,
+    /// The first batch's size.
+    pub first_max: usize,
+    /// No cursor after the first batch.
+    pub single_batch: bool,
+    /// The command's session.
+    pub lsid: Option<Vec<u8>>,
+    /// The command's transaction number.
+    pub txn_number: Option<i64>,
+    /// The command's deadline.
+    pub deadline: Option<Instant>,
+}
+
+impl Start {
+    /// Prepares and opens `r`'s pipeline, returns its first batch and the id of the cursor
+    /// holding the rest (0: none). Blocking.
+    pub fn run(self, r: &AggRequest) -> Result<(Vec<RawDocumentBuf>, i64), CommandError> {
+        let server = self.server;
+        let target = self.target;
+        let agg = r.prepare()?;
+        let writes = agg.writes();
+        check_target(&target, writes)?;
+        let mut running = agg.open(r.options(&server))?;
+        let (docs, exhausted) = if writes {
+            let (_, done) = batch(&server, &target, &mut running, r.durability, usize::MAX)?;
+            (Vec::new(), done)
+        } else {
+            batch(&server, &target, &mut running, r.durability, self.first_max)?
+        };
+        if exhausted || self.single_batch {
+            return Ok((docs, 0));
+        }
+        let mut cursor = Cursor {
+            id: server.cursors.new_id(),
+            ns: self.ns,
+            source: crate::cursor::Source::Pipeline(Box::new(PipelineCursor {
+                running,
+                server: Arc::downgrade(&server),
+                durability: r.durability,
+                target: target.clone(),
+            })),
+            remaining: None,
+            output: None,
+            time_budget: self
+                .deadline
+                .map(|d| d.saturating_duration_since(Instant::now())),
+            lsid: self.lsid,
+            txn_number: self.txn_number,
+            target,
+            no_timeout: false,
+            last_used: Instant::now(),
+        };
+        let id = cursor.id;
+        cursor.last_used = Instant::now();
+        server.cursors.insert(cursor);
+        Ok((docs, id))
+    }
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
@@ -625,7 +793,10 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         if r.explain {
             let server = inv.server.clone();
             let db = r.db.clone();
+            let target = inv.op.target.clone();
+            let mut r = r;
             let mut out = blocking::run(move || {
+                r.resolve_view(&server, &target)?;
                 super::explain::explain_aggregate(&server, &r, super::explain::QUERY_PLANNER)
             })
             .await?;
@@ -636,50 +807,21 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let first_max = r
             .batch_size
             .map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
-        let lsid = session_of(body);
-        let server = inv.server.clone();
-        let weak = Arc::downgrade(inv.server);
-        let deadline = crate::deadline::current();
-        let ns2 = ns.clone();
-        let target = inv.op.target.clone();
-        let txn_number = inv.op.txn_number();
+        let start = Start {
+            server: inv.server.clone(),
+            target: inv.op.target.clone(),
+            ns: ns.clone(),
+            first_max,
+            single_batch: false,
+            lsid: session_of(body),
+            txn_number: inv.op.txn_number(),
+            deadline: crate::deadline::current(),
+        };
         let at_cluster_time = inv.op.at_cluster_time;
         let (docs, id) = blocking::run(move || {
-            let agg = r.prepare()?;
-            let writes = agg.writes();
-            check_target(&target, writes)?;
-            let mut running = agg.open(r.options(&server))?;
-            let (docs, exhausted) = if writes {
-                let (_, done) = batch(&server, &target, &mut running, r.durability, usize::MAX)?;
-                (Vec::new(), done)
-            } else {
-                batch(&server, &target, &mut running, r.durability, first_max)?
-            };
-            if exhausted {
-                return Ok((docs, 0));
-            }
-            let mut cursor = Cursor {
-                id: server.cursors.new_id(),
-                ns: ns2,
-                source: crate::cursor::Source::Pipeline(Box::new(PipelineCursor {
-                    running,
-                    server: weak,
-                    durability: r.durability,
-                    target: target.clone(),
-                })),
-                remaining: None,
-                output: None,
-                time_budget: deadline.map(|d| d.saturating_duration_since(Instant::now())),
-                lsid,
-                txn_number,
-                target,
-                no_timeout: false,
-                last_used: Instant::now(),
-            };
-            let id = cursor.id;
-            cursor.last_used = Instant::now();
-            server.cursors.insert(cursor);
-            Ok((docs, id))
+            let mut r = r;
+            r.resolve_view(&start.server, &start.target)?;
+            start.run(&r)
         })
         .await?;
         let mut batch = RawArrayBuf::new();

@@ -15,9 +15,15 @@
 //! changes. The catalog changes as MongoDB's does: the new `expireAfterSeconds` is stored as
 //! a long (`listIndexes` shows an int), unhiding removes the `hidden` field. Collection-level
 //! options (validators, change-stream images, …) are NotImplemented (238), like at `create`.
+//!
+//! On a view only `viewOn` and `pipeline` may change (either or both; the other keeps its
+//! value); every other option is InvalidOptions "option not supported on a view" (72), and
+//! `viewOn`/`pipeline` on a collection are "option only supported on a view" (72). The new
+//! definition is checked like `create`'s ([`crate::views::validate`]) before the catalog
+//! record is replaced.
 
 use bson::raw::cstr;
-use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::display;
 use cairn_storage::index::{IndexMeta, IndexState};
 
@@ -51,11 +57,141 @@ pub static COMMAND: Command = Command {
     run,
 };
 
+/// The options `collMod` may not change on a view, in the order MongoDB checks them.
+const NOT_ON_A_VIEW: &[&str] = &[
+    "index",
+    "validator",
+    "validationLevel",
+    "validationAction",
+    "changeStreamPreAndPostImages",
+    "expireAfterSeconds",
+    "timeseries",
+];
+
+/// `collMod.viewOn` and `collMod.pipeline`, type-checked.
+fn view_fields(body: &RawDocument) -> Result<(Option<String>, Option<RawArrayBuf>), CommandError> {
+    let view_on = match body.get("viewOn").ok().flatten() {
+        None => None,
+        Some(RawBsonRef::String(s)) => Some(s.to_string()),
+        Some(other) => {
+            return Err(CommandError::wrong_type(
+                "collMod.viewOn",
+                type_name(&other),
+                "string",
+            ));
+        }
+    };
+    let pipeline = match body.get("pipeline").ok().flatten() {
+        None => None,
+        Some(RawBsonRef::Array(a)) => {
+            let mut out = RawArrayBuf::new();
+            for (i, stage) in a.into_iter().enumerate() {
+                let stage =
+                    stage.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+                if !matches!(stage, RawBsonRef::Document(_)) {
+                    return Err(CommandError::wrong_type(
+                        &format!("collMod.pipeline.{i}"),
+                        type_name(&stage),
+                        "object",
+                    ));
+                }
+                out.push(stage);
+            }
+            Some(out)
+        }
+        Some(other) => {
+            return Err(CommandError::wrong_type(
+                "collMod.pipeline",
+                type_name(&other),
+                "array",
+            ));
+        }
+    };
+    Ok((view_on, pipeline))
+}
+
+/// `collMod` on the view `db.name`.
+async fn modify_view(
+    inv: &Invocation<'_>,
+    db: String,
+    name: String,
+    view_on: Option<String>,
+    pipeline: Option<RawArrayBuf>,
+) -> Result<(), CommandError> {
+    let body = inv.req.body;
+    if let Some(f) = NOT_ON_A_VIEW
+        .iter()
+        .find(|f| body.get(f).ok().flatten().is_some())
+    {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            format!("option not supported on a view: {f}"),
+        ));
+    }
+    for (i, el) in body.iter().enumerate() {
+        let (k, _) = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let k = k.as_str();
+        if i > 0
+            && !matches!(k, "viewOn" | "pipeline" | "dryRun")
+            && !super::GENERIC_ARGUMENTS.contains(&k)
+        {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                format!("option not supported on a view: {k}"),
+            ));
+        }
+    }
+    if view_on.is_none() && pipeline.is_none() {
+        return Ok(());
+    }
+    if view_on.as_deref() == Some("") {
+        return Err(CommandError::bad_value("'viewOn' cannot be empty"));
+    }
+    if let Some(v) = &view_on
+        && (v.contains(['$', '\0']) || v.starts_with('.'))
+    {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("invalid name for 'viewOn': {v}"),
+        ));
+    }
+    let server = inv.server.clone();
+    blocking::run(move || {
+        let Some(old) = server.store.view(&db, &name) else {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceNotFound,
+                format!("cannot modify missing view {db}.{name}"),
+            ));
+        };
+        let view_on = view_on.unwrap_or_else(|| old.view_on.clone());
+        let pipeline = pipeline.unwrap_or_else(|| old.pipeline.clone());
+        crate::views::validate(&server, &db, &name, &view_on, &pipeline)?;
+        server.store.modify_view(&db, &name, &view_on, &pipeline)?;
+        Ok(())
+    })
+    .await
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
+        let (view_on, pipeline) = view_fields(body)?;
+        if crate::views::is_view(inv.server, &db, &coll) {
+            modify_view(&inv, db, coll, view_on, pipeline).await?;
+            return Ok(RawDocumentBuf::new().into());
+        }
+        if let Some(f) = ["pipeline", "viewOn"]
+            .into_iter()
+            .find(|f| body.get(f).ok().flatten().is_some())
+            && inv.server.store.collection(&db, &coll).is_some()
+        {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                format!("option only supported on a view: {f}"),
+            ));
+        }
         for (i, el) in body.iter().enumerate() {
             let (k, _) =
                 el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;

@@ -4,6 +4,9 @@
 //! are kept exact transactionally (MongoDB answers from metadata the same way); otherwise
 //! the matching documents are counted. `skip` applies first, then `limit` (a negative limit
 //! counts as its absolute value, as in MongoDB).
+//!
+//! On a view the count is an aggregation, as MongoDB runs it: the view's pipeline, then
+//! `$match` (a non-empty query), `$skip`, `$limit`, `$count`.
 
 use bson::RawBsonRef;
 
@@ -69,7 +72,38 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let limit = signed(body, "limit")?.unsigned_abs();
         let server = inv.server.clone();
         let target = inv.op.target.clone();
+        let lang =
+            crate::lang::Lang::for_command(body, "count", crate::lang::cluster_time(inv.server))?;
+        let own = {
+            let mut own = bson::RawArrayBuf::new();
+            if let Some(q) = query.filter(|q| !q.is_empty()) {
+                own.push(bson::rawdoc! {"$match": q.to_owned()});
+            }
+            if skip > 0 {
+                own.push(bson::rawdoc! {"$skip": skip});
+            }
+            if limit > 0 {
+                own.push(bson::rawdoc! {"$limit": i64::try_from(limit).unwrap_or(i64::MAX)});
+            }
+            own.push(bson::rawdoc! {"$count": "count"});
+            own
+        };
         let n = blocking::run(move || {
+            if let Some(resolved) = crate::views::resolve_in(&server, &target, &db, &coll)? {
+                let r = super::aggregate::AggRequest::for_view(
+                    &server, &db, &coll, resolved, &own, lang, hint,
+                )?;
+                let mut n = 0u64;
+                r.drain(&server, &target, |d| {
+                    n = match d.get("count").ok().flatten() {
+                        Some(RawBsonRef::Int32(i)) => u64::try_from(i).unwrap_or(0),
+                        Some(RawBsonRef::Int64(i)) => u64::try_from(i).unwrap_or(0),
+                        _ => 0,
+                    };
+                    Ok(true)
+                })?;
+                return Ok(n);
+            }
             let store = &server.store;
             let total: u64 = if filter.is_empty() && hint == Hint::None {
                 match store.collection(&db, &coll) {

@@ -1,16 +1,20 @@
-//! `create`: create a collection explicitly.
+//! `create`: create a collection or a view explicitly.
 //!
 //! Options are validated as MongoDB validates them (types 14, `size` ≥ 1 51024, capped
 //! rules 72, unknown fields 40415). Options Cairn cannot enforce yet are refused with
 //! NotImplemented (238) instead of being stored and silently ignored: capped collections,
-//! validators, non-simple collations, views, time series, clustered collections,
-//! change-stream pre-images, encryption, engine-specific options. What is accepted is kept
-//! verbatim in the catalog and reported by `listCollections`. Creating a collection that
-//! exists with identical options succeeds (MongoDB 7.0); with other options it is
-//! NamespaceExists (48).
+//! validators, non-simple collations, time series, clustered collections, change-stream
+//! pre-images, encryption, engine-specific options. What is accepted is kept verbatim in the
+//! catalog and reported by `listCollections`. Creating a collection that exists with
+//! identical options succeeds (MongoDB 7.0); with other options it is NamespaceExists (48).
+//!
+//! `viewOn` (+ `pipeline`, default `[]`) creates a view instead: not inside a transaction
+//! (263), never named `system.views` (73), the definition checked by
+//! [`crate::views::validate`], then stored in the catalog ([`cairn_storage::views`]) after
+//! the database's `system.views` collection is made (as MongoDB makes it).
 
 use bson::raw::CStr;
-use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, truthy, type_name};
 use crate::blocking;
@@ -135,9 +139,6 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     if get("pipeline").is_some() && get("viewOn").is_none() {
         return Err(invalid("'pipeline' requires 'viewOn' to also be specified"));
     }
-    if get("viewOn").is_some() {
-        return Err(not_implemented("views"));
-    }
     if get("expireAfterSeconds").is_some()
         && get("timeseries").is_none()
         && get("clusteredIndex").is_none()
@@ -243,11 +244,162 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     Ok(stored)
 }
 
+/// A view's `viewOn` and `pipeline` (`None`: not a view), type-checked as MongoDB's IDL
+/// does, with the options a view cannot have refused.
+fn view_definition(body: &RawDocument) -> Result<Option<(String, RawArrayBuf)>, CommandError> {
+    let get = |f: &str| body.get(f).ok().flatten();
+    let Some(v) = get("viewOn") else {
+        return Ok(None);
+    };
+    let RawBsonRef::String(view_on) = v else {
+        return Err(CommandError::wrong_type(
+            "create.viewOn",
+            type_name(&v),
+            "string",
+        ));
+    };
+    let mut pipeline = RawArrayBuf::new();
+    match get("pipeline") {
+        None => {}
+        Some(RawBsonRef::Array(a)) => {
+            for (i, stage) in a.into_iter().enumerate() {
+                let stage =
+                    stage.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+                if !matches!(stage, RawBsonRef::Document(_)) {
+                    return Err(CommandError::wrong_type(
+                        &format!("create.pipeline.{i}"),
+                        type_name(&stage),
+                        "object",
+                    ));
+                }
+                pipeline.push(stage);
+            }
+        }
+        Some(other) => {
+            return Err(CommandError::wrong_type(
+                "create.pipeline",
+                type_name(&other),
+                "array",
+            ));
+        }
+    }
+    if view_on.is_empty() {
+        return Err(CommandError::bad_value("'viewOn' cannot be empty"));
+    }
+    if let Some(RawBsonRef::Document(id_index)) = get("idIndex") {
+        return Err(invalid(&format!(
+            "'idIndex' is not allowed with 'viewOn': {}",
+            cairn_storage::display::document(id_index)
+        )));
+    }
+    if get("clusteredIndex").is_some() {
+        return Err(CommandError::new(
+            ErrorCode::Location(6026500),
+            "The 'clusteredIndex' option is not supported with views",
+        ));
+    }
+    if let Some(RawBsonRef::Document(d)) = get("changeStreamPreAndPostImages")
+        && matches!(d.get_bool("enabled"), Ok(true))
+    {
+        return Err(invalid(
+            "option not supported on a view: changeStreamPreAndPostImages",
+        ));
+    }
+    Ok(Some((view_on.to_string(), pipeline)))
+}
+
+/// Creates the view `db.name` (see the module docs).
+async fn create_view(
+    inv: &Invocation<'_>,
+    name: String,
+    view_on: String,
+    pipeline: RawArrayBuf,
+) -> Result<(), CommandError> {
+    let db = inv.req.db.to_string();
+    if inv.op.target.txn().is_some() {
+        return Err(CommandError::new(
+            ErrorCode::OperationNotSupportedInTransaction,
+            "Cannot create a view in a multi-document transaction.",
+        ));
+    }
+    cairn_storage::namespace::check_collection_for_create(&db, &name)?;
+    if name == crate::views::SYSTEM_VIEWS {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("Cannot create a view called '{name}': this is a reserved system namespace"),
+        ));
+    }
+    if name == "system.profile" {
+        return Err(CommandError::new(
+            ErrorCode::IllegalOperation,
+            "Cannot create system.profile as a view",
+        ));
+    }
+    if view_on.contains(['$', '\0']) || view_on.starts_with('.') {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("invalid name for 'viewOn': {view_on}"),
+        ));
+    }
+    let server = inv.server.clone();
+    blocking::run(move || {
+        let cat = server.store.catalog();
+        if cat.get(&db, &name).is_some() {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!("Collection {db}.{name} already exists."),
+            ));
+        }
+        if cat
+            .view(&db, &name)
+            .is_some_and(|v| v.view_on != view_on || v.pipeline.as_bytes() != pipeline.as_bytes())
+        {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!("A view already exists. NS: {db}.{name}"),
+            ));
+        }
+        let identical = cat
+            .view(&db, &name)
+            .is_some_and(|v| v.view_on == view_on && v.pipeline.as_bytes() == pipeline.as_bytes());
+        if !identical && cat.view(&db, &name).is_none() {
+            crate::views::validate(&server, &db, &name, &view_on, &pipeline)?;
+        }
+        // Like MongoDB, the database gets a `system.views` collection with the first view;
+        // it stays when the views are dropped.
+        if server
+            .store
+            .collection(&db, crate::views::SYSTEM_VIEWS)
+            .is_none()
+        {
+            server.store.create_collection(
+                &db,
+                crate::views::SYSTEM_VIEWS,
+                &RawDocumentBuf::new(),
+            )?;
+        }
+        server.store.create_view(&db, &name, &view_on, &pipeline)?;
+        Ok(())
+    })
+    .await
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let name = collection_arg(&inv.req)?.to_string();
+        let view = view_definition(inv.req.body)?;
         let opts = options(inv.req.body)?;
+        if let Some((view_on, pipeline)) = view {
+            create_view(&inv, name, view_on, pipeline).await?;
+            return Ok(RawDocumentBuf::new().into());
+        }
         let db = inv.req.db.to_string();
+        if crate::views::is_view(inv.server, &db, &name) {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!("A view already exists. NS: {db}.{name}"),
+            ));
+        }
         let store = inv.server.store.clone();
         if let Some(cell) = inv.op.target.txn().cloned() {
             // Inside a transaction: created in it, visible to others when it commits.

@@ -90,6 +90,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
+        crate::views::check_not_view(inv.server, &db, &coll)?;
         let specs = match body.get("indexes") {
             Ok(Some(RawBsonRef::Array(a))) => a,
             Ok(Some(other)) => {

@@ -190,6 +190,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     continue;
                 }
                 let r = st.and_then(|st| {
+                    crate::views::check_not_view(&server, &db, &coll)?;
                     if retry.is_some() && !st.limit_one {
                         return Err(CommandError::new(
                             ErrorCode::InvalidOptions,

@@ -5,6 +5,9 @@
 //! contributes its elements (one level), not itself. Duplicates are removed by MongoDB's
 //! comparison (so `1`, `NumberLong(1)` and `1.0` are one value, the first seen kept), and the
 //! values come back in BSON comparison order. More than 16 MiB of values is error 17217.
+//!
+//! On a view the documents come from an aggregation — the view's pipeline, then `$match` (a
+//! non-empty query) — and their values are gathered the same way.
 
 use bson::{RawArrayBuf, RawBson, RawBsonRef, rawdoc};
 use cairn_query::path::{FieldPath, LeafArrays, values};
@@ -76,12 +79,21 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let hint = cairn_query::plan::Hint::None;
         let server = inv.server.clone();
         let target = inv.op.target.clone();
+        let lang = crate::lang::Lang::for_command(
+            body,
+            "distinct",
+            crate::lang::cluster_time(inv.server),
+        )?;
+        let mut own = RawArrayBuf::new();
+        if let Some(q) = opt_document(body, "distinct", "query")?.filter(|q| !q.is_empty()) {
+            own.push(rawdoc! {"$match": q.to_owned()});
+        }
         let set = blocking::run(move || {
             let path = FieldPath::new(&key);
             let mut set: Vec<RawBson> = Vec::new();
             let mut bytes = 0usize;
-            scan_matching(&server, &target, &db, &coll, &filter, &hint, |doc| {
-                for pv in values(&doc, &path, LeafArrays::Whole) {
+            let mut gather = |doc: &bson::RawDocument| {
+                for pv in values(doc, &path, LeafArrays::Whole) {
                     match pv.value {
                         Some(RawBsonRef::Array(a)) => {
                             for el in a.into_iter().flatten() {
@@ -92,8 +104,18 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         None => {}
                     }
                 }
-                Ok(bytes < 16 * 1024 * 1024)
-            })?;
+                bytes < 16 * 1024 * 1024
+            };
+            if let Some(resolved) = crate::views::resolve_in(&server, &target, &db, &coll)? {
+                let r = super::aggregate::AggRequest::for_view(
+                    &server, &db, &coll, resolved, &own, lang, hint,
+                )?;
+                r.drain(&server, &target, |d| Ok(gather(&d)))?;
+            } else {
+                scan_matching(&server, &target, &db, &coll, &filter, &hint, |doc| {
+                    Ok(gather(&doc))
+                })?;
+            }
             if bytes >= 16 * 1024 * 1024 {
                 return Err(CommandError::new(
                     ErrorCode::Location(17217),

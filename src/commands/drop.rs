@@ -4,6 +4,9 @@
 //! collection's size. Replies as a mongos does: `{ok: 1}` whether or not the collection
 //! existed, and `{info: "database does not exist", ok: 1}` when its database has no
 //! collections at all. Open cursors on the collection fail on their next `getMore`.
+//!
+//! A view is dropped by removing its catalog record; dropping `system.views` drops every view
+//! of the database with it (as in MongoDB).
 
 use bson::{RawDocumentBuf, rawdoc};
 
@@ -31,7 +34,17 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let db = inv.req.db.to_string();
         let store = inv.server.store.clone();
         let db_exists = store.catalog().in_database(&db).next().is_some();
-        blocking::run(move || Ok(store.drop_collection(&db, &name)?)).await?;
+        blocking::run(move || {
+            if store.drop_view(&db, &name)? {
+                return Ok(());
+            }
+            if name == crate::views::SYSTEM_VIEWS {
+                store.drop_views(&db)?;
+            }
+            store.drop_collection(&db, &name)?;
+            Ok(())
+        })
+        .await?;
         Ok(if db_exists {
             RawDocumentBuf::new()
         } else {

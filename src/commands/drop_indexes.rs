@@ -32,6 +32,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
+        crate::views::check_not_view(inv.server, &db, &coll)?;
         let meta = inv.server.store.collection(&db, &coll).ok_or_else(|| {
             CommandError::new(
                 ErrorCode::NamespaceNotFound,

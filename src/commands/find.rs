@@ -18,6 +18,11 @@
 //! `skip`/`limit` apply after ordering, the projection last.
 //! Not yet supported (NotImplemented): collations other than simple, `returnKey`,
 //! `showRecordId`; tailable cursors need capped collections (BadValue as in MongoDB).
+//!
+//! On a view, `find` runs as MongoDB runs it: converted into an aggregation ([`on_view`]) —
+//! the view's pipeline, then `$match`, `$sort`, `$skip`, `$limit`, `$project` from the
+//! command — with options aggregation lacks refused (InvalidPipelineOperator, 168); the
+//! cursor's namespace is the view's.
 
 use std::sync::Arc;
 
@@ -248,9 +253,112 @@ impl FindRequest {
     }
 }
 
+/// The `find` options aggregation cannot express, refused on a view in MongoDB's order
+/// (`asAggregationCommand`).
+fn check_view_options(body: &RawDocument) -> Result<(), CommandError> {
+    let refuse = |msg: String| Err(CommandError::new(ErrorCode::InvalidPipelineOperator, msg));
+    for field in ["min", "max"] {
+        if opt_document(body, "find", field)?.is_some_and(|d| !d.is_empty()) {
+            return refuse(format!("Option {field} not supported in aggregation."));
+        }
+    }
+    for field in ["returnKey", "showRecordId"] {
+        if opt_bool(body, "find", field)?.unwrap_or(false) {
+            return refuse(format!("Option {field} not supported in aggregation."));
+        }
+    }
+    if opt_bool(body, "find", "tailable")?.unwrap_or(false) {
+        return refuse("Tailable cursors are not supported in aggregation.".into());
+    }
+    for field in ["noCursorTimeout", "allowPartialResults"] {
+        if opt_bool(body, "find", field)?.unwrap_or(false) {
+            return refuse(format!("Option {field} not supported in aggregation."));
+        }
+    }
+    if opt_document(body, "find", "sort")?
+        .is_some_and(|s| s.get("$natural").ok().flatten().is_some())
+    {
+        return refuse("Sort option $natural not supported in aggregation.".into());
+    }
+    if opt_strict_bool(body, "find", "singleBatch")?.unwrap_or(false)
+        && opt_count(body, "find", "limit")? != Some(1)
+    {
+        return refuse("Option singleBatch not supported in aggregation.".into());
+    }
+    if opt_bool(body, "find", "readOnce")?.unwrap_or(false) {
+        return refuse("Option readOnce not supported in aggregation.".into());
+    }
+    Ok(())
+}
+
+/// `find` on a view, as an aggregation (see the module docs). `None` when the namespace is
+/// not a view as the command's target sees it.
+async fn on_view(inv: &Invocation<'_>) -> Result<Option<RawDocumentBuf>, CommandError> {
+    let body = inv.req.body;
+    let coll = collection_arg(&inv.req)?.to_string();
+    let db = inv.req.db.to_string();
+    let (server, target) = (inv.server.clone(), inv.op.target.clone());
+    let (d, c) = (db.clone(), coll.clone());
+    let Some(resolved) =
+        blocking::run(move || crate::views::resolve_in(&server, &target, &d, &c)).await?
+    else {
+        return Ok(None);
+    };
+    check_view_options(body)?;
+    let r = FindRequest::parse(&inv.req, inv.server)?;
+    let lang = crate::lang::Lang::for_command(body, "find", crate::lang::cluster_time(inv.server))?;
+    let own = crate::views::find_stages(
+        &r.filter_doc,
+        r.sort_doc.as_deref(),
+        r.skip,
+        r.limit,
+        r.projection_doc.as_deref(),
+    );
+    let agg = super::aggregate::AggRequest {
+        db: db.clone(),
+        coll: resolved.base,
+        pipeline: crate::views::concat(&resolved.stages, &own)?,
+        explain: false,
+        batch_size: r.batch_size,
+        allow_disk_use: r.allow_disk_use,
+        hint: r.hint.clone(),
+        lang,
+        durability: crate::write_concern::WriteConcern::from_command(body)?.durability(),
+        view: Some(coll.clone()),
+    };
+    let ns = agg.ns();
+    let start = super::aggregate::Start {
+        server: inv.server.clone(),
+        target: inv.op.target.clone(),
+        ns: ns.clone(),
+        first_max: r
+            .batch_size
+            .map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX)),
+        single_batch: r.single_batch,
+        lsid: session_of(body),
+        txn_number: inv.op.txn_number(),
+        deadline: crate::deadline::current(),
+    };
+    let (docs, id) = blocking::run(move || start.run(&agg)).await?;
+    let mut batch = RawArrayBuf::new();
+    for d in docs {
+        batch.push(d);
+    }
+    let mut cursor = rawdoc! {"firstBatch": batch, "id": id, "ns": ns};
+    if let Some(t) = inv.op.at_cluster_time {
+        cursor.append(bson::raw::cstr!("atClusterTime"), t);
+    }
+    Ok(Some(rawdoc! {"cursor": cursor}))
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
+        if crate::views::may_be_view(inv.server, inv.req.db, collection_arg(&inv.req)?)
+            && let Some(reply) = on_view(&inv).await?
+        {
+            return Ok(reply.into());
+        }
         let r = FindRequest::parse(&inv.req, inv.server)?;
         let ns = r.ns();
         let spill_dir = inv.server.config.data_dir.join(crate::cursor::SPILL_DIR);

@@ -104,6 +104,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let db = inv.req.db.to_string();
         super::insert::check_txn_write(inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
+        crate::views::check_not_view(inv.server, &db, &coll)?;
         let wc = WriteConcern::from_command(body)?;
         let remove = flag(body, "remove");
         let new = flag(body, "new");

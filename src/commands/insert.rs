@@ -215,6 +215,17 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 }
                 prepared = keep;
             }
+            if store.view(&db, &coll).is_some() {
+                // A view: every statement fails (the first only, when ordered).
+                let e = crate::views::not_a_collection(&db, &coll);
+                for (i, _) in &prepared {
+                    errs.push((*i, e.clone()));
+                    if ordered {
+                        break;
+                    }
+                }
+                return Ok((n, errs, retried));
+            }
             let mut rest: &[(usize, RawDocumentBuf)] = &prepared;
             'chunks: while !rest.is_empty() {
                 let mut take = 0;

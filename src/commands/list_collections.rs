@@ -1,8 +1,10 @@
 //! `listCollections`: the collections of a database, as a cursor.
 //!
 //! Entries are `{name, type: "collection", options, info: {readOnly: false, uuid},
-//! idIndex: {v: 2, key: {_id: 1}, name: "_id_"}}` in name order; `nameOnly: true` returns
-//! `{name, type}`. `filter` is a query on the entries as returned. The reply is
+//! idIndex: {v: 2, key: {_id: 1}, name: "_id_"}}` in name order, then the views as
+//! `{name, type: "view", options: {viewOn, pipeline}, info: {readOnly: true}}` in name order
+//! (MongoDB lists a database's views after its collections; the `system.views` collection
+//! that creating a view makes is an ordinary entry); `nameOnly: true` returns `{name, type}`. `filter` is a query on the entries as returned. The reply is
 //! `{cursor: {id, ns: "<db>.$cmd.listCollections", firstBatch}, ok}`; with
 //! `cursor.batchSize` smaller than the result the rest is served by `getMore`.
 
@@ -77,6 +79,21 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         "uuid": bson::Binary { subtype: BinarySubtype::Uuid, bytes: m.uuid.to_vec() },
                     },
                     "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+                }
+            };
+            if filter.as_ref().is_none_or(|f| f.matches(&entry)) {
+                entries.push_back(entry);
+            }
+        }
+        for v in inv.server.store.catalog().views_in(db) {
+            let entry = if name_only {
+                rawdoc! {"name": v.name.as_str(), "type": "view"}
+            } else {
+                rawdoc! {
+                    "name": v.name.as_str(),
+                    "type": "view",
+                    "options": {"viewOn": v.view_on.as_str(), "pipeline": v.pipeline.clone()},
+                    "info": {"readOnly": true},
                 }
             };
             if filter.as_ref().is_none_or(|f| f.matches(&entry)) {

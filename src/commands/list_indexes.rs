@@ -45,6 +45,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             Some(c) => opt_count(c, "listIndexes.cursor", "batchSize")?,
             None => None,
         };
+        crate::views::check_not_view(inv.server, db, coll)?;
         let meta = inv.server.store.collection(db, coll).ok_or_else(|| {
             CommandError::new(
                 ErrorCode::NamespaceNotFound,

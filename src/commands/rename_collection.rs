@@ -2,7 +2,9 @@
 //!
 //! Within or across databases, a rename rewrites one catalog record: the documents stay
 //! where they are, so it costs the same for any collection size. With `dropTarget` an
-//! existing target is dropped in the same catalog transaction.
+//! existing target is dropped in the same catalog transaction. Views are not renamed
+//! (CommandNotSupportedOnView, 166), nothing is renamed onto a view (NamespaceExists, 48), and
+//! `system.views` is neither source nor target (IllegalOperation, 20).
 
 use bson::{RawBsonRef, RawDocumentBuf};
 use cairn_storage::namespace::split_namespace;
@@ -58,6 +60,24 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             return Err(CommandError::new(
                 ErrorCode::IllegalOperation,
                 "Can't rename a collection to itself",
+            ));
+        }
+        if fcoll == crate::views::SYSTEM_VIEWS || tcoll == crate::views::SYSTEM_VIEWS {
+            return Err(CommandError::new(
+                ErrorCode::IllegalOperation,
+                "renaming system.views collection or renaming to system.views is not allowed",
+            ));
+        }
+        if crate::views::is_view(inv.server, fdb, fcoll) {
+            return Err(CommandError::new(
+                ErrorCode::CommandNotSupportedOnView,
+                format!("cannot rename view: {fdb}.{fcoll}"),
+            ));
+        }
+        if crate::views::is_view(inv.server, tdb, tcoll) {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!("a view already exists with that name: {tdb}.{tcoll}"),
             ));
         }
         cairn_storage::namespace::check_collection_for_create(tdb, tcoll).map_err(|e| {

@@ -576,7 +576,10 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         retried.push(stmt);
                         Ok(Outcome::from_record(rec))
                     }
-                    _ => st.and_then(|st| execute(&server, ctx, &db, &coll, &st)),
+                    _ => st.and_then(|st| {
+                        crate::views::check_not_view(&server, &db, &coll)?;
+                        execute(&server, ctx, &db, &coll, &st)
+                    }),
                 };
                 match r {
                     Ok(o) => {

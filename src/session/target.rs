@@ -134,6 +134,26 @@ impl ReadView<'_, '_> {
             ReadView::Txn(t) => Ok(t.collection(db, coll)?),
         }
     }
+
+    /// A view's definition as this view sees it.
+    pub fn view(
+        &self,
+        db: &str,
+        name: &str,
+    ) -> Result<Option<Arc<cairn_storage::catalog::ViewMeta>>, CommandError> {
+        match self {
+            ReadView::Snap(_, store) => Ok(store.view(db, name)),
+            ReadView::Txn(t) => Ok(t.view(db, name)?),
+        }
+    }
+
+    /// The views of `db`, in name order.
+    pub fn views_in(&self, db: &str) -> Vec<Arc<cairn_storage::catalog::ViewMeta>> {
+        match self {
+            ReadView::Snap(_, store) => store.catalog().views_in(db).cloned().collect(),
+            ReadView::Txn(t) => t.views_in(db),
+        }
+    }
 }
 
 impl Target {

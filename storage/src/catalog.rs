@@ -8,6 +8,7 @@
 //! 'S' u64be(space id) u64be(sequence)   → statistics delta: i64be count, i64be data size
 //! 'M' u64be(index space)                → multikey marker ([1])
 //! 'B' u64be(index space)                → build resume position (a document key)
+//! 'W' db 0x00 name                      → view record (a BSON document, below)
 //! ```
 //! Database and collection names never contain NUL (namespace validation rejects it), so
 //! `'C' db 0x00` is an exact prefix for one database's collections and records sort by
@@ -17,6 +18,9 @@
 //! `{id: Int64, db, name, uuid: UUID, options: {...}, created: Date, indexes: [spec...]}`;
 //! `id` is also the space holding the collection's documents. Every collection has the
 //! `_id_` index, which is the document space itself (documents are keyed by E(_id)).
+//!
+//! A view record is `{db, name, viewOn, pipeline: [...], created: Date}` ([`ViewMeta`]): a
+//! view has no space; its name is unique among the database's collections and views.
 //!
 //! Statistics (document count, BSON bytes) are kept as *deltas*: each committing write
 //! appends one blind-written delta key, so concurrent writers never conflict on a counter;
@@ -49,6 +53,75 @@ pub const NEXT_ID_KEY: &[u8] = b"N";
 pub const COLLECTION_PREFIX: u8 = b'C';
 /// Prefix of statistics deltas.
 pub const STATS_PREFIX: u8 = b'S';
+/// Prefix of view records.
+pub const VIEW_PREFIX: u8 = b'W';
+
+/// A view's catalog record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewMeta {
+    /// Database name.
+    pub db: String,
+    /// View name.
+    pub name: String,
+    /// The collection or view it reads (in the same database).
+    pub view_on: String,
+    /// Its pipeline (an array of stage documents).
+    pub pipeline: bson::RawArrayBuf,
+    /// Creation time.
+    pub created: bson::DateTime,
+}
+
+impl ViewMeta {
+    /// `db.name`.
+    pub fn namespace(&self) -> String {
+        format!("{}.{}", self.db, self.name)
+    }
+
+    /// Encodes the record.
+    pub fn to_bson(&self) -> RawDocumentBuf {
+        let mut d = RawDocumentBuf::new();
+        d.append(cstr!("db"), self.db.as_str());
+        d.append(cstr!("name"), self.name.as_str());
+        d.append(cstr!("viewOn"), self.view_on.as_str());
+        d.append(cstr!("pipeline"), self.pipeline.clone());
+        d.append(cstr!("created"), self.created);
+        d
+    }
+
+    /// Decodes a record.
+    pub fn from_bson(bytes: &[u8]) -> Result<ViewMeta> {
+        let bad = |what: &str| StorageError::Corrupt(format!("view record: {what}"));
+        let d = RawDocument::from_bytes(bytes).map_err(|_| bad("not a document"))?;
+        Ok(ViewMeta {
+            db: d.get_str("db").map_err(|_| bad("db"))?.to_string(),
+            name: d.get_str("name").map_err(|_| bad("name"))?.to_string(),
+            view_on: d.get_str("viewOn").map_err(|_| bad("viewOn"))?.to_string(),
+            pipeline: d
+                .get_array("pipeline")
+                .map_err(|_| bad("pipeline"))?
+                .to_owned(),
+            created: d.get_datetime("created").map_err(|_| bad("created"))?,
+        })
+    }
+}
+
+/// Catalog key of a view record.
+pub fn view_key(db: &str, name: &str) -> Vec<u8> {
+    let mut k = collection_key(db, name);
+    if let Some(first) = k.first_mut() {
+        *first = VIEW_PREFIX;
+    }
+    k
+}
+
+/// Catalog key prefix of one database's view records.
+pub fn view_database_prefix(db: &str) -> Vec<u8> {
+    let mut k = database_prefix(db);
+    if let Some(first) = k.first_mut() {
+        *first = VIEW_PREFIX;
+    }
+    k
+}
 
 /// A collection's catalog record.
 #[derive(Debug, Clone, PartialEq)]
@@ -262,6 +335,7 @@ pub fn read_stats(r: &dyn Read, space: SpaceId) -> Result<(Stats, u64, usize)> {
 pub struct Catalog {
     collections: BTreeMap<(String, String), Arc<CollectionMeta>>,
     records: BTreeMap<(String, String), Arc<Vec<u8>>>,
+    views: BTreeMap<(String, String), Arc<ViewMeta>>,
 }
 
 impl Catalog {
@@ -275,7 +349,41 @@ impl Catalog {
             c.records.insert(k.clone(), Arc::new(v.to_vec()));
             c.collections.insert(k, Arc::new(meta));
         }
+        for kv in r.prefix(crate::engine::CATALOG_SPACE, &[VIEW_PREFIX])? {
+            let (_, v) = kv?;
+            let view = ViewMeta::from_bson(&v)?;
+            c.views
+                .insert((view.db.clone(), view.name.clone()), Arc::new(view));
+        }
         Ok(c)
+    }
+
+    /// The view, if it exists.
+    pub fn view(&self, db: &str, name: &str) -> Option<&Arc<ViewMeta>> {
+        self.views.get(&(db.to_string(), name.to_string()))
+    }
+
+    /// Views of `db`, sorted by name.
+    pub fn views_in<'a>(&'a self, db: &'a str) -> impl Iterator<Item = &'a Arc<ViewMeta>> + 'a {
+        self.views
+            .range((db.to_string(), String::new())..)
+            .take_while(move |((d, _), _)| d == db)
+            .map(|(_, v)| v)
+    }
+
+    /// A copy with `view` added or replaced.
+    pub fn with_view(&self, view: ViewMeta) -> Catalog {
+        let mut c = self.clone();
+        c.views
+            .insert((view.db.clone(), view.name.clone()), Arc::new(view));
+        c
+    }
+
+    /// A copy without the view `db.name`.
+    pub fn without_view(&self, db: &str, name: &str) -> Catalog {
+        let mut c = self.clone();
+        c.views.remove(&(db.to_string(), name.to_string()));
+        c
     }
 
     /// The collection, if it exists.
@@ -299,9 +407,15 @@ impl Catalog {
         self.collections.values()
     }
 
-    /// Database names that hold at least one collection, sorted.
+    /// Database names that hold at least one collection or view, sorted.
     pub fn databases(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.collections.keys().map(|(d, _)| d.clone()).collect();
+        let mut v: Vec<String> = self
+            .collections
+            .keys()
+            .chain(self.views.keys())
+            .map(|(d, _)| d.clone())
+            .collect();
+        v.sort();
         v.dedup();
         v
     }

@@ -35,6 +35,7 @@ pub mod keys;
 pub mod namespace;
 pub mod sessions;
 pub mod store;
+pub mod views;
 
 pub use error::{Result, StorageError};
 pub use store::{

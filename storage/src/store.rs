@@ -359,6 +359,9 @@ impl Store {
         namespace::check_collection_for_create(db, name)?;
         let _ddl = self.ddl.lock().map_err(|_| poisoned())?;
         let cat = self.catalog();
+        if cat.view(db, name).is_some() {
+            return Err(StorageError::NamespaceExists(format!("{db}.{name}")));
+        }
         if let Some(existing) = cat.get(db, name) {
             if existing.options.as_bytes() == options.as_bytes() {
                 return Ok(false);
@@ -486,7 +489,8 @@ impl Store {
         let _ddl = self.ddl.lock().map_err(|_| poisoned())?;
         let cat = self.catalog();
         let metas: Vec<Arc<CollectionMeta>> = cat.in_database(db).cloned().collect();
-        if metas.is_empty() {
+        let views: Vec<String> = cat.views_in(db).map(|v| v.name.clone()).collect();
+        if metas.is_empty() && views.is_empty() {
             return Ok(());
         }
         self.ddl_tx(|tx| {
@@ -494,11 +498,17 @@ impl Store {
                 tx.delete(CATALOG_SPACE, &collection_key(&m.db, &m.name))?;
                 Self::delete_collection_keys(tx, m)?;
             }
+            for v in &views {
+                tx.delete(CATALOG_SPACE, &crate::catalog::view_key(db, v))?;
+            }
             Ok(())
         })?;
         let mut next = (*cat).clone();
         for m in &metas {
             next = next.without(&m.db, &m.name);
+        }
+        for v in &views {
+            next = next.without_view(db, v);
         }
         self.swap_catalog(next)?;
         for m in &metas {
@@ -523,6 +533,9 @@ impl Store {
                 from.0, from.1
             )));
         };
+        if cat.view(to.0, to.1).is_some() {
+            return Err(StorageError::NamespaceExists(format!("{}.{}", to.0, to.1)));
+        }
         let target = cat.get(to.0, to.1).cloned();
         if target.is_some() && !drop_target {
             return Err(StorageError::NamespaceExists(format!(
@@ -898,7 +911,7 @@ impl WriteTxn<'_> {
         options: &RawDocument,
     ) -> Result<Arc<CollectionMeta>> {
         namespace::check_collection_for_create(db, name)?;
-        if self.collection(db, name)?.is_some() {
+        if self.collection(db, name)?.is_some() || self.view(db, name)?.is_some() {
             return Err(StorageError::NamespaceExists(format!("{db}.{name}")));
         }
         let cat = self.store.catalog();

@@ -2149,6 +2149,76 @@ def _():
 
 
 # ==============================================================================================
+# Views (the manual's "Create and Query a View" and "Use a View to Join Two Collections")
+# ==============================================================================================
+STUDENTS = [
+    (22001, "Alex", 1, 4.0), (21001, "bernie", 2, 3.7), (20010, "Chris", 3, 2.5),
+    (22021, "Drew", 1, 3.2), (17301, "harley", 6, 3.1), (21022, "Farmer", 1, 2.2),
+    (20020, "george", 3, 2.8), (18020, "Harley", 5, 2.8),
+]
+
+
+@example("views: create a view and query it (find, count, distinct, aggregate)")
+def _():
+    coll("students", [{"sID": i, "name": n, "year": y, "score": s} for i, n, y, s in STUDENTS])
+    db.drop_collection("firstYears")
+    db.create_collection("firstYears", viewOn="students", pipeline=[{"$match": {"year": 1}}])
+    LAST[0] = "db.firstYears.find({}, {_id: 0})"
+    same(list(db.firstYears.find({}, {"_id": 0})), [
+        {"sID": 22001, "name": "Alex", "year": 1, "score": 4.0},
+        {"sID": 22021, "name": "Drew", "year": 1, "score": 3.2},
+        {"sID": 21022, "name": "Farmer", "year": 1, "score": 2.2},
+    ])
+    LAST[0] = "db.firstYears.count_documents / estimated_document_count / distinct"
+    expect(db.firstYears.count_documents({"score": {"$gt": 3}}) == 2, "count_documents")
+    expect(db.firstYears.estimated_document_count() == 3, "estimated_document_count")
+    expect(db.firstYears.distinct("name") == ["Alex", "Drew", "Farmer"], "distinct")
+    same(agg(db.firstYears, [{"$group": {"_id": None, "avg": {"$avg": "$score"}}}]),
+         [{"_id": None, "avg": (4.0 + 3.2 + 2.2) / 3}])
+    LAST[0] = "db.list_collections(filter={type: 'view'})"
+    views = list(db.list_collections(filter={"type": "view", "name": "firstYears"}))
+    same(views, [D(("name", "firstYears"), ("type", "view"),
+                   ("options", D(("viewOn", "students"), ("pipeline", [{"$match": {"year": 1}}]))),
+                   ("info", {"readOnly": True}))])
+    expect_error(166, lambda: db.firstYears.insert_one({"sID": 1}), "db.firstYears.insert_one")
+    expect_error(166, lambda: db.firstYears.update_many({}, {"$set": {"x": 1}}),
+                 "db.firstYears.update_many")
+    expect_error(166, lambda: db.firstYears.create_index("name"), "db.firstYears.create_index")
+    db.command("collMod", "firstYears", pipeline=[{"$match": {"year": 3}}])
+    LAST[0] = "db.firstYears.find after collMod"
+    same(list(db.firstYears.find({}, {"_id": 0, "name": 1})), [{"name": "Chris"}, {"name": "george"}])
+    db.firstYears.drop()
+    expect("firstYears" not in db.list_collection_names(), "dropped view still listed")
+
+
+@example("views: use a view to join two collections")
+def _():
+    coll("inventory", [{"prodId": p, "price": pr, "quantity": q}
+                       for p, pr, q in [(100, 20, 125), (101, 10, 234), (102, 15, 432), (103, 17, 320)]])
+    orders = [(201, 301, 100, 20), (202, 302, 101, 10), (203, 303, 102, 5), (204, 303, 103, 15),
+              (205, 303, 103, 20), (206, 302, 102, 1), (207, 302, 101, 5), (208, 301, 100, 10),
+              (209, 303, 103, 30)]
+    coll("orders", [{"orderId": o, "custid": c, "prodId": p, "numPurchased": n} for o, c, p, n in orders])
+    db.drop_collection("sales")
+    db.create_collection("sales", viewOn="orders", pipeline=[
+        {"$lookup": {"from": "inventory", "localField": "prodId", "foreignField": "prodId",
+                     "as": "inventoryDocs"}},
+        {"$project": {"_id": 0, "prodId": 1, "orderId": 1, "numPurchased": 1,
+                      "price": "$inventoryDocs.price"}},
+        {"$unwind": "$price"},
+    ])
+    price = {100: 20, 101: 10, 102: 15, 103: 17}
+    LAST[0] = "db.sales.find()"
+    same(list(db.sales.find()), [
+        {"orderId": o, "prodId": p, "numPurchased": n, "price": price[p]} for o, _, p, n in orders])
+    same_set(agg(db.sales, [{"$group": {"_id": "$prodId",
+                                        "amountSold": {"$sum": {"$multiply": ["$price", "$numPurchased"]}}}}]),
+             [{"_id": 100, "amountSold": 600}, {"_id": 101, "amountSold": 150},
+              {"_id": 102, "amountSold": 90}, {"_id": 103, "amountSold": 1105}])
+    db.sales.drop()
+
+
+# ==============================================================================================
 
 for name in fixed:
     print(f"# note: {name} now behaves as documented; remove it from KNOWN_DEVIATIONS")

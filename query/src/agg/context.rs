@@ -27,6 +27,14 @@ use crate::plan::{PlanCache, Source};
 pub trait Catalog {
     /// `db.name`'s metadata, `None` when it does not exist.
     fn collection(&self, db: &str, name: &str) -> Result<Option<Arc<CollectionMeta>>>;
+
+    /// When `db.name` is a view: what it reads (its base collection, `None` for a source
+    /// stage such as `$documents`) and the stages to run first, its whole `viewOn` chain
+    /// resolved. Sub-pipelines (`$lookup`, `$graphLookup`, `$unionWith`) read views through
+    /// this.
+    fn view(&self, _db: &str, _name: &str) -> Result<Option<(Option<String>, bson::RawArrayBuf)>> {
+        Ok(None)
+    }
 }
 
 /// Writes of one transaction (`$out`, `$merge`), implemented by the server over its write

@@ -333,14 +333,27 @@ impl Aggregation {
         v
     }
 
-    /// Prepares already-parsed stages over `coll` (sub-pipelines).
+    /// Prepares already-parsed stages over `coll` (sub-pipelines). When `coll` is a view in
+    /// `catalog`, the stages run over what it reads: its base collection, after the view's
+    /// own stages.
     pub(crate) fn from_parsed(
         db: &str,
         coll: Option<&str>,
-        stages: Vec<Arc<dyn Stage>>,
+        mut stages: Vec<Arc<dyn Stage>>,
         ext: &ExprExtensions,
+        catalog: &dyn super::context::Catalog,
     ) -> Result<Aggregation> {
-        let mut cx = ParseCx::new(db, coll, ext.clone());
+        let mut base = coll.map(str::to_string);
+        if let Some(c) = coll
+            && let Some((b, view_stages)) = catalog.view(db, c)?
+        {
+            let vcx = ParseCx::new(db, b.as_deref(), ext.clone());
+            let mut all = Pipeline::parse(&view_stages, &vcx)?.stages().to_vec();
+            all.append(&mut stages);
+            stages = all;
+            base = b;
+        }
+        let mut cx = ParseCx::new(db, base.as_deref(), ext.clone());
         cx.sub = SubContext::Lookup;
         Aggregation::prepare(Pipeline::from_stages(stages), &cx, Hint::None)
     }

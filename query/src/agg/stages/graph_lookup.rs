@@ -187,7 +187,13 @@ impl GraphLookup {
                 None => eq,
             };
             let stage: Arc<dyn Stage> = Arc::new(Match::from_doc(&filter, &self.ext)?);
-            let agg = Aggregation::from_parsed(&self.db, Some(&self.from), vec![stage], &self.ext)?;
+            let agg = Aggregation::from_parsed(
+                &self.db,
+                Some(&self.from),
+                vec![stage],
+                &self.ext,
+                cx.catalog,
+            )?;
             let found = agg.collect(opts, cx, usize::MAX, "$graphLookup")?;
             for f in found {
                 let id = f

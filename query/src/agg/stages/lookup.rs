@@ -309,7 +309,8 @@ impl Lookup {
             );
             stages.insert(at, m);
         }
-        let agg = Aggregation::from_parsed(&self.db, self.from.as_deref(), stages, &ext)?;
+        let agg =
+            Aggregation::from_parsed(&self.db, self.from.as_deref(), stages, &ext, cx.catalog)?;
         let what = format!(
             "{} matching pipeline's $lookup stage",
             self.from.as_deref().unwrap_or("")

@@ -523,6 +523,15 @@ impl DocStream for MergeStream {
             return Ok(None);
         };
         let st = Arc::clone(&self.stage);
+        if cx.catalog.view(&st.db, &st.coll)?.is_some() {
+            return Err(QueryError::Location(
+                166,
+                format!(
+                    "Namespace {}.{} is a view, not a collection",
+                    st.db, st.coll
+                ),
+            ));
+        }
         let target = cx.catalog.collection(&st.db, &st.coll)?;
         st.check_unique_index(target.as_deref())?;
         if target.is_none() && st.when_not_matched == WhenNotMatched::Insert {

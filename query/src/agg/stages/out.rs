@@ -204,6 +204,15 @@ impl DocStream for OutStream {
         };
         let st = Arc::clone(&self.stage);
         let temp = format!("tmp.agg_out.{:016x}", rand::random::<u64>());
+        if cx.catalog.view(&st.db, &st.coll)?.is_some() {
+            return Err(QueryError::Location(
+                166,
+                format!(
+                    "Namespace {}.{} is a view, not a collection",
+                    st.db, st.coll
+                ),
+            ));
+        }
         let target = cx.catalog.collection(&st.db, &st.coll)?;
         cx.host.ddl(Ddl::CreateLike {
             db: &st.db,

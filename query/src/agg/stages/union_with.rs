@@ -151,6 +151,7 @@ impl DocStream for UnionStream {
                 st.coll.as_deref(),
                 st.pipeline.stages().to_vec(),
                 &st.ext,
+                cx.catalog,
             )?;
             self.other = Some(agg.open_shared(self.opts.clone())?);
         }
