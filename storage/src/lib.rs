@@ -21,9 +21,11 @@
 //! under one commit lock; errors are [`error::StorageError`], never panics.
 
 pub mod catalog;
+pub mod changelog;
 pub mod clock;
 pub mod compare;
 pub mod decimal;
+pub mod diff;
 pub mod display;
 pub mod doc;
 pub mod engine;
