@@ -90,6 +90,21 @@ pub struct Output {
     pub filter: Option<Arc<Filter>>,
 }
 
+impl Cursor {
+    /// Whether `getMore` waits for new data (`maxTimeMS` is then the wait): change streams.
+    pub fn awaits_data(&self) -> bool {
+        matches!(&self.source, Source::Pipeline(p) if p.is_change_stream())
+    }
+
+    /// A change stream's `postBatchResumeToken`.
+    pub fn post_batch_resume_token(&self) -> Option<RawDocumentBuf> {
+        match &self.source {
+            Source::Pipeline(p) => p.post_batch_resume_token(),
+            _ => None,
+        }
+    }
+}
+
 impl Output {
     /// Applies the projection to one document.
     pub fn apply(&self, doc: &RawDocument) -> Result<RawDocumentBuf, CommandError> {

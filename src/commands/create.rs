@@ -176,9 +176,40 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     }
     if let Some(v) = get("changeStreamPreAndPostImages") {
         match v {
-            RawBsonRef::Document(d) if matches!(d.get_bool("enabled"), Ok(false)) => {}
-            RawBsonRef::Document(_) => {
-                return Err(not_implemented("change stream pre- and post-images"));
+            RawBsonRef::Document(d) => {
+                let enabled = match (d.get("enabled"), d.iter().count()) {
+                    (Ok(Some(RawBsonRef::Boolean(b))), 1) => b,
+                    (Ok(Some(other)), 1) => {
+                        return Err(CommandError::wrong_type(
+                            "changeStreamPreAndPostImages.enabled",
+                            type_name(&other),
+                            "bool",
+                        ));
+                    }
+                    (Ok(None), _) => {
+                        return Err(CommandError::missing_field(
+                            "changeStreamPreAndPostImages.enabled",
+                        ));
+                    }
+                    _ => {
+                        let extra = d
+                            .iter()
+                            .flatten()
+                            .map(|(k, _)| k.as_str())
+                            .find(|k| *k != "enabled")
+                            .unwrap_or_default();
+                        return Err(CommandError::unknown_field(
+                            "changeStreamPreAndPostImages",
+                            extra,
+                        ));
+                    }
+                };
+                if enabled {
+                    stored.append(
+                        bson::raw::cstr!("changeStreamPreAndPostImages"),
+                        bson::rawdoc! {"enabled": true},
+                    );
+                }
             }
             other => {
                 return Err(CommandError::wrong_type(

@@ -654,10 +654,12 @@ pub async fn begin(
     };
     let store = server.store.clone();
     let state = crate::blocking::run(move || {
-        Ok(match at {
+        let mut state = match at {
             Some(at) => store.begin_txn_at(at)?,
             None => store.begin_txn()?,
-        })
+        };
+        state.set_origin(lsid, n);
+        Ok(state)
     })
     .await?;
     let cell = Arc::new(TxnCell::new(server.store.clone(), n, state));
