@@ -110,6 +110,16 @@ pub struct Config {
     )]
     pub ttl_monitor_sleep_secs: u64,
 
+    /// Size budget of the change log in megabytes (MongoDB's `oplogSizeMB`): the oldest
+    /// changes beyond it are removed in the background, and change streams can no longer
+    /// resume before them (ChangeStreamHistoryLost).
+    #[arg(
+        long = "oplog-size-mb",
+        env = "CAIRN_OPLOG_SIZE_MB",
+        default_value_t = 1024
+    )]
+    pub oplog_size_mb: u64,
+
     /// Seconds to let in-flight commands finish after SIGINT/SIGTERM before closing.
     #[arg(
         long = "shutdown-timeout-secs",

@@ -133,6 +133,9 @@ pub struct Store {
     /// Called after every commit that wrote (change streams and tailable cursors wait on
     /// it).
     on_commit: RwLock<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Bytes of the change log: its space's size at open, plus what was appended since,
+    /// minus what was trimmed.
+    log_bytes: AtomicU64,
     /// The next unused space id. Every creator (DDL, index creation, a transaction creating a
     /// collection) takes ids from here, so two creators never share a space and a failed one
     /// can drop its spaces safely. `NEXT_ID_KEY` persists a lower bound; at open the id is
@@ -225,6 +228,7 @@ impl Store {
             intents: Mutex::new(std::collections::HashMap::new()),
             next_txn_id: AtomicU64::new(1),
             on_commit: RwLock::new(None),
+            log_bytes: AtomicU64::new(0),
             opts,
         };
         let mut tx = store.engine.begin()?;
@@ -283,6 +287,10 @@ impl Store {
             .next_space
             .store(persisted_next.max(highest + 1), Ordering::Relaxed);
         store.engine.open_space(CHANGE_LOG_SPACE)?;
+        store.log_bytes.store(
+            store.engine.space_disk_size(CHANGE_LOG_SPACE),
+            Ordering::Relaxed,
+        );
         for space in store.engine.spaces() {
             if space != CATALOG_SPACE && space != CHANGE_LOG_SPACE && !owned.contains(&space) {
                 store.engine.drop_space(space)?;
@@ -717,6 +725,8 @@ impl Store {
                 entry.append(bson::raw::cstr!("wall"), wall);
                 let pos = (at, u32::try_from(i).unwrap_or(u32::MAX));
                 tx.put(CHANGE_LOG_SPACE, &changelog::key(pos), entry.as_bytes())?;
+                self.log_bytes
+                    .fetch_add(entry.as_bytes().len() as u64 + 12, Ordering::Relaxed);
             }
         }
         tx.commit()?;
@@ -749,28 +759,40 @@ impl Store {
         Ok((entries, trimmed))
     }
 
-    /// Deletes the oldest change log entries while the log occupies more than `max_bytes`
-    /// (approximately, by the engine's size of its space), up to `batch` entries per call.
-    /// Returns how many were deleted.
+    /// Deletes the oldest change log entries while the log holds more than `max_bytes`
+    /// (entry bytes appended since open plus the space's size at open, less what was
+    /// trimmed), up to `batch` entries per call; a commit's entries go together. Returns how
+    /// many were deleted.
     pub fn trim_change_log(&self, max_bytes: u64, batch: usize) -> Result<usize> {
-        if self.engine.space_disk_size(CHANGE_LOG_SPACE) <= max_bytes {
+        let size = self.log_bytes.load(Ordering::Relaxed);
+        if size <= max_bytes {
             return Ok(0);
         }
         let mut tx = self.engine.begin()?;
-        let keys: Vec<Vec<u8>> = tx
-            .range(CHANGE_LOG_SPACE, Bound::Unbounded, Bound::Unbounded, false)?
-            .take(batch)
-            .map(|kv| kv.map(|(k, _)| k.to_vec()))
-            .collect::<std::result::Result<_, _>>()?;
-        let Some(last) = keys.last().and_then(|k| changelog::position(k)) else {
+        let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut freed = 0u64;
+        for kv in tx.range(CHANGE_LOG_SPACE, Bound::Unbounded, Bound::Unbounded, false)? {
+            let (k, v) = kv?;
+            let len = (k.len() + v.len()) as u64;
+            let same_commit = entries
+                .last()
+                .is_some_and(|(p, _)| p.get(..8) == k.get(..8));
+            if !same_commit && (entries.len() >= batch || size - freed.min(size) <= max_bytes) {
+                break;
+            }
+            freed += len;
+            entries.push((k.to_vec(), len));
+        }
+        let Some(last) = entries.last().and_then(|(k, _)| changelog::position(k)) else {
             return Ok(0);
         };
-        for k in &keys {
+        for (k, _) in &entries {
             tx.delete(CHANGE_LOG_SPACE, k)?;
         }
         tx.put(CATALOG_SPACE, changelog::TRIMMED_KEY, &last.0.to_be_bytes())?;
         tx.commit()?;
-        Ok(keys.len())
+        self.log_bytes.fetch_sub(freed.min(size), Ordering::Relaxed);
+        Ok(entries.len())
     }
 
     /// A snapshot for a `readConcern: snapshot` read at cluster time `at` (now when `None`),
