@@ -914,10 +914,36 @@ pub fn is_transient(code: i32, commit_or_abort: bool, has_wce: bool) -> bool {
     )
 }
 
+/// The change stream labels: `NonResumableChangeStreamError` for ChangeStreamFatalError
+/// (280) and ChangeStreamHistoryLost (286); `ResumableChangeStreamError` for the retriable
+/// codes on an `aggregate` that opens a change stream.
+fn change_stream_labels(body: &RawDocument, e: &mut CommandError) {
+    let code = e.code.code();
+    if matches!(code, 280 | 286) {
+        if !e.labels.contains(&"NonResumableChangeStreamError") {
+            e.labels.push("NonResumableChangeStreamError");
+        }
+        return;
+    }
+    let opens_stream = matches!(body.get("pipeline"), Ok(Some(RawBsonRef::Array(p)))
+        if p.into_iter().next().and_then(|s| s.ok()).is_some_and(|s| {
+            matches!(s, RawBsonRef::Document(d) if d.get("$changeStream").ok().flatten().is_some())
+        }));
+    let resumable = matches!(
+        code,
+        6 | 7 | 89 | 91 | 133 | 134 | 150 | 189 | 234 | 262 | 9001 | 10107 | 11600 | 11602
+            | 13388 | 13435 | 13436
+    );
+    if opens_stream && resumable && !e.labels.contains(&"ResumableChangeStreamError") {
+        e.labels.push("ResumableChangeStreamError");
+    }
+}
+
 /// Adds `TransientTransactionError` to an error reply of a request inside a transaction
 /// (`txnNumber` and `autocommit` present) where MongoDB does ([`is_transient`]); requests
 /// outside transactions never get it.
 pub fn label_error(body: &RawDocument, e: &mut CommandError) {
+    change_stream_labels(body, e);
     let get = |f: &str| body.get(f).ok().flatten();
     if get("autocommit").is_none() || get("txnNumber").is_none() {
         e.labels.retain(|l| *l != "TransientTransactionError");
