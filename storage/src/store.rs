@@ -269,7 +269,11 @@ impl Store {
         }
         let owned: std::collections::HashSet<SpaceId> = cat
             .all()
-            .flat_map(|m| std::iter::once(m.id).chain(m.secondary_indexes().map(|i| i.space)))
+            .flat_map(|m| {
+                std::iter::once(m.id)
+                    .chain(m.natural)
+                    .chain(m.secondary_indexes().map(|i| i.space))
+            })
             .collect();
         let persisted_next = snap
             .get(CATALOG_SPACE, NEXT_ID_KEY)?
@@ -424,8 +428,14 @@ impl Store {
             options: options.to_owned(),
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
+            natural: None,
         };
-        let next = self.alloc_spaces(1);
+        let capped = matches!(options.get("capped"), Ok(Some(RawBsonRef::Boolean(true))));
+        let next = self.alloc_spaces(if capped { 2 } else { 1 });
+        if capped {
+            meta.natural = Some(next + 1);
+            self.engine.open_space(next + 1)?;
+        }
         let change = Change::on("create", &meta).with("desc", create_description(options));
         let id = self.ddl_tx_logged(vec![change], |tx| {
             tx.put(CATALOG_SPACE, NEXT_ID_KEY, &(next + 1).to_be_bytes())?;
@@ -489,6 +499,9 @@ impl Store {
                 m.remove(&idx.space);
             }
             self.engine.drop_space(idx.space)?;
+        }
+        if let Some(n) = meta.natural {
+            self.engine.drop_space(n)?;
         }
         self.engine.drop_space(meta.id)?;
         Ok(())
@@ -1076,6 +1089,7 @@ impl WriteTxn<'_> {
             options: options.to_owned(),
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
+            natural: None,
         };
         self.store.engine.open_space(next)?;
         self.created.push(meta.clone());
@@ -1143,6 +1157,9 @@ impl WriteTxn<'_> {
                 .with("key", changelog::document_key(doc))
                 .with("doc", doc.to_owned()),
         );
+        if coll.natural.is_some() {
+            self.capped_append(coll, &key)?;
+        }
         Ok(())
     }
 
@@ -1449,6 +1466,9 @@ impl WriteTxn<'_> {
         }
         for (k, _) in &nodes {
             self.tx.delete(coll.id, k)?;
+        }
+        if coll.natural.is_some() {
+            self.capped_remove(coll, key)?;
         }
         let mut c = Change::on("d", coll).with("key", changelog::document_key(&old));
         if changelog::wants_images(coll) {
@@ -1924,6 +1944,10 @@ fn scan_range(
             Take::More
         }
     };
+    if let (Some(space), (Bound::Unbounded, Bound::Unbounded)) = (coll.natural, range) {
+        // A whole capped collection is read in insertion order.
+        return crate::capped::scan_natural(r, coll, space, resume, reverse, limits, pred);
+    }
     if limits.max_docs == 0 {
         return Err(StorageError::BadValue(
             "a scan batch needs max_docs >= 1".into(),

@@ -174,7 +174,7 @@ log "PyMongo and Node.js: transactions"
 run_suite txn "$PY" "$HERE/txn_pymongo.py" "$URI"
 run_suite txn_node node "$HERE/txn_node.mjs" "$URI"
 
-log "PyMongo: change streams"
+log "PyMongo: change streams, capped collections, tailable cursors"
 run_suite streams "$PY" "$HERE/streams_pymongo.py" "$URI"
 
 # The Go driver, as Debian packages it: built offline in GOPATH mode (no module proxy).
