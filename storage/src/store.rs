@@ -774,13 +774,19 @@ impl Store {
 
     /// Deletes the oldest change log entries while the log holds more than `max_bytes`
     /// (entry bytes appended since open plus the space's size at open, less what was
-    /// trimmed), up to `batch` entries per call; a commit's entries go together. Returns how
-    /// many were deleted.
-    pub fn trim_change_log(&self, max_bytes: u64, batch: usize) -> Result<usize> {
+    /// trimmed), up to `batch` entries per call; a commit's entries go together, and commits
+    /// younger than `keep_secs` seconds stay whatever the size (mongod's minimum retention).
+    /// Returns how many were deleted.
+    pub fn trim_change_log(&self, max_bytes: u64, keep_secs: u64, batch: usize) -> Result<usize> {
         let size = self.log_bytes.load(Ordering::Relaxed);
         if size <= max_bytes {
             return Ok(0);
         }
+        // Commits at or after this second are kept whatever the size (`--oplog-min-retention-hours`).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let keep_from = now.saturating_sub(keep_secs);
         let mut tx = self.engine.begin()?;
         let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
         let mut freed = 0u64;
@@ -790,7 +796,11 @@ impl Store {
             let same_commit = entries
                 .last()
                 .is_some_and(|(p, _)| p.get(..8) == k.get(..8));
-            if !same_commit && (entries.len() >= batch || size - freed.min(size) <= max_bytes) {
+            let young = keep_secs > 0
+                && changelog::position(&k).is_some_and(|(ts, _)| ts >> 32 >= keep_from);
+            if !same_commit
+                && (entries.len() >= batch || size - freed.min(size) <= max_bytes || young)
+            {
                 break;
             }
             freed += len;
