@@ -132,6 +132,9 @@ error_codes! {
     OptionNotSupportedOnView = 167,
     ViewDepthLimitExceeded = 165,
     CommandNotSupportedOnView = 166,
+    CappedPositionLost = 136,
+    ChangeStreamFatalError = 280,
+    ChangeStreamHistoryLost = 286,
 }
 
 /// An error to be sent to the client as an error reply.

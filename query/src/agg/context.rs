@@ -160,6 +160,17 @@ pub trait Host: Send + Sync {
         Err(unsupported("$listLocalSessions"))
     }
 
+    /// Change log entries after `after` (at most `max`), with the packed commit time through
+    /// which the log has been trimmed (`$changeStream`).
+    #[allow(clippy::type_complexity)]
+    fn change_log(
+        &self,
+        _after: Option<(u64, u32)>,
+        _max: usize,
+    ) -> Result<(Vec<((u64, u32), RawDocumentBuf)>, u64)> {
+        Err(unsupported("$changeStream"))
+    }
+
     /// The operations `$currentOp` reports.
     fn current_op(&self, _spec: &CurrentOpSpec) -> Result<Vec<RawDocumentBuf>> {
         Err(unsupported("$currentOp"))
@@ -265,6 +276,9 @@ pub struct Options {
     pub window_memory_limit: usize,
     /// Most documents `$densify` may generate (`internalQueryMaxAllowedDensifyDocs`, 500).
     pub densify_max_docs: usize,
+    /// A change stream's progress, shared with the command (see
+    /// [`crate::agg::stages::change_stream`]).
+    pub stream: crate::agg::stages::change_stream::SharedProgress,
 }
 
 /// `internalDocumentSourceSetWindowFieldsMaxMemoryBytes`' default.
@@ -278,6 +292,7 @@ impl Default for Options {
             spill_dir: None,
             window_memory_limit: DEFAULT_WINDOW_MEMORY_LIMIT_BYTES,
             densify_max_docs: 500,
+            stream: Default::default(),
         }
     }
 }
