@@ -200,6 +200,36 @@ pub fn find_stages(
     out
 }
 
+/// The stages of a `count` on a view: `$match` (a non-empty query), `$skip`, `$limit`,
+/// `$count`.
+pub fn count_stages(query: Option<&RawDocument>, skip: i64, limit: u64) -> RawArrayBuf {
+    let mut own = RawArrayBuf::new();
+    if let Some(q) = query.filter(|q| !q.is_empty()) {
+        own.push(rawdoc! {"$match": q.to_owned()});
+    }
+    if skip > 0 {
+        own.push(rawdoc! {"$skip": skip});
+    }
+    if limit > 0 {
+        own.push(rawdoc! {"$limit": i64::try_from(limit).unwrap_or(i64::MAX)});
+    }
+    own.push(rawdoc! {"$count": "count"});
+    own
+}
+
+/// The stages MongoDB explains for a `distinct` on a view: `$match` (a non-empty query), then
+/// the key's values unwound and gathered into one set.
+pub fn distinct_stages(query: Option<&RawDocument>, key: &str) -> RawArrayBuf {
+    let mut own = RawArrayBuf::new();
+    if let Some(q) = query.filter(|q| !q.is_empty()) {
+        own.push(rawdoc! {"$match": q.to_owned()});
+    }
+    let path = format!("${key}");
+    own.push(rawdoc! {"$unwind": {"path": path.as_str(), "preserveNullAndEmptyArrays": true}});
+    own.push(rawdoc! {"$group": {"_id": RawBson::Null, "distinct": {"$addToSet": path.as_str()}}});
+    own
+}
+
 /// The collections a pipeline reads besides its input: `$lookup`/`$graphLookup` `from`,
 /// `$unionWith`, recursively through sub-pipelines and `$facet`.
 fn involved(pipeline: &RawArray, out: &mut Vec<String>) {

@@ -34,6 +34,13 @@ async fn setup(db: &Database) {
     .await;
 }
 
+async fn people_index(db: &Database) {
+    db.collection::<Document>("people")
+        .create_index(mongodb::IndexModel::builder().keys(doc! {"city": 1}).build())
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn reads_through_a_view() {
     let server = TestServer::start();
@@ -123,6 +130,32 @@ async fn reads_through_a_view() {
         &grouped,
         &[doc! {"_id": "lima", "n": 1}, doc! {"_id": "oslo", "n": 2}],
     );
+
+    // explain: a find on a view is explained as the aggregation it runs, over the base
+    // collection with the view's $match and the command's filter combined.
+    people_index(&db).await;
+    let r = cmd(
+        &db,
+        doc! {"explain": {"find": "adults", "filter": {"city": "lima"}}, "verbosity": "queryPlanner"},
+    )
+    .await;
+    // The view's $project keeps a pipeline: the query goes to the `$cursor` stage.
+    let stages = r.get_array("stages").unwrap();
+    let qp = stages[0]
+        .as_document()
+        .unwrap()
+        .get_document("$cursor")
+        .unwrap()
+        .get_document("queryPlanner")
+        .unwrap();
+    assert_eq!(qp.get_str("namespace").unwrap(), "views.people");
+    let plan = qp.get_document("winningPlan").unwrap().to_string();
+    assert!(plan.contains("\"indexName\": \"city_1\""), "{plan}");
+    let r = cmd(&db, doc! {"explain": {"count": "adults"}}).await;
+    assert!(r.get_array("stages").is_ok(), "{r}");
+    // dbStats counts views.
+    let r = cmd(&db, doc! {"dbStats": 1}).await;
+    assert_eq!(r.get_i32("views").unwrap(), 1);
 
     // A view on a view.
     cmd(
@@ -503,6 +536,28 @@ async fn writes_and_index_commands_on_a_view_fail() {
         let e = people.aggregate(vec![stage.clone()]).await.unwrap_err();
         assert_eq!(code_of(&e), 166, "{stage}");
     }
+    // Commands that only apply to collections.
+    assert_eq!(err(&db, doc! {"collStats": "adults"}).await, 166);
+    assert_eq!(
+        err(&db, doc! {"convertToCapped": "adults", "size": 4096}).await,
+        166
+    );
+    assert_eq!(
+        err(
+            &db,
+            doc! {"aggregate": "adults", "pipeline": [{"$changeStream": {}}], "cursor": {}}
+        )
+        .await,
+        166
+    );
+    assert_eq!(
+        err(
+            &db,
+            doc! {"explain": {"delete": "adults", "deletes": [{"q": {}, "limit": 0}]}}
+        )
+        .await,
+        166
+    );
     // find options aggregation cannot express.
     assert_eq!(
         err(&db, doc! {"find": "adults", "tailable": true}).await,

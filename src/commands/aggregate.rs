@@ -304,6 +304,14 @@ impl AggRequest {
         let Some(resolved) = crate::views::resolve_in(server, target, &self.db, &name)? else {
             return Ok(());
         };
+        if let Some(Ok(RawBsonRef::Document(first))) = self.pipeline.into_iter().next()
+            && first.get("$changeStream").ok().flatten().is_some()
+        {
+            return Err(CommandError::new(
+                ErrorCode::CommandNotSupportedOnView,
+                format!("Namespace {}.{name} is a view. $changeStream cannot be used on views", self.db),
+            ));
+        }
         // A leading `$collStats` reports on the view itself (latency statistics only), as
         // in MongoDB: the view's pipeline is not prepended.
         if let Some(Ok(RawBsonRef::Document(first))) = self.pipeline.into_iter().next()

@@ -31,6 +31,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let from = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
+        crate::views::check_not_view(inv.server, &db, &from)?;
         let to = match body.get("toCollection") {
             Ok(Some(RawBsonRef::String(s))) => s.to_string(),
             Ok(Some(other)) => {

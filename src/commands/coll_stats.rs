@@ -108,6 +108,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let scale = parse_scale(inv.req.body, "collStats")?;
         let db = inv.req.db.to_string();
         let ns = format!("{db}.{name}");
+        crate::views::check_not_view(inv.server, &db, &name)?;
         let store = inv.server.store.clone();
         let out = blocking::run(move || {
             let Some(meta) = store.collection(&db, &name) else {

@@ -31,6 +31,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
+        crate::views::check_not_view(inv.server, &db, &coll)?;
         let size = match body.get("size").ok().flatten() {
             Some(v) if !matches!(v, RawBsonRef::Int32(0) | RawBsonRef::Int64(0)) => {
                 super::create::capped_limits(v, None)?.0

@@ -74,20 +74,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let target = inv.op.target.clone();
         let lang =
             crate::lang::Lang::for_command(body, "count", crate::lang::cluster_time(inv.server))?;
-        let own = {
-            let mut own = bson::RawArrayBuf::new();
-            if let Some(q) = query.filter(|q| !q.is_empty()) {
-                own.push(bson::rawdoc! {"$match": q.to_owned()});
-            }
-            if skip > 0 {
-                own.push(bson::rawdoc! {"$skip": skip});
-            }
-            if limit > 0 {
-                own.push(bson::rawdoc! {"$limit": i64::try_from(limit).unwrap_or(i64::MAX)});
-            }
-            own.push(bson::rawdoc! {"$count": "count"});
-            own
-        };
+        let own = crate::views::count_stages(query, skip, limit);
         let n = blocking::run(move || {
             if let Some(resolved) = crate::views::resolve_in(&server, &target, &db, &coll)? {
                 let r = super::aggregate::AggRequest::for_view(

@@ -41,11 +41,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 data += s.size;
                 storage += i64::try_from(store.storage_size(m)).unwrap_or(i64::MAX);
             }
+            let views = i64::try_from(cat.views_in(&db).count()).unwrap_or(i64::MAX);
             let (fs_used, fs_total) = crate::sysinfo::filesystem_usage(&data_dir).unwrap_or((0, 0));
             let sc = scale as f64;
             let mut d = rawdoc! {"db": db.as_str()};
             append_number(&mut d, cstr!("collections"), colls);
-            append_number(&mut d, cstr!("views"), 0);
+            append_number(&mut d, cstr!("views"), views);
             append_number(&mut d, cstr!("objects"), objects);
             d.append(
                 cstr!("avgObjSize"),

@@ -448,11 +448,16 @@ fn explain_inner(
         body: inner,
         exhaust_allowed: false,
     };
+    let target = crate::session::target::Target::default();
     if name == "aggregate" {
-        let r = super::aggregate::AggRequest::parse(&req, server, true)?;
+        let mut r = super::aggregate::AggRequest::parse(&req, server, true)?;
+        r.resolve_view(server, &target)?;
         return explain_aggregate(server, &r, v);
     }
     let coll = super::collection_arg(&req)?.to_string();
+    if let Some(resolved) = crate::views::resolve_in(server, &target, db, &coll)? {
+        return explain_on_view(server, name, db, &coll, inner, resolved, v);
+    }
     let ns = format!("{db}.{coll}");
     let meta = server.store.collection(db, &coll);
     let meta = meta.as_deref();
@@ -677,6 +682,72 @@ fn explain_inner(
         }
         _ => unreachable_command(name),
     }
+}
+
+/// `explain` of a read on a view: the aggregation MongoDB turns it into (the view's pipeline,
+/// then the command's stages), explained as an aggregation; writes are 166.
+fn explain_on_view(
+    server: &ServerState,
+    name: &str,
+    db: &str,
+    view: &str,
+    inner: &RawDocument,
+    resolved: crate::views::Resolved,
+    v: Verbosity,
+) -> Result<RawDocumentBuf, CommandError> {
+    let req = Request {
+        name,
+        db,
+        body: inner,
+        exhaust_allowed: false,
+    };
+    let lang = crate::lang::Lang::for_command(inner, name, crate::lang::cluster_time(server))?;
+    let (own, hint) = match name {
+        "find" => {
+            let r = super::find::FindRequest::parse(&req, server)?;
+            let own = crate::views::find_stages(
+                &r.filter_doc,
+                r.sort_doc.as_deref(),
+                r.skip,
+                r.limit,
+                r.projection_doc.as_deref(),
+            );
+            (own, r.hint.clone())
+        }
+        "count" => {
+            let query = opt_document(inner, "count", "query")?;
+            let skip = match inner.get("skip").ok().flatten() {
+                Some(RawBsonRef::Int32(i)) => i64::from(i),
+                Some(RawBsonRef::Int64(i)) => i,
+                Some(RawBsonRef::Double(d)) => d as i64,
+                _ => 0,
+            };
+            let limit = match inner.get("limit").ok().flatten() {
+                Some(RawBsonRef::Int32(i)) => i64::from(i),
+                Some(RawBsonRef::Int64(i)) => i,
+                Some(RawBsonRef::Double(d)) => d as i64,
+                _ => 0,
+            };
+            (
+                crate::views::count_stages(query, skip.max(0), limit.unsigned_abs()),
+                super::find::parse_hint(inner, "count")?,
+            )
+        }
+        "distinct" => {
+            let query = opt_document(inner, "distinct", "query")?;
+            let key = match inner.get("key").ok().flatten() {
+                Some(RawBsonRef::String(k)) => k.to_string(),
+                _ => return Err(CommandError::missing_field("distinct.key")),
+            };
+            (
+                crate::views::distinct_stages(query, &key),
+                cairn_query::plan::Hint::None,
+            )
+        }
+        _ => return Err(crate::views::not_a_collection(db, view)),
+    };
+    let r = super::aggregate::AggRequest::for_view(server, db, view, resolved, &own, lang, hint)?;
+    explain_aggregate(server, &r, v)
 }
 
 fn unreachable_command(name: &str) -> Result<RawDocumentBuf, CommandError> {
