@@ -36,7 +36,11 @@ async fn setup(db: &Database) {
 
 async fn people_index(db: &Database) {
     db.collection::<Document>("people")
-        .create_index(mongodb::IndexModel::builder().keys(doc! {"city": 1}).build())
+        .create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! {"city": 1})
+                .build(),
+        )
         .await
         .unwrap();
 }
@@ -563,6 +567,25 @@ async fn writes_and_index_commands_on_a_view_fail() {
         err(&db, doc! {"find": "adults", "tailable": true}).await,
         168
     );
+    assert_eq!(
+        err(&db, doc! {"find": "adults", "sort": {"$natural": 1}}).await,
+        168
+    );
+    assert_eq!(
+        err(&db, doc! {"find": "adults", "readOnce": true}).await,
+        168
+    );
+    assert_eq!(
+        err(
+            &db,
+            doc! {"find": "adults", "projection": {"arr": {"$elemMatch": {"x": 1}}}}
+        )
+        .await,
+        168
+    );
+    // findOne (singleBatch with limit 1) works.
+    let one = v.find_one(doc! {"name": "cid"}).await.unwrap().unwrap();
+    assert_eq!(one, doc! {"_id": 3, "name": "cid", "city": "oslo"});
     // Nothing was written.
     assert_eq!(people.count_documents(doc! {}).await.unwrap(), 4);
 }

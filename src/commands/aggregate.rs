@@ -309,7 +309,10 @@ impl AggRequest {
         {
             return Err(CommandError::new(
                 ErrorCode::CommandNotSupportedOnView,
-                format!("Namespace {}.{name} is a view. $changeStream cannot be used on views", self.db),
+                format!(
+                    "Namespace {}.{name} is a view. $changeStream cannot be used on views",
+                    self.db
+                ),
             ));
         }
         // A leading `$collStats` reports on the view itself (latency statistics only), as

@@ -308,6 +308,16 @@ fn check_view_options(body: &RawDocument) -> Result<(), CommandError> {
     if opt_bool(body, "find", "readOnce")?.unwrap_or(false) {
         return refuse("Option readOnce not supported in aggregation.".into());
     }
+    // Only plain inclusions, exclusions and expressions project a view's documents: the
+    // find-only `$elemMatch` projection is an unknown expression to `$project`.
+    if let Some(p) = opt_document(body, "find", "projection")?
+        && p.iter().flatten().any(|(_, v)| {
+            matches!(v, RawBsonRef::Document(d)
+                if d.iter().next().and_then(Result::ok).is_some_and(|(k, _)| k.as_str() == "$elemMatch"))
+        })
+    {
+        return refuse("Unrecognized expression '$elemMatch'".into());
+    }
     Ok(())
 }
 
