@@ -126,16 +126,24 @@ pub fn resolve(
         v = next;
     }
     let mut stages = RawArrayBuf::new();
+    let mut base = Some(v.view_on.clone());
+    // A view on `system.views` reads the definitions, as a read of it does.
+    if v.view_on == SYSTEM_VIEWS
+        && let Some(defs) = resolve(view, db, SYSTEM_VIEWS)?
+    {
+        for s in &defs.stages {
+            let s = s.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            stages.push(RawBson::from(s));
+        }
+        base = None;
+    }
     for p in pipelines.iter().rev() {
         for s in p {
             let s = s.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
             stages.push(RawBson::from(s));
         }
     }
-    Ok(Some(Resolved {
-        base: Some(v.view_on.clone()),
-        stages,
-    }))
+    Ok(Some(Resolved { base, stages }))
 }
 
 /// Whether `db.name` may be a view (or `system.views` with definitions) by the committed

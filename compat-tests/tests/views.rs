@@ -360,6 +360,22 @@ async fn catalog_listing_and_ddl() {
         }],
     );
 
+    // A view on system.views reads the definitions.
+    cmd(
+        &db,
+        doc! {"create": "defs", "viewOn": "system.views", "pipeline": [{"$project": {"viewOn": 1}}]},
+    )
+    .await;
+    let defs = collect(db.collection::<Document>("defs").find(doc! {}).await.unwrap()).await;
+    assert_docs(
+        &defs,
+        &[
+            doc! {"_id": "views.adults", "viewOn": "people"},
+            doc! {"_id": "views.defs", "viewOn": "system.views"},
+        ],
+    );
+    cmd(&db, doc! {"drop": "defs"}).await;
+
     // Creating the same view again is fine; another definition is NamespaceExists.
     cmd(
         &db,
