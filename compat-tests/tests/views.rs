@@ -366,7 +366,13 @@ async fn catalog_listing_and_ddl() {
         doc! {"create": "defs", "viewOn": "system.views", "pipeline": [{"$project": {"viewOn": 1}}]},
     )
     .await;
-    let defs = collect(db.collection::<Document>("defs").find(doc! {}).await.unwrap()).await;
+    let defs = collect(
+        db.collection::<Document>("defs")
+            .find(doc! {})
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_docs(
         &defs,
         &[
@@ -633,4 +639,65 @@ async fn views_survive_a_restart() {
             .len(),
         1
     );
+}
+
+#[tokio::test]
+async fn view_ddl_in_change_streams() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("views");
+    db.collection::<Document>("people")
+        .insert_one(doc! {"_id": 1})
+        .await
+        .unwrap();
+    let mut expanded = db
+        .watch()
+        .show_expanded_events(true)
+        .await
+        .unwrap()
+        .with_type::<Document>();
+    let mut plain = db.watch().await.unwrap().with_type::<Document>();
+    cmd(&db, doc! {"create": "v", "viewOn": "people"}).await;
+    cmd(
+        &db,
+        doc! {"collMod": "v", "pipeline": [{"$match": {"_id": 1}}]},
+    )
+    .await;
+    cmd(&db, doc! {"drop": "v"}).await;
+    db.collection::<Document>("people")
+        .insert_one(doc! {"_id": 2})
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while events.len() < 4 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        match expanded.next_if_any().await.unwrap() {
+            Some(mut e) => {
+                for f in ["_id", "clusterTime", "wallTime", "collectionUUID"] {
+                    e.remove(f);
+                }
+                events.push(e);
+            }
+            None => assert!(std::time::Instant::now() < deadline, "{events:?}"),
+        }
+    }
+    assert_docs(
+        &events,
+        &[
+            doc! {"operationType": "create", "ns": {"db": "views", "coll": "v"},
+            "operationDescription": {"viewOn": "people", "pipeline": []}},
+            doc! {"operationType": "modify", "ns": {"db": "views", "coll": "v"},
+            "operationDescription": {"viewOn": "people", "pipeline": [{"$match": {"_id": 1}}]}},
+            doc! {"operationType": "drop", "ns": {"db": "views", "coll": "v"}},
+            doc! {"operationType": "insert", "fullDocument": {"_id": 2},
+            "ns": {"db": "views", "coll": "people"}, "documentKey": {"_id": 2}},
+        ],
+    );
+    // Without showExpandedEvents only the insert is seen.
+    let e = loop {
+        if let Some(e) = plain.next_if_any().await.unwrap() {
+            break e;
+        }
+    };
+    assert_eq!(e.get_str("operationType").unwrap(), "insert");
 }

@@ -77,6 +77,14 @@ impl ViewMeta {
         format!("{}.{}", self.db, self.name)
     }
 
+    /// `{viewOn, pipeline}`: the definition as `listCollections` and change events show it.
+    pub fn description(&self) -> RawDocumentBuf {
+        let mut d = RawDocumentBuf::new();
+        d.append(cstr!("viewOn"), self.view_on.as_str());
+        d.append(cstr!("pipeline"), self.pipeline.clone());
+        d
+    }
+
     /// Encodes the record.
     pub fn to_bson(&self) -> RawDocumentBuf {
         let mut d = RawDocumentBuf::new();

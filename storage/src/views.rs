@@ -7,12 +7,17 @@
 //! collections and views: creating either checks the other (a collection created inside a
 //! session transaction reads the view key, so a concurrent view creation makes it conflict).
 //!
+//! Creating, modifying and dropping a view are recorded in the change log (`create` and
+//! `modify` with the definition as their description, `dropView`), which change streams
+//! show as expanded events.
+//!
 //! What a view may read (its pipeline, cycles, depth) is the server's business; this module
 //! only stores definitions.
 
 use bson::RawArrayBuf;
 
 use crate::catalog::{ViewMeta, collection_key, view_key};
+use crate::changelog::Change;
 use crate::engine::CATALOG_SPACE;
 use crate::error::{Result, StorageError};
 use crate::namespace;
@@ -57,7 +62,8 @@ impl Store {
             pipeline: pipeline.clone(),
             created: bson::DateTime::now(),
         };
-        self.ddl_tx(|tx| {
+        let change = Change::on_ns("create", &view.namespace()).with("desc", view.description());
+        self.ddl_tx_logged(vec![change], |tx| {
             // A collection created by an uncommitted session transaction conflicts here.
             if tx.get(CATALOG_SPACE, &collection_key(db, name))?.is_some() {
                 return Err(StorageError::NamespaceExists(format!("{db}.{name}")));
@@ -92,7 +98,8 @@ impl Store {
             pipeline: pipeline.clone(),
             ..(*old).clone()
         };
-        self.ddl_tx(|tx| {
+        let change = Change::on_ns("modify", &view.namespace()).with("desc", view.description());
+        self.ddl_tx_logged(vec![change], |tx| {
             tx.put(
                 CATALOG_SPACE,
                 &view_key(db, name),
@@ -110,7 +117,8 @@ impl Store {
         if self.catalog().view(db, name).is_none() {
             return Ok(false);
         }
-        self.ddl_tx(|tx| {
+        let change = Change::on_ns("dropView", &format!("{db}.{name}"));
+        self.ddl_tx_logged(vec![change], |tx| {
             tx.delete(CATALOG_SPACE, &view_key(db, name))?;
             Ok(())
         })?;
@@ -126,7 +134,11 @@ impl Store {
         if names.is_empty() {
             return Ok(0);
         }
-        self.ddl_tx(|tx| {
+        let changes = names
+            .iter()
+            .map(|n| Change::on_ns("dropView", &format!("{db}.{n}")))
+            .collect();
+        self.ddl_tx_logged(changes, |tx| {
             for n in &names {
                 tx.delete(CATALOG_SPACE, &view_key(db, n))?;
             }

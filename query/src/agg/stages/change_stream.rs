@@ -474,6 +474,8 @@ fn event_type(op: &str) -> Option<(&'static str, bool)> {
         "r" => ("replace", false),
         "d" => ("delete", false),
         "drop" => ("drop", false),
+        // A view's drop is an expanded event (MongoDB derives it from `system.views`).
+        "dropView" => ("drop", true),
         "rename" => ("rename", false),
         "dropDatabase" => ("dropDatabase", false),
         "create" => ("create", true),
