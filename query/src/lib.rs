@@ -5,7 +5,9 @@
 //! filters (match expressions) over [`path`], MongoDB's dotted-path resolution, and
 //! [`regex`], PCRE-compatible regular expressions. Projections, sorting, updates and the
 //! planner build on this crate (issues 4 and 5); [`agg`] is the aggregation framework
-//! (pipelines, stages, accumulators) on top of [`expr`] and [`plan`].
+//! (pipelines, stages, accumulators) on top of [`expr`] and [`plan`]; [`validation`] is
+//! document validation (collection validators, their levels and actions, and MongoDB's
+//! explanation of a failure), installed into storage as its write hook.
 //!
 //! Invariants: the query layer reaches data only through `cairn-storage`'s API and never
 //! panics on client input; every error is a [`error::QueryError`].
@@ -23,6 +25,7 @@ pub mod projection;
 pub mod regex;
 pub mod sort;
 pub mod update;
+pub mod validation;
 
 pub use cairn_storage as storage;
 pub use error::{QueryError, Result};
