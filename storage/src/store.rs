@@ -461,14 +461,16 @@ impl Store {
     }
 
     /// Replaces a collection's options (`collMod`: validator, validation level and action)
-    /// atomically in the catalog, recording a `modify` change whose `operationDescription`
-    /// is `desc`. Writes that resolved the collection before commit conflict and rerun with
-    /// the new options. Returns the options it had.
+    /// atomically in the catalog: `change` computes the new options from the current ones
+    /// under the DDL lock (so concurrent changes of different options do not lose each other),
+    /// and a `modify` change whose `operationDescription` is `desc` is recorded. Writes that
+    /// resolved the collection before commit conflict and rerun with the new options. Returns
+    /// the options it had.
     pub fn set_collection_options(
         &self,
         db: &str,
         name: &str,
-        options: &RawDocument,
+        change: impl FnOnce(&RawDocument) -> RawDocumentBuf,
         desc: &RawDocument,
     ) -> Result<RawDocumentBuf> {
         let _ddl = self.ddl.lock().map_err(|_| poisoned())?;
@@ -478,7 +480,7 @@ impl Store {
             )));
         };
         let mut next = (*meta).clone();
-        next.options = options.to_owned();
+        next.options = change(&meta.options);
         let change = Change::on("modify", &meta).with("desc", desc.to_owned());
         self.ddl_tx_logged(vec![change], |tx| {
             tx.put(
