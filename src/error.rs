@@ -129,6 +129,9 @@ error_codes! {
     ExceededTimeLimit = 262,
     InvalidUUID = 207,
     DocumentValidationFailure = 121,
+    CappedPositionLost = 136,
+    ChangeStreamFatalError = 280,
+    ChangeStreamHistoryLost = 286,
 }
 
 /// An error to be sent to the client as an error reply.

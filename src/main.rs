@@ -72,14 +72,17 @@ async fn reap_sessions(state: Arc<ServerState>) {
     }
 }
 
-/// Keeps the change log within `--oplog-size-mb`, checking every few seconds.
+/// Keeps the change log within `--oplog-size-mb` (but never younger than
+/// `--oplog-min-retention-hours`), checking every few seconds.
 async fn trim_change_log(state: Arc<ServerState>) {
     let budget = state.config.oplog_size_mb.saturating_mul(1024 * 1024);
+    let keep_secs = (state.config.oplog_min_retention_hours * 3600.0) as u64;
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let s = state.clone();
         let _ = cairn::blocking::run(move || {
-            while s.store.trim_change_log(budget, 10_000)? > 0 && !s.is_shutting_down() {}
+            while s.store.trim_change_log(budget, keep_secs, 10_000)? > 0 && !s.is_shutting_down() {
+            }
             Ok(())
         })
         .await;

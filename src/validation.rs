@@ -106,9 +106,7 @@ pub const OPTIONS: [&str; 3] = ["validator", "validationLevel", "validationActio
 pub fn check_config_settings(db: &str, coll: &str, body: &RawDocument) -> Result<(), CommandError> {
     if db == "config"
         && coll == "settings"
-        && OPTIONS
-            .iter()
-            .any(|f| body.get(f).ok().flatten().is_some())
+        && OPTIONS.iter().any(|f| body.get(f).ok().flatten().is_some())
     {
         return Err(CommandError::new(
             ErrorCode::InvalidOptions,

@@ -917,7 +917,11 @@ async fn restricted_namespaces_and_change_events() {
     .await;
     assert_eq!(code_of(&e), 27);
     let r = cmd(&db, doc! {"listCollections": 1, "filter": {"name": "both"}}).await;
-    let first = r.get_document("cursor").unwrap().get_array("firstBatch").unwrap()[0]
+    let first = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()[0]
         .as_document()
         .unwrap()
         .clone();
@@ -949,6 +953,69 @@ async fn restricted_namespaces_and_change_events() {
         bytes(event.get_document("operationDescription").unwrap()),
         bytes(&doc! {"validator": {"a": 1}, "validationLevel": "moderate"})
     );
+}
+
+/// Capped collections take validators; `convertToCapped` keeps the collection's validator
+/// (MongoDB copies its options) and copies documents without validating them.
+#[tokio::test]
+async fn capped_collections_keep_validators() {
+    let s = TestServer::start();
+    let db = s.client().await.database("val");
+    let list_options = |name: &'static str| {
+        let db = db.clone();
+        async move {
+            let r = cmd(&db, doc! {"listCollections": 1, "filter": {"name": name}}).await;
+            r.get_document("cursor")
+                .unwrap()
+                .get_array("firstBatch")
+                .unwrap()[0]
+                .as_document()
+                .unwrap()
+                .get_document("options")
+                .unwrap()
+                .clone()
+        }
+    };
+    create(
+        &db,
+        "capped",
+        doc! {"validator": {"a": {"$type": "int"}}, "capped": true, "size": 4096},
+    )
+    .await;
+    assert_doc(
+        &list_options("capped").await,
+        &doc! {"capped": true, "size": 4096, "validator": {"a": {"$type": "int"}}},
+    );
+    let r = cmd(
+        &db,
+        doc! {"insert": "capped", "documents": [{"_id": 1, "a": 1}, {"_id": 2, "a": "x"}]},
+    )
+    .await;
+    assert_eq!(r.get_i32("n").unwrap(), 1);
+    assert_eq!(write_errors(&r)[0].get_i32("code").unwrap(), 121);
+
+    // An invalid document from before the validator survives the conversion.
+    let c = db.collection::<Document>("conv");
+    c.insert_many(vec![doc! {"_id": 1, "a": "old"}, doc! {"_id": 2, "a": 2}])
+        .await
+        .unwrap();
+    cmd(
+        &db,
+        doc! {"collMod": "conv", "validator": {"a": {"$type": "int"}}, "validationLevel": "moderate"},
+    )
+    .await;
+    cmd(&db, doc! {"convertToCapped": "conv", "size": 10000}).await;
+    assert_doc(
+        &list_options("conv").await,
+        &doc! {"capped": true, "size": 10240, "validator": {"a": {"$type": "int"}},
+        "validationLevel": "moderate"},
+    );
+    assert_docs(
+        &all(&c).await,
+        &[doc! {"_id": 1, "a": "old"}, doc! {"_id": 2, "a": 2}],
+    );
+    let r = cmd(&db, doc! {"insert": "conv", "documents": [{"_id": 3}]}).await;
+    assert_eq!(write_errors(&r)[0].get_i32("code").unwrap(), 121);
 }
 
 fn re(pattern: &str) -> Bson {

@@ -606,7 +606,7 @@ impl PipelineCursor {
 /// The change stream error for a pipeline that changed an event's `_id` (its resume token).
 fn id_modified(expected: &RawDocument, found: &RawDocument) -> CommandError {
     CommandError::new(
-        ErrorCode::Location(280),
+        ErrorCode::ChangeStreamFatalError,
         format!(
             "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed. Expected: {} but found: {}",
             cairn_storage::display::document(&rawdoc! {"_id": expected.to_owned()}),

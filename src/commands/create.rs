@@ -1,15 +1,17 @@
 //! `create`: create a collection explicitly.
 //!
 //! Options are validated as MongoDB validates them (types 14, `size` ≥ 1 51024, capped
-//! rules 72, unknown fields 40415). Options Cairn cannot enforce yet are refused with
-//! NotImplemented (238) instead of being stored and silently ignored: capped collections,
-//! non-simple collations, views, time series, clustered collections, change-stream
-//! pre-images, encryption, engine-specific options. A `validator` is checked as MongoDB
-//! checks it ([`crate::validation::check_validator`]: no system collections, internal
-//! databases or `config.settings`, 72; parse errors "Parsing of collection validator failed :: caused by :: …");
-//! an empty one is not stored. What is accepted is kept in the catalog in MongoDB's option
-//! order and reported by `listCollections`. Creating a collection that exists with identical
-//! options succeeds (MongoDB 7.0); with other options it is NamespaceExists (48).
+//! rules 72, unknown fields 40415); a capped collection's `size` is rounded up as MongoDB
+//! rounds it ([`capped_limits`]) and cannot be created inside a transaction (263). Options
+//! Cairn cannot enforce yet are refused with NotImplemented (238) instead of being stored
+//! and silently ignored: non-simple collations, views, time series, clustered collections,
+//! change-stream pre-images, encryption, engine-specific options. A `validator` is checked as
+//! MongoDB checks it ([`crate::validation::check_validator`]: no system collections, internal
+//! databases or `config.settings`, 72; parse errors "Parsing of collection validator failed
+//! :: caused by :: …"); an empty one is not stored. What is accepted is kept in the catalog
+//! in MongoDB's option order and reported by `listCollections`. Creating a collection that
+//! exists with identical options succeeds (MongoDB 7.0); with other options it is
+//! NamespaceExists (48).
 
 use bson::raw::CStr;
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
@@ -86,6 +88,43 @@ fn number(field: &str, v: RawBsonRef<'_>) -> Result<i64, CommandError> {
     Ok(n)
 }
 
+/// A capped collection's `size` (bytes, at least 4096 and rounded up to a multiple of 256,
+/// at most 1 PB) and `max` (documents, below 2^31; 0 or negative means none), checked as
+/// MongoDB checks them (`convertToCapped`/`cloneCollectionAsCapped` use it too).
+pub fn capped_limits(
+    size: RawBsonRef<'_>,
+    max: Option<RawBsonRef<'_>>,
+) -> Result<(i64, Option<i64>), CommandError> {
+    let size = number("size", size)?;
+    if size < 1 {
+        return Err(CommandError::new(
+            ErrorCode::Location(51024),
+            format!("BSON field 'size' value must be >= 1, actual value '{size}'"),
+        ));
+    }
+    if size > 1 << 50 {
+        return Err(CommandError::bad_value("size cannot exceed 1 PB"));
+    }
+    let size = if size <= 4096 {
+        4096
+    } else {
+        (size + 0xff) & !0xff
+    };
+    let max = match max {
+        Some(v) => {
+            let m = number("max", v)?;
+            if m >= 1 << 31 {
+                return Err(CommandError::bad_value(
+                    "max in a capped collection has to be < 2^31 or not set",
+                ));
+            }
+            Some(m).filter(|m| *m > 0)
+        }
+        None => None,
+    };
+    Ok((size, max))
+}
+
 /// Validates the options and returns the document stored in the catalog.
 fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     let get = |f: &str| body.get(f).ok().flatten();
@@ -124,12 +163,18 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
         return Err(invalid("the 'temp' field is an invalid option"));
     }
     if capped {
-        if get("size").is_none() {
-            return Err(invalid("specify size:<n> when capped is true"));
+        let Some(size) = get("size") else {
+            return Err(invalid(
+                "the 'size' field is required when 'capped' is true",
+            ));
+        };
+        let (size, max) = capped_limits(size, get("max"))?;
+        stored.append(bson::raw::cstr!("capped"), true);
+        super::coll_stats::append_number(&mut stored, bson::raw::cstr!("size"), size);
+        if let Some(m) = max {
+            super::coll_stats::append_number(&mut stored, bson::raw::cstr!("max"), m);
         }
-        return Err(not_implemented("capped collections"));
-    }
-    if get("size").is_some() || get("max").is_some() {
+    } else if get("size").is_some() || get("max").is_some() {
         return Err(invalid(
             "the 'capped' field needs to be true when either the 'size' or 'max' fields are present",
         ));
@@ -296,6 +341,14 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         if let Some(cell) = inv.op.target.txn().cloned() {
             // Inside a transaction: created in it, visible to others when it commits.
             inv.op.check_txn_ddl("create")?;
+            if opts.get("capped").ok().flatten().is_some() {
+                return Err(CommandError::new(
+                    ErrorCode::OperationNotSupportedInTransaction,
+                    format!(
+                        "Cannot create a capped collection {db}.{name} in a multi-document transaction"
+                    ),
+                ));
+            }
             blocking::run(move || {
                 cell.with(|t| match t.create_collection(&db, &name, &opts) {
                     Err(cairn_storage::StorageError::NamespaceExists(_)) => Err(CommandError::new(

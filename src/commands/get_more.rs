@@ -169,6 +169,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                             e.code,
                             crate::error::ErrorCode::QueryPlanKilled
                                 | crate::error::ErrorCode::MaxTimeMSExpired
+                                | crate::error::ErrorCode::CappedPositionLost
                         );
                         server.cursors.check_in(cursor, dead);
                         Err(e)

@@ -926,13 +926,27 @@ fn change_stream_labels(body: &RawDocument, e: &mut CommandError) {
         return;
     }
     let opens_stream = matches!(body.get("pipeline"), Ok(Some(RawBsonRef::Array(p)))
-        if p.into_iter().next().and_then(|s| s.ok()).is_some_and(|s| {
-            matches!(s, RawBsonRef::Document(d) if d.get("$changeStream").ok().flatten().is_some())
-        }));
+    if p.into_iter().next().and_then(|s| s.ok()).is_some_and(|s| {
+        matches!(s, RawBsonRef::Document(d) if d.get("$changeStream").ok().flatten().is_some())
+    }));
     let resumable = matches!(
         code,
-        6 | 7 | 89 | 91 | 133 | 134 | 150 | 189 | 234 | 262 | 9001 | 10107 | 11600 | 11602
-            | 13388 | 13435 | 13436
+        6 | 7
+            | 89
+            | 91
+            | 133
+            | 134
+            | 150
+            | 189
+            | 234
+            | 262
+            | 9001
+            | 10107
+            | 11600
+            | 11602
+            | 13388
+            | 13435
+            | 13436
     );
     if opens_stream && resumable && !e.labels.contains(&"ResumableChangeStreamError") {
         e.labels.push("ResumableChangeStreamError");

@@ -276,7 +276,11 @@ impl Store {
         }
         let owned: std::collections::HashSet<SpaceId> = cat
             .all()
-            .flat_map(|m| std::iter::once(m.id).chain(m.secondary_indexes().map(|i| i.space)))
+            .flat_map(|m| {
+                std::iter::once(m.id)
+                    .chain(m.natural)
+                    .chain(m.secondary_indexes().map(|i| i.space))
+            })
             .collect();
         let persisted_next = snap
             .get(CATALOG_SPACE, NEXT_ID_KEY)?
@@ -431,8 +435,14 @@ impl Store {
             options: options.to_owned(),
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
+            natural: None,
         };
-        let next = self.alloc_spaces(1);
+        let capped = matches!(options.get("capped"), Ok(Some(RawBsonRef::Boolean(true))));
+        let next = self.alloc_spaces(if capped { 2 } else { 1 });
+        if capped {
+            meta.natural = Some(next + 1);
+            self.engine.open_space(next + 1)?;
+        }
         let change = Change::on("create", &meta).with("desc", create_description(options));
         let id = self.ddl_tx_logged(vec![change], |tx| {
             tx.put(CATALOG_SPACE, NEXT_ID_KEY, &(next + 1).to_be_bytes())?;
@@ -530,6 +540,9 @@ impl Store {
                 m.remove(&idx.space);
             }
             self.engine.drop_space(idx.space)?;
+        }
+        if let Some(n) = meta.natural {
+            self.engine.drop_space(n)?;
         }
         self.engine.drop_space(meta.id)?;
         Ok(())
@@ -810,13 +823,19 @@ impl Store {
 
     /// Deletes the oldest change log entries while the log holds more than `max_bytes`
     /// (entry bytes appended since open plus the space's size at open, less what was
-    /// trimmed), up to `batch` entries per call; a commit's entries go together. Returns how
-    /// many were deleted.
-    pub fn trim_change_log(&self, max_bytes: u64, batch: usize) -> Result<usize> {
+    /// trimmed), up to `batch` entries per call; a commit's entries go together, and commits
+    /// younger than `keep_secs` seconds stay whatever the size (mongod's minimum retention).
+    /// Returns how many were deleted.
+    pub fn trim_change_log(&self, max_bytes: u64, keep_secs: u64, batch: usize) -> Result<usize> {
         let size = self.log_bytes.load(Ordering::Relaxed);
         if size <= max_bytes {
             return Ok(0);
         }
+        // Commits at or after this second are kept whatever the size (`--oplog-min-retention-hours`).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let keep_from = now.saturating_sub(keep_secs);
         let mut tx = self.engine.begin()?;
         let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
         let mut freed = 0u64;
@@ -826,7 +845,11 @@ impl Store {
             let same_commit = entries
                 .last()
                 .is_some_and(|(p, _)| p.get(..8) == k.get(..8));
-            if !same_commit && (entries.len() >= batch || size - freed.min(size) <= max_bytes) {
+            let young = keep_secs > 0
+                && changelog::position(&k).is_some_and(|(ts, _)| ts >> 32 >= keep_from);
+            if !same_commit
+                && (entries.len() >= batch || size - freed.min(size) <= max_bytes || young)
+            {
                 break;
             }
             freed += len;
@@ -1128,6 +1151,7 @@ impl WriteTxn<'_> {
             options: options.to_owned(),
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
+            natural: None,
         };
         self.store.engine.open_space(next)?;
         self.created.push(meta.clone());
@@ -1200,6 +1224,9 @@ impl WriteTxn<'_> {
                 .with("key", changelog::document_key(doc))
                 .with("doc", doc.to_owned()),
         );
+        if coll.natural.is_some() {
+            self.capped_append(coll, &key)?;
+        }
         Ok(())
     }
 
@@ -1517,6 +1544,9 @@ impl WriteTxn<'_> {
         }
         for (k, _) in &nodes {
             self.tx.delete(coll.id, k)?;
+        }
+        if coll.natural.is_some() {
+            self.capped_remove(coll, key)?;
         }
         let mut c = Change::on("d", coll).with("key", changelog::document_key(&old));
         if changelog::wants_images(coll) {
@@ -2009,6 +2039,10 @@ fn scan_range(
             Take::More
         }
     };
+    if let (Some(space), (Bound::Unbounded, Bound::Unbounded)) = (coll.natural, range) {
+        // A whole capped collection is read in insertion order.
+        return crate::capped::scan_natural(r, coll, space, resume, reverse, limits, pred);
+    }
     if limits.max_docs == 0 {
         return Err(StorageError::BadValue(
             "a scan batch needs max_docs >= 1".into(),

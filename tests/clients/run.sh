@@ -175,7 +175,7 @@ log "PyMongo and Node.js: transactions"
 run_suite txn "$PY" "$HERE/txn_pymongo.py" "$URI"
 run_suite txn_node node "$HERE/txn_node.mjs" "$URI"
 
-log "PyMongo: change streams"
+log "PyMongo: change streams, capped collections, tailable cursors"
 run_suite streams "$PY" "$HERE/streams_pymongo.py" "$URI"
 
 # The manual's $jsonSchema example, errInfo, bypass_document_validation, collMod, warn

@@ -1,4 +1,4 @@
-"""Change streams through PyMongo's watch().
+"""Change streams through PyMongo's watch(), and capped collections with tailable cursors.
 
     python streams_pymongo.py mongodb://127.0.0.1:PORT/
 
@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 
-from pymongo import MongoClient
+from pymongo import CursorType, MongoClient
 from pymongo.errors import OperationFailure
 
 URI = sys.argv[1] if len(sys.argv) > 1 else "mongodb://127.0.0.1:27017/"
@@ -136,12 +136,58 @@ def errors():
         expect(e.code == 9, e.code)
 
 
+def tailable_queue():
+    db.drop_collection("queue")
+    db.create_collection("queue", capped=True, size=64 * 1024, max=1000)
+    queue = db.queue
+    queue.insert_one({"_id": -1})
+    cursor = queue.find(cursor_type=CursorType.TAILABLE_AWAIT).max_await_time_ms(200)
+
+    def produce(p):
+        for i in range(25):
+            queue.insert_one({"_id": p * 100 + i, "p": p, "i": i})
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(4)]
+    for t in threads:
+        t.start()
+    seen = []
+    deadline = time.time() + 30
+    while len(seen) < 101 and time.time() < deadline and cursor.alive:
+        try:
+            seen.append(cursor.next())
+        except StopIteration:
+            pass
+    for t in threads:
+        t.join()
+    expect(len(seen) == 101, f"saw {len(seen)} of 101")
+    for p in range(4):
+        order = [d["i"] for d in seen if d.get("p") == p]
+        expect(order == list(range(25)), f"producer {p}: {order}")
+    natural = list(queue.find().sort("$natural", 1))
+    expect(natural == seen, "tailed order differs from natural order")
+    stats = db.command("collStats", "queue")
+    expect(stats["capped"] is True and stats["max"] == 1000, stats)
+    return "4 producers x 25"
+
+
+def capped_eviction():
+    db.drop_collection("ring")
+    db.create_collection("ring", capped=True, size=4096, max=5)
+    db.ring.insert_many([{"_id": i} for i in range(12)])
+    ids = [d["_id"] for d in db.ring.find()]
+    expect(ids == [7, 8, 9, 10, 11], ids)
+    back = [d["_id"] for d in db.ring.find().sort("$natural", -1)]
+    expect(back == [11, 10, 9, 8, 7], back)
+
+
 check("watch(): insert, update (updateLookup), delete events", crud_events)
 check("resume_after a token", resume_with_token)
 check("a $match pipeline over a burst of 200 inserts misses nothing", filtered_pipeline_and_a_burst)
 check("a transaction's events arrive together after commit", transaction_events_after_commit)
 check("drop invalidates a collection stream", invalidate_on_drop)
 check("errors", errors)
+check("capped collection keeps the newest in insertion order", capped_eviction)
+check("tailable awaitData cursor follows 4 producers", tailable_queue)
 
 print(f"streams: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
