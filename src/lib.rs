@@ -46,5 +46,6 @@ pub mod session;
 pub mod state;
 pub mod sysinfo;
 pub mod ttl;
+pub mod validation;
 pub mod views;
 pub mod write_concern;

@@ -477,6 +477,14 @@ async fn catalog_listing_and_ddl() {
         err(&db, doc! {"create": "system.views", "viewOn": "people"}).await,
         73
     );
+    assert_eq!(
+        err(
+            &db,
+            doc! {"create": "w", "viewOn": "people", "validator": {"a": 1}}
+        )
+        .await,
+        72
+    );
 
     // Rename: views are not renamed, nothing is renamed onto one.
     let admin = client.database("admin");

@@ -354,6 +354,7 @@ async fn on_view(inv: &Invocation<'_>) -> Result<Option<RawDocumentBuf>, Command
         hint: r.hint.clone(),
         lang,
         durability: crate::write_concern::WriteConcern::from_command(body)?.durability(),
+        bypass: false,
         view: Some(coll.clone()),
     };
     let ns = agg.ns();
