@@ -22,6 +22,9 @@ pub struct Client {
     pub compressors: Vec<Compressor>,
     /// The `client` metadata sent with the first `hello`.
     pub metadata: Option<RawDocumentBuf>,
+    /// Set by a command (the `failCommand` fail point's `closeConnection`) to make the
+    /// connection close instead of replying.
+    pub close_requested: bool,
 }
 
 impl Client {
@@ -33,6 +36,12 @@ impl Client {
             local,
             compressors: Vec::new(),
             metadata: None,
+            close_requested: false,
         }
+    }
+
+    /// The application name from the client metadata (`application.name`).
+    pub fn app_name(&self) -> Option<&str> {
+        crate::ops::app_name_of(self.metadata.as_ref()?)
     }
 }

@@ -109,6 +109,7 @@ pub async fn serve(
             }
         }
     }
+    conn.server.ops.disconnect(conn.client.id);
     let _ = conn.stream.shutdown().await;
 }
 
@@ -362,6 +363,10 @@ impl Connection {
             Some(fut.await)
         };
         self.server.connections.active.fetch_sub(1, Relaxed);
+        if self.client.close_requested {
+            debug!(command = %name, "closing the connection as the command asked");
+            return None;
+        }
         let elapsed = started.elapsed();
         let millis = elapsed.as_millis() as u64;
         match &result {

@@ -127,6 +127,7 @@ error_codes! {
     Interrupted = 11601,
     ExceededTimeLimit = 262,
     InvalidUUID = 207,
+    FailPointSetFailed = 209,
 }
 
 /// An error to be sent to the client as an error reply.

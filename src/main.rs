@@ -10,6 +10,8 @@ use cairn::server::Server;
 use cairn::state::ServerState;
 use tracing::{Instrument, error, info, info_span, warn};
 
+/// MongoDB's exit code for invalid options.
+const EXIT_BAD_OPTIONS: u8 = 2;
 /// MongoDB's exit code when the listener cannot be set up.
 const EXIT_NET_ERROR: u8 = 48;
 /// MongoDB's exit code when the data directory cannot be used (e.g. locked by another
@@ -127,6 +129,10 @@ fn main() -> ExitCode {
     runtime.block_on(
         async move {
             let state = Arc::new(ServerState::new(config, argv, logs, store));
+            if let Err(e) = cairn::params::apply_startup_state(&state) {
+                error!(id = 20574, error = %e, "Error during global initialization");
+                return ExitCode::from(EXIT_BAD_OPTIONS);
+            }
             tokio::spawn(reap_cursors(state.clone()));
             tokio::spawn(reap_sessions(state.clone()));
             tokio::spawn(cairn::ttl::run(state.clone()));

@@ -115,6 +115,8 @@ pub struct ServerState {
     pub plan_cache: cairn_query::plan::PlanCache,
     /// TTL monitor counters.
     pub ttl: crate::ttl::TtlCounters,
+    /// Running operations and open connections (`currentOp`, `killOp`).
+    pub ops: crate::ops::Ops,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     next_connection_id: AtomicU64,
@@ -160,6 +162,7 @@ impl ServerState {
             index_builds: crate::index_builds::IndexBuilds::default(),
             plan_cache: cairn_query::plan::PlanCache::default(),
             ttl: crate::ttl::TtlCounters::default(),
+            ops: crate::ops::Ops::default(),
             topology,
             shutdown,
             next_connection_id: AtomicU64::new(1),

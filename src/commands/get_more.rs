@@ -75,6 +75,10 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             session_of(body).as_deref(),
             inv.op.txn_number(),
         )?;
+        if let Some(e) = crate::failpoint::get_more_after_checkout(&ns, inv.client) {
+            inv.server.cursors.check_in(cursor, true);
+            return Err(e);
+        }
         let at_cluster_time = match &cursor.target {
             crate::session::target::Target::Snapshot(_, t) => Some(*t),
             _ => None,

@@ -15,15 +15,25 @@
 //! 5. for strict commands, every field is either the command's own or a generic argument
 //!    (40415), as MongoDB's IDL parsers enforce.
 //!
+//! Test commands ([`TEST_COMMANDS`]) exist only when the server runs with test commands
+//! enabled; otherwise they are CommandNotFound like any unknown name.
+//!
+//! Then the command runs as a registered operation ([`crate::ops`], which `currentOp` lists and
+//! `killOp` interrupts) inside its interruption context ([`crate::deadline`]): the
+//! `failCommand` fail point is evaluated first ([`crate::failpoint`]: it may delay, fail or
+//! drop the command, or replace its error labels), then the session checks
+//! ([`crate::session::begin`]), the handler and the session's finish.
+//!
 //! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
-//! a [`CommandError`] through [`CommandError::to_reply`].
+//! a [`CommandError`] through [`CommandError::to_reply`] — with the fail point's labels when it
+//! gave some, and with the server's `topologyVersion` on not-primary and shutdown errors.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
-use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
 use crate::client::Client;
 use crate::error::{CommandError, ErrorCode, ok_reply};
@@ -34,6 +44,7 @@ pub mod build_info;
 pub mod coll_mod;
 pub mod coll_stats;
 pub mod commit_transaction;
+pub mod configure_fail_point;
 pub mod connection_status;
 pub mod count;
 pub mod create;
@@ -70,8 +81,10 @@ pub mod refresh_sessions;
 pub mod rename_collection;
 pub mod server_status;
 pub mod set_parameter;
+pub mod sleep;
 pub mod start_session;
 pub mod update;
+pub mod wait_for_fail_point;
 pub mod whatsmyuri;
 
 /// A parsed request as a command sees it.
@@ -188,6 +201,7 @@ pub static REGISTRY: &[&Command] = &[
     &coll_mod::COMMAND,
     &coll_stats::COMMAND,
     &commit_transaction::COMMAND,
+    &configure_fail_point::COMMAND,
     &connection_status::COMMAND,
     &count::COMMAND,
     &create::COMMAND,
@@ -225,8 +239,10 @@ pub static REGISTRY: &[&Command] = &[
     &rename_collection::COMMAND,
     &server_status::COMMAND,
     &set_parameter::COMMAND,
+    &sleep::COMMAND,
     &start_session::COMMAND,
     &update::COMMAND,
+    &wait_for_fail_point::COMMAND,
     &whatsmyuri::COMMAND,
 ];
 
@@ -524,7 +540,8 @@ pub async fn dispatch(
     exhaust_allowed: bool,
 ) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
     let mut op = crate::session::OpCtx::default();
-    let (result, tail) = run(server, client, body, exhaust_allowed, &mut op).await;
+    let mut effects = crate::failpoint::Effects::default();
+    let (result, tail) = run(server, client, body, exhaust_allowed, &mut op, &mut effects).await;
     let gossip = crate::session::gossip_out(server, op.at_cluster_time);
     match result {
         Ok(reply) => {
@@ -535,25 +552,51 @@ pub async fn dispatch(
         }
         Err(mut e) => {
             crate::session::label_error(body, &mut e);
-            (e.to_reply_with(Some(&gossip)), None)
+            if e.prefix.is_none() && is_state_change(e.code.code()) {
+                // Drivers compare it with the topology they know: an error from the current
+                // topology does not make them drop their connection pool.
+                let tv = server.topology_version();
+                e.prefix = Some(rawdoc! {
+                    "topologyVersion": {"processId": tv.process_id, "counter": tv.counter},
+                });
+            }
+            let Some(labels) = effects.labels_override else {
+                return (e.to_reply_with(Some(&gossip)), None);
+            };
+            // A `failCommand` fail point's `errorLabels` replace the computed labels.
+            e.labels.clear();
+            let mut out = e.to_reply_with(Some(&gossip));
+            if !labels.is_empty() {
+                let mut arr = bson::RawArrayBuf::new();
+                for l in &labels {
+                    arr.push(l.as_str());
+                }
+                out.append(bson::raw::cstr!("errorLabels"), arr);
+            }
+            (out, None)
         }
     }
 }
 
+/// Codes of MongoDB's `NotPrimaryError` and `ShutdownError` categories, whose error replies
+/// carry the server's `topologyVersion`.
+fn is_state_change(code: i32) -> bool {
+    matches!(code, 91 | 189 | 10107 | 11600 | 11602 | 13435 | 13436)
+}
+
 /// Looks up and runs a command; see the module doc for the checks applied. Returns the
-/// result and the fields the session layer appends to a successful reply.
+/// result and the fields the session layer appends to a successful reply; `effects`
+/// receives what a `failCommand` fail point asks of the reply.
 pub async fn run(
     server: &Arc<ServerState>,
     client: &mut Client,
     body: &RawDocument,
     exhaust_allowed: bool,
     op: &mut crate::session::OpCtx,
+    effects: &mut crate::failpoint::Effects,
 ) -> (CmdResult, RawDocumentBuf) {
-    let cmd = match prepare(server, body).await {
-        Ok((cmd, ctx)) => {
-            *op = ctx;
-            cmd
-        }
+    let cmd = match prepare(server, body) {
+        Ok(cmd) => cmd,
         Err(e) => return (Err(e), RawDocumentBuf::new()),
     };
     let Ok((db, name)) = parse_envelope(body) else {
@@ -562,32 +605,82 @@ pub async fn run(
             RawDocumentBuf::new(),
         );
     };
+    let deadline = match crate::deadline::parse(body) {
+        Ok(d) => d,
+        Err(e) => return (Err(e), RawDocumentBuf::new()),
+    };
+    let running = server.ops.start(client, cmd, db, body);
+    let ctx = crate::deadline::Interrupt {
+        deadline,
+        op: Some(running.op.clone()),
+    };
     let req = Request {
         name,
         db,
         body,
         exhaust_allowed,
     };
-    let deadline = match crate::deadline::parse(body) {
-        Ok(d) => d,
-        Err(e) => return (Err(e), RawDocumentBuf::new()),
+    crate::deadline::scope_with(ctx, execute(server, client, cmd, req, op, effects)).await
+}
+
+/// Runs a command that passed [`prepare`], inside its operation's interruption context:
+/// fail points, the session checks ([`crate::session::begin`]), the handler, and the session's
+/// finish ([`crate::session::finish`]).
+async fn execute(
+    server: &Arc<ServerState>,
+    client: &mut Client,
+    cmd: &'static Command,
+    req: Request<'_>,
+    op: &mut crate::session::OpCtx,
+    effects: &mut crate::failpoint::Effects,
+) -> (CmdResult, RawDocumentBuf) {
+    let (db, body) = (req.db, req.body);
+    let early = |e: CommandError| (Err(e), RawDocumentBuf::new());
+    if crate::deadline::current().is_some()
+        && let Err(e) = crate::deadline::check()
+    {
+        return early(e);
+    }
+    if let Err(e) = crate::failpoint::fail_command(cmd, db, body, client, effects).await {
+        return early(e);
+    }
+    let primary_write = if crate::session::RETRYABLE_WRITES.contains(&cmd.name) {
+        crate::failpoint::on_primary_transactional_write(body)
+    } else {
+        None
+    };
+    if let Some((close, Some(code))) = primary_write {
+        client.close_requested |= close;
+        return early(CommandError::new(
+            ErrorCode::from_code(code),
+            "Failing write via 'onPrimaryTransactionalWrite' failpoint",
+        ));
+    }
+    *op = match crate::session::begin(server, cmd, db, body).await {
+        Ok(ctx) => ctx,
+        Err(e) => return early(e),
     };
     count(server, cmd);
-    let result = crate::deadline::scope(
-        deadline,
-        (cmd.run)(Invocation {
-            server,
-            client,
-            req,
-            op,
-        }),
-    )
+    let result = (cmd.run)(Invocation {
+        server,
+        client,
+        req,
+        op,
+    })
     .await;
     let (mut body_result, more) = match result {
         Ok(r) => (Ok(r.body), r.more_to_come),
         Err(e) => (Err(e), None),
     };
+    if let Ok(reply) = &mut body_result
+        && let Some(wce) = crate::failpoint::write_concern_error(cmd, db, body, client)
+    {
+        crate::error::append_all(reply, &wce);
+    }
     let tail = crate::session::finish(server, op, cmd, &mut body_result);
+    if let Some((true, None)) = primary_write {
+        client.close_requested = true;
+    }
     let result = body_result.map(|body| Reply {
         body,
         more_to_come: more,
@@ -595,19 +688,27 @@ pub async fn run(
     (result, tail)
 }
 
-/// The checks every command shares before it runs (see the module doc), then the session
-/// context.
-async fn prepare(
-    server: &Arc<ServerState>,
-    body: &RawDocument,
-) -> Result<(&'static Command, crate::session::OpCtx), CommandError> {
+/// Test-only commands: registered only with `--enable-test-commands` (or
+/// `--setParameter enableTestCommands=1`); otherwise they do not exist (CommandNotFound), as
+/// in mongod.
+pub const TEST_COMMANDS: &[&str] = &["configureFailPoint", "sleep", "waitForFailPoint"];
+
+/// Whether `cmd` is available on this server (test commands only when enabled).
+pub fn available(server: &ServerState, cmd: &Command) -> bool {
+    server.config.enable_test_commands || !TEST_COMMANDS.contains(&cmd.name)
+}
+
+/// The checks every command shares before it runs (see the module doc).
+fn prepare(server: &ServerState, body: &RawDocument) -> Result<&'static Command, CommandError> {
     let (db, name) = parse_envelope(body)?;
-    let cmd = lookup(name).ok_or_else(|| {
-        CommandError::new(
-            ErrorCode::CommandNotFound,
-            format!("no such command: '{name}'"),
-        )
-    })?;
+    let cmd = lookup(name)
+        .filter(|c| available(server, c))
+        .ok_or_else(|| {
+            CommandError::new(
+                ErrorCode::CommandNotFound,
+                format!("no such command: '{name}'"),
+            )
+        })?;
     if cmd.admin_only && db != "admin" {
         return Err(CommandError::new(
             ErrorCode::Unauthorized,
@@ -623,8 +724,7 @@ async fn prepare(
     };
     check_fields(cmd, &req)?;
     crate::deadline::parse(body)?;
-    let op = crate::session::begin(server, cmd, db, body).await?;
-    Ok((cmd, op))
+    Ok(cmd)
 }
 
 fn count(server: &ServerState, cmd: &Command) {
@@ -674,6 +774,16 @@ mod tests {
         assert_eq!(lookup("buildinfo").unwrap().name, "buildInfo");
         assert!(lookup("PING").is_none());
         assert!(lookup("Hello").is_none());
+    }
+
+    #[test]
+    fn test_commands_are_registered_and_sorted() {
+        let mut s = TEST_COMMANDS.to_vec();
+        s.sort_unstable();
+        assert_eq!(s, TEST_COMMANDS);
+        for name in TEST_COMMANDS {
+            assert!(lookup(name).is_some(), "{name}");
+        }
     }
 
     #[test]

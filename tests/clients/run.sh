@@ -2,8 +2,9 @@
 # Real-client smoke tests: PyMongo (smoke_pymongo.py; manual_pymongo.py runs the MongoDB
 # manual's operator and query-tutorial examples), the Node.js driver, the Go driver and mongosh
 # (scripted and interactive through a pseudo-terminal) against a freshly started cairn server;
-# and a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
-# same data dir.
+# a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
+# same data dir; and PyMongo fail-point and operator checks (ops_pymongo.py) on their own server
+# started with test commands.
 #
 #   bash tests/clients/run.sh
 #
@@ -155,6 +156,11 @@ run_suite manual-expr "$PY" "$HERE/manual_expr_pymongo.py" "$URI"
 # itself to check that documents of every BSON type survive restarts byte for byte.
 log "PyMongo storage round trip across restarts"
 run_suite storage "$PY" "$HERE/storage_pymongo.py" "$BIN" "$WORK/storage"
+
+# Its own server started with --enable-test-commands: fail points driving PyMongo's retries,
+# and the operator commands.
+log "PyMongo: fail points and operator commands"
+run_suite ops "$PY" "$HERE/ops_pymongo.py" "$BIN" "$WORK/ops"
 
 log "Node.js driver"
 run_suite node node "$HERE/smoke_node.mjs" "$URI"

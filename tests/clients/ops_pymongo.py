@@ -1,0 +1,242 @@
+"""PyMongo against a Cairn started with test commands: fail points and operator tools.
+
+    python ops_pymongo.py /path/to/cairn WORKDIR
+
+Starts its own Cairn (`--enable-test-commands`, logs in WORKDIR/server.log) and checks, through
+PyMongo's own retry machinery and command monitoring:
+- fail points: `failCommand` with `errorLabels: ["RetryableWriteError"]` and with
+  `closeConnection` makes PyMongo retry a write once (two `insert` attempts, one document);
+  `closeConnection` and a retryable code make it retry a read; `errorLabels: []` suppresses
+  labels; `blockConnection` delays a command and `maxTimeMS` cuts the delay short;
+  `commitTransaction` failing once is retried by `with_transaction`.
+
+Prints one `ok`/`FAIL` line per check and a closing `ops: N passed, N failed` line; exits 1 when a
+check failed. The server is always stopped on exit. Started by tests/clients/run.sh.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+from pymongo import MongoClient, monitoring
+from pymongo.errors import ExecutionTimeout, NotPrimaryError, OperationFailure
+
+if len(sys.argv) != 3:
+    sys.exit(__doc__)
+BIN, WORKDIR = sys.argv[1], sys.argv[2]
+TIMEOUT_MS = 10_000
+
+passed = 0
+failed = 0
+
+
+def check(name, fn):
+    """Runs one check; an AssertionError or any exception fails it."""
+    global passed, failed
+    try:
+        detail = fn()
+    except AssertionError as e:
+        failed += 1
+        print(f"FAIL - {name}: {e}", flush=True)
+    except Exception:  # noqa: BLE001 - a crash is a failure of this check, not of the run
+        failed += 1
+        print(f"FAIL - {name}: exception\n" + traceback.format_exc().rstrip(), flush=True)
+    else:
+        passed += 1
+        print(f"ok   - {name}" + (f" ({detail})" if detail else ""), flush=True)
+
+
+def expect(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+# --- the server -------------------------------------------------------------------------------
+
+PORT_LINE = re.compile(r'"msg":"Waiting for connections".*"port":(\d+)')
+LOG = os.path.join(WORKDIR, "server.log")
+os.makedirs(os.path.join(WORKDIR, "data"), exist_ok=True)
+with open(LOG, "wb") as log:
+    proc = subprocess.Popen(
+        [BIN, "--port", "0", "--log-format", "json", "--data-dir", os.path.join(WORKDIR, "data"),
+         "--enable-test-commands"],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    )
+
+
+def stop():
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+atexit.register(stop)
+t0 = time.monotonic()
+port = None
+while port is None:
+    with open(LOG, encoding="utf-8", errors="replace") as f:
+        m = PORT_LINE.search(f.read())
+    if m:
+        port = int(m.group(1))
+    elif proc.poll() is not None or time.monotonic() - t0 > 30:
+        sys.exit(f"FAIL - the server did not start (status {proc.poll()})")
+    else:
+        time.sleep(0.05)
+URI = f"mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS={TIMEOUT_MS}"
+
+
+class Listener(monitoring.CommandListener):
+    def __init__(self):
+        self.names = []
+
+    def started(self, event):
+        self.names.append(event.command_name)
+
+    def succeeded(self, event):
+        pass
+
+    def failed(self, event):
+        pass
+
+
+listener = Listener()
+client = MongoClient(URI, event_listeners=[listener])
+admin = client.admin
+db = client.cairn_ops
+
+
+def fail_point(**kwargs):
+    return admin.command("configureFailPoint", kwargs.pop("name", "failCommand"), **kwargs)
+
+
+def attempts(name, fn):
+    """Runs fn and returns how many `name` commands PyMongo sent meanwhile."""
+    before = listener.names.count(name)
+    fn()
+    return listener.names.count(name) - before
+
+
+# --- fail points ------------------------------------------------------------------------------
+
+
+def retryable_write_label():
+    db.rw.drop()
+    fail_point(mode={"times": 1}, data={"failCommands": ["insert"], "errorCode": 91,
+                                        "errorLabels": ["RetryableWriteError"]})
+    n = attempts("insert", lambda: db.rw.insert_one({"_id": 1}))
+    expect(n == 2, f"{n} insert attempts")
+    expect(list(db.rw.find()) == [{"_id": 1}], "one document")
+    return "2 attempts"
+
+
+def retryable_write_closed_connection():
+    fail_point(mode={"times": 1}, data={"failCommands": ["insert"], "closeConnection": True})
+    n = attempts("insert", lambda: db.rw.insert_one({"_id": 2}))
+    expect(n == 2, f"{n} insert attempts")
+    expect(len(list(db.rw.find())) == 2, "two documents")
+    return "2 attempts"
+
+
+def no_label_no_retry():
+    fail_point(mode={"times": 1}, data={"failCommands": ["insert"], "errorCode": 91})
+    n = 0
+    try:
+        n = attempts("insert", lambda: db.rw.insert_one({"_id": 3}))
+    except NotPrimaryError as e:  # PyMongo's class for code 91 ShutdownInProgress
+        expect(e.details["code"] == 91, f"{e.details}")
+        expect(not e.has_error_label("RetryableWriteError"), "no label from a router")
+    else:
+        raise AssertionError(f"no error ({n} attempts)")
+
+
+def retryable_read():
+    for data in ({"failCommands": ["find"], "closeConnection": True},
+                 {"failCommands": ["find"], "errorCode": 91}):
+        fail_point(mode={"times": 1}, data=data)
+        n = attempts("find", lambda: list(db.rw.find()))
+        expect(n == 2, f"{data}: {n} find attempts")
+
+
+def labels_suppressed():
+    fail_point(mode={"times": 1}, data={"failCommands": ["ping"], "errorCode": 112,
+                                        "errorLabels": []})
+    try:
+        db.command("ping")
+    except OperationFailure as e:
+        expect(e.code == 112, f"code {e.code}")
+        expect("errorLabels" not in e.details, f"{e.details}")
+    else:
+        raise AssertionError("no error")
+
+
+def block_connection():
+    fail_point(mode={"times": 1}, data={"failCommands": ["ping"], "blockConnection": True,
+                                        "blockTimeMS": 300})
+    t = time.monotonic()
+    db.command("ping")
+    took = time.monotonic() - t
+    expect(took >= 0.3, f"took {took:.3f}s")
+    fail_point(mode={"times": 1}, data={"failCommands": ["ping"], "blockConnection": True,
+                                        "blockTimeMS": 5000})
+    t = time.monotonic()
+    try:
+        db.command("ping", maxTimeMS=100)
+    except ExecutionTimeout:
+        pass
+    else:
+        raise AssertionError("no timeout")
+    took = time.monotonic() - t
+    expect(took < 2, f"took {took:.3f}s")
+    return f"{took:.2f}s"
+
+
+def commit_retry():
+    db.txn.drop()
+    db.create_collection("txn")
+    fail_point(mode={"times": 1}, data={"failCommands": ["commitTransaction"], "errorCode": 91,
+                                        "errorLabels": ["RetryableWriteError"]})
+    with client.start_session() as s:
+        n = attempts("commitTransaction",
+                     lambda: s.with_transaction(lambda s: db.txn.insert_one({"_id": 1}, session=s)))
+    expect(n == 2, f"{n} commit attempts")
+    expect(list(db.txn.find()) == [{"_id": 1}], "committed once")
+
+
+def wait_for_fail_point():
+    count = fail_point(mode={"times": 1}, data={"failCommands": ["insert"],
+                                                 "blockConnection": True, "blockTimeMS": 400})["count"]
+    writer = threading.Thread(target=lambda: db.w.insert_one({"x": 1}))
+    writer.start()
+    admin.command("waitForFailPoint", "failCommand", timesEntered=count + 1, maxTimeMS=10_000)
+    writer.join()
+    expect(db.w.find_one({"x": 1}) is not None, "the blocked insert finished")
+
+
+check("fail points: a RetryableWriteError label makes PyMongo retry the insert", retryable_write_label)
+check("fail points: closeConnection makes PyMongo retry the insert", retryable_write_closed_connection)
+check("fail points: without the label the error reaches the application", no_label_no_retry)
+check("fail points: closeConnection and code 91 make PyMongo retry find", retryable_read)
+check("fail points: errorLabels [] suppresses TransientTransactionError", labels_suppressed)
+check("fail points: blockConnection delays, maxTimeMS cuts it short", block_connection)
+check("fail points: with_transaction retries a failed commitTransaction", commit_retry)
+check("fail points: waitForFailPoint sees a blocked insert", wait_for_fail_point)
+fail_point(mode="off")
+
+client.close()
+stop()
+if failed:
+    with open(LOG, encoding="utf-8", errors="replace") as f:
+        print("".join(f.readlines()[-25:]), flush=True)
+print(f"ops: {passed} passed, {failed} failed", flush=True)
+sys.exit(1 if failed else 0)
