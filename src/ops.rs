@@ -132,11 +132,72 @@ pub fn record_plan(summary: String) {
     }
 }
 
+/// MongoDB's `planSummary` of a plan: `COLLSCAN`, `IDHACK`, `EOF`, `IXSCAN { a: 1 }`,
+/// `COUNT_SCAN { a: 1 }`, and the branches of an `$or` joined by `, `.
+pub fn plan_summary(plan: &cairn_query::plan::Plan) -> String {
+    use cairn_query::plan::Access;
+    fn pattern(spec: &RawDocument) -> String {
+        let Ok(Some(RawBsonRef::Document(key))) = spec.get("key") else {
+            return "{}".into();
+        };
+        let parts: Vec<String> = key
+            .iter()
+            .flatten()
+            .map(|(k, v)| {
+                let v = match v {
+                    RawBsonRef::Int32(i) => i.to_string(),
+                    RawBsonRef::Int64(i) => i.to_string(),
+                    RawBsonRef::Double(d) if d.fract() == 0.0 => format!("{d:.1}"),
+                    RawBsonRef::Double(d) => d.to_string(),
+                    RawBsonRef::String(s) => format!("\"{s}\""),
+                    other => format!("{other:?}"),
+                };
+                format!("{}: {v}", k.as_str())
+            })
+            .collect();
+        format!("{{ {} }}", parts.join(", "))
+    }
+    fn access(a: &Access, count: bool) -> String {
+        match a {
+            Access::Eof => "EOF".into(),
+            Access::IdPoint { .. } => "IDHACK".into(),
+            Access::Docs { bounds: None, .. } => "COLLSCAN".into(),
+            Access::Docs { .. } => "IXSCAN { _id: 1 }".into(),
+            Access::Index(ia) => format!(
+                "{} {}",
+                if count { "COUNT_SCAN" } else { "IXSCAN" },
+                pattern(&ia.index.spec)
+            ),
+            Access::Or(branches) => branches
+                .iter()
+                .map(|b| access(b, false))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+    access(&plan.access, plan.count_scan)
+}
+
 /// Adds index keys and documents examined to the running operation's counters.
 pub fn record_work(keys: u64, docs: u64) {
     if let Some(op) = crate::deadline::context().op {
         op.keys_examined.fetch_add(keys, Ordering::Relaxed);
         op.docs_examined.fetch_add(docs, Ordering::Relaxed);
+    }
+}
+
+/// Records the work of a cursor's plan since `seen` (the keys and documents its execution had
+/// examined when last recorded), and updates `seen`; also records its plan.
+pub fn record_source_work(source: &crate::cursor::Source, seen: &mut (u64, u64)) {
+    if let crate::cursor::Source::Plan { exec, .. } = source {
+        let now = (exec.stats.keys_examined, exec.stats.docs_examined);
+        record_work(now.0.saturating_sub(seen.0), now.1.saturating_sub(seen.1));
+        *seen = now;
+        if let Some(op) = crate::deadline::context().op
+            && op.plan_summary().is_none()
+        {
+            record_plan(plan_summary(exec.plan()));
+        }
     }
 }
 
@@ -211,12 +272,138 @@ pub fn command_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
     out
 }
 
+/// The next operation id: positive, shared by every kind of operation (commands, index
+/// builds), wrapping around before `i32::MAX` as MongoDB's do.
+pub fn next_opid() -> i32 {
+    static NEXT: AtomicI32 = AtomicI32::new(0);
+    loop {
+        let cur = NEXT.load(Ordering::Relaxed);
+        let next = if cur >= i32::MAX - 1 { 1 } else { cur + 1 };
+        if NEXT
+            .compare_exchange(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            return next;
+        }
+    }
+}
+
 /// The registry of running operations and open connections.
 #[derive(Debug, Default)]
 pub struct Ops {
     running: Mutex<HashMap<i32, Arc<Operation>>>,
     connections: Mutex<HashMap<u64, Arc<Connection>>>,
-    next_opid: AtomicI32,
+    /// Per-collection time and counts (`top`).
+    pub top: Top,
+}
+
+/// One `top` counter: total microseconds and operations.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct UsageCount {
+    /// Microseconds.
+    pub time: u64,
+    /// Operations.
+    pub count: u64,
+}
+
+impl UsageCount {
+    fn add(&mut self, micros: u64) {
+        self.time = self.time.saturating_add(micros);
+        self.count += 1;
+    }
+}
+
+/// The `top` counters of one namespace, in MongoDB's order.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Every operation.
+    pub total: UsageCount,
+    /// Operations that read.
+    pub read_lock: UsageCount,
+    /// Operations that write.
+    pub write_lock: UsageCount,
+    /// `find`.
+    pub queries: UsageCount,
+    /// `getMore`.
+    pub getmore: UsageCount,
+    /// `insert`.
+    pub insert: UsageCount,
+    /// `update`.
+    pub update: UsageCount,
+    /// `delete`.
+    pub remove: UsageCount,
+    /// Other commands.
+    pub commands: UsageCount,
+}
+
+/// Per-collection usage (MongoDB's `Top`): time spent and operations by kind.
+#[derive(Debug, Default)]
+pub struct Top {
+    usage: Mutex<HashMap<String, Usage>>,
+}
+
+/// Commands that write (they count under `writeLock`).
+const WRITES: &[&str] = &[
+    "collMod",
+    "create",
+    "createIndexes",
+    "delete",
+    "drop",
+    "dropIndexes",
+    "findAndModify",
+    "insert",
+    "renameCollection",
+    "update",
+];
+
+impl Top {
+    /// Records one operation on a collection namespace (`db.$cmd` is not recorded).
+    pub fn record(&self, ns: &str, command: &str, micros: u64) {
+        if ns.ends_with(".$cmd") || !ns.contains('.') {
+            return;
+        }
+        let Ok(mut m) = self.usage.lock() else {
+            return;
+        };
+        let u = m.entry(ns.to_string()).or_default();
+        u.total.add(micros);
+        if WRITES.contains(&command) {
+            u.write_lock.add(micros);
+        } else {
+            u.read_lock.add(micros);
+        }
+        match command {
+            "find" => u.queries.add(micros),
+            "getMore" => u.getmore.add(micros),
+            "insert" => u.insert.add(micros),
+            "update" => u.update.add(micros),
+            "delete" => u.remove.add(micros),
+            _ => u.commands.add(micros),
+        }
+    }
+
+    /// Forgets a dropped namespace (`db.coll`), or every namespace of a dropped database
+    /// (`db.`).
+    pub fn forget(&self, prefix: &str) {
+        if let Ok(mut m) = self.usage.lock() {
+            if prefix.ends_with('.') {
+                m.retain(|k, _| !k.starts_with(prefix));
+            } else {
+                m.remove(prefix);
+            }
+        }
+    }
+
+    /// Every namespace's usage, sorted by namespace.
+    pub fn snapshot(&self) -> Vec<(String, Usage)> {
+        let mut v: Vec<_> = self
+            .usage
+            .lock()
+            .map(|m| m.iter().map(|(k, u)| (k.clone(), *u)).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
 }
 
 /// Keeps an operation registered while it runs; dropping it removes the operation.
@@ -276,14 +463,7 @@ impl Ops {
         body: &RawDocument,
     ) -> Running<'_> {
         let conn = self.connection(client);
-        let mut opid = self
-            .next_opid
-            .fetch_add(1, Ordering::Relaxed)
-            .wrapping_add(1);
-        if opid <= 0 {
-            self.next_opid.store(1, Ordering::Relaxed);
-            opid = 1;
-        }
+        let opid = next_opid();
         let op = Arc::new(Operation {
             opid,
             conn,
@@ -379,6 +559,18 @@ impl Ops {
             }
         }
         out
+    }
+}
+
+/// Accounts for a finished command: `top`'s per-collection usage (a dropped collection or
+/// database starts over).
+pub fn finished(server: &crate::state::ServerState, op: &Operation, ok: bool) {
+    let micros = u64::try_from(op.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let top = &server.ops.top;
+    match (op.command_name, ok) {
+        ("drop", true) => top.forget(&op.ns),
+        ("dropDatabase", true) => top.forget(&format!("{}.", op.db)),
+        _ => top.record(&op.ns, op.command_name, micros),
     }
 }
 
@@ -481,6 +673,32 @@ mod tests {
         assert_eq!(op_type("find"), "query");
         assert_eq!(op_type("delete"), "remove");
         assert_eq!(op_type("ping"), "command");
+    }
+
+    #[test]
+    fn top_counts_by_kind() {
+        let t = Top::default();
+        t.record("d.c", "find", 10);
+        t.record("d.c", "insert", 5);
+        t.record("d.c", "count", 1);
+        t.record("d.$cmd", "ping", 1);
+        let s = t.snapshot();
+        assert_eq!(s.len(), 1);
+        let u = s[0].1;
+        assert_eq!(u.total, UsageCount { time: 16, count: 3 });
+        assert_eq!(u.read_lock, UsageCount { time: 11, count: 2 });
+        assert_eq!(u.write_lock, UsageCount { time: 5, count: 1 });
+        assert_eq!(u.queries.count, 1);
+        assert_eq!(u.commands.count, 1);
+        t.forget("d.");
+        assert!(t.snapshot().is_empty());
+    }
+
+    #[test]
+    fn opids_are_positive_and_distinct() {
+        let a = next_opid();
+        let b = next_opid();
+        assert!(a > 0 && b > 0 && a != b);
     }
 
     #[test]

@@ -1,15 +1,25 @@
-//! `currentOp` (admin only): operations in progress. Cairn reports its index builds with
-//! MongoDB's fields (`type`, `opid`, `active`, `secs_running`, `op`, `ns`, `command`, `msg`,
-//! `progress: {done, total}`); filter fields in the command select among them (equality on
-//! the reported fields).
+//! `currentOp` (admin only): the operations in progress.
+//!
+//! Every running command ([`crate::ops`]: `opid`, `client`, `appName`, `lsid`, `command`,
+//! `secs_running`, `planSummary`, `killPending`…) and every index build, in MongoDB's shape.
+//! `$all: true` adds the idle connections (`active: false`); `$ownOps: true` keeps the
+//! caller's own operations — with access control off every operation belongs to the same
+//! (absent) user, so it keeps them all, as in MongoDB. Any other field (besides generic
+//! arguments) is a query filter on the reported documents, e.g. `{"command.find": "c"}` or
+//! `{secs_running: {$gte: 5}}`. Reply: `{inprog: [...]}`.
+//!
+//! [`operations`] produces the same documents for the aggregation stage `$currentOp`.
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use bson::{RawArrayBuf, rawdoc};
+use bson::{RawArrayBuf, RawBsonRef, RawDocumentBuf, rawdoc};
 use cairn_query::filter::Filter;
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, ready};
-use crate::error::CommandError;
+use super::host_info::pretty_host_name;
+use super::{CmdFuture, Command, Counter, Fields, Invocation, ready, truthy};
+use crate::client::Client;
+use crate::error::{CommandError, ErrorCode};
+use crate::state::ServerState;
 
 /// `currentOp`.
 pub static COMMAND: Command = Command {
@@ -26,14 +36,69 @@ pub static COMMAND: Command = Command {
     run,
 };
 
+/// The operations in progress as `currentOp` reports them, before filtering: running
+/// commands and index builds, plus idle connections with `all`; `own_only` keeps those of
+/// `client`'s user (every operation, with access control off).
+pub fn operations(
+    server: &ServerState,
+    client: &Client,
+    all: bool,
+    own_only: bool,
+) -> Vec<RawDocumentBuf> {
+    let _ = own_only;
+    let host = pretty_host_name(&server.host, client.local.port());
+    let mut out = server.ops.report(&host, all, None);
+    for b in server.index_builds.list() {
+        let done = b.done.load(Relaxed);
+        let pct = (done * 100).checked_div(b.total).unwrap_or(0);
+        let elapsed = b.started.elapsed();
+        out.push(rawdoc! {
+            "type": "op",
+            "host": host.as_str(),
+            "desc": "IndexBuildsCoordinator",
+            "active": true,
+            "opid": i64::try_from(b.opid).unwrap_or(i64::MAX),
+            "secs_running": i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX),
+            "microsecs_running": i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX),
+            "op": "command",
+            "ns": b.ns.as_str(),
+            "command": b.command.clone(),
+            "msg": format!("Index Build: scanning collection Index Build: scanning collection: {done}/{} {pct}%", b.total),
+            "progress": {"done": i64::try_from(done).unwrap_or(i64::MAX), "total": i64::try_from(b.total).unwrap_or(i64::MAX)},
+            "indexName": b.index.as_str(),
+        });
+    }
+    out
+}
+
+fn flag(body: &bson::RawDocument, name: &str) -> Result<bool, CommandError> {
+    match body.get(name) {
+        Ok(None) => Ok(false),
+        Ok(Some(
+            v @ (RawBsonRef::Boolean(_)
+            | RawBsonRef::Int32(_)
+            | RawBsonRef::Int64(_)
+            | RawBsonRef::Double(_)),
+        )) => Ok(truthy(&v)),
+        Ok(Some(other)) => Err(CommandError::wrong_type(
+            &format!("currentOp.{name}"),
+            super::type_name(&other),
+            "bool",
+        )),
+        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    }
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     ready((|| {
+        let body = inv.req.body;
+        let all = flag(body, "$all")?;
+        let own = flag(body, "$ownOps")?;
         // Fields other than the command name, $all/$ownOps and generic arguments form a filter.
-        let mut filter = bson::RawDocumentBuf::new();
-        for (i, el) in inv.req.body.iter().enumerate() {
-            let (k, v) = el.map_err(|e| {
-                CommandError::new(crate::error::ErrorCode::InvalidBSON, e.to_string())
-            })?;
+        let mut filter = RawDocumentBuf::new();
+        for (i, el) in body.iter().enumerate() {
+            let (k, v) =
+                el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
             if i == 0
                 || matches!(k.as_str(), "$all" | "$ownOps")
                 || super::GENERIC_ARGUMENTS.contains(&k.as_str())
@@ -44,25 +109,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         }
         let filter = Filter::parse(&filter)?;
         let mut ops = RawArrayBuf::new();
-        for b in inv.server.index_builds.list() {
-            let done = b.done.load(Relaxed);
-            let pct = (done * 100).checked_div(b.total).unwrap_or(0);
-            let elapsed = b.started.elapsed();
-            let op = rawdoc! {
-                "type": "op",
-                "host": inv.server.host.as_str(),
-                "desc": "IndexBuildsCoordinator",
-                "active": true,
-                "opid": i64::try_from(b.opid).unwrap_or(i64::MAX),
-                "secs_running": i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX),
-                "microsecs_running": i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX),
-                "op": "command",
-                "ns": b.ns.as_str(),
-                "command": b.command.clone(),
-                "msg": format!("Index Build: scanning collection Index Build: scanning collection: {done}/{} {pct}%", b.total),
-                "progress": {"done": i64::try_from(done).unwrap_or(i64::MAX), "total": i64::try_from(b.total).unwrap_or(i64::MAX)},
-                "indexName": b.index.as_str(),
-            };
+        for op in operations(inv.server, inv.client, all, own) {
             if filter.matches(&op) {
                 ops.push(op);
             }

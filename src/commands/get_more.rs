@@ -89,7 +89,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let result = crate::deadline::scope(
             deadline,
             blocking::run(move || {
+                let mut seen = (0, 0);
+                if let crate::cursor::Source::Plan { exec, .. } = &cursor.source {
+                    seen = (exec.stats.keys_examined, exec.stats.docs_examined);
+                }
                 let r = next_batch(&server.store, &mut cursor, batch);
+                crate::ops::record_source_work(&cursor.source, &mut seen);
                 if let Some(b) = &mut cursor.time_budget {
                     *b = b.saturating_sub(started.elapsed());
                 }

@@ -71,6 +71,7 @@ pub mod insert;
 pub mod kill_all_sessions;
 pub mod kill_all_sessions_by_pattern;
 pub mod kill_cursors;
+pub mod kill_op;
 pub mod kill_sessions;
 pub mod list_collections;
 pub mod list_commands;
@@ -83,6 +84,7 @@ pub mod server_status;
 pub mod set_parameter;
 pub mod sleep;
 pub mod start_session;
+pub mod top;
 pub mod update;
 pub mod wait_for_fail_point;
 pub mod whatsmyuri;
@@ -229,6 +231,7 @@ pub static REGISTRY: &[&Command] = &[
     &kill_all_sessions::COMMAND,
     &kill_all_sessions_by_pattern::COMMAND,
     &kill_cursors::COMMAND,
+    &kill_op::COMMAND,
     &kill_sessions::COMMAND,
     &list_collections::COMMAND,
     &list_commands::COMMAND,
@@ -241,6 +244,7 @@ pub static REGISTRY: &[&Command] = &[
     &set_parameter::COMMAND,
     &sleep::COMMAND,
     &start_session::COMMAND,
+    &top::COMMAND,
     &update::COMMAND,
     &wait_for_fail_point::COMMAND,
     &whatsmyuri::COMMAND,
@@ -620,7 +624,10 @@ pub async fn run(
         body,
         exhaust_allowed,
     };
-    crate::deadline::scope_with(ctx, execute(server, client, cmd, req, op, effects)).await
+    let out =
+        crate::deadline::scope_with(ctx, execute(server, client, cmd, req, op, effects)).await;
+    crate::ops::finished(server, &running.op, out.0.is_ok());
+    out
 }
 
 /// Runs a command that passed [`prepare`], inside its operation's interruption context:
