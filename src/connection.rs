@@ -372,7 +372,7 @@ impl Connection {
         match &result {
             Some((reply, _)) => {
                 let ok = reply.get_f64("ok").unwrap_or(0.0) == 1.0;
-                if millis >= self.server.config.slow_ms && !awaitable {
+                if !awaitable && self.server.profiler.is_slow(millis) {
                     info!(id = 51803, ns = %format!("{db}.$cmd"), command = %name,
                           durationMillis = millis, ok, "Slow query");
                 } else {

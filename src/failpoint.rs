@@ -141,7 +141,7 @@ impl FailPoint {
             let fire = match &mut s.mode {
                 Mode::Off => false,
                 Mode::AlwaysOn => true,
-                Mode::Random(p) => fastrand::f64() < *p,
+                Mode::Random(p) => rand::random::<f64>() < *p,
                 Mode::Times(n) => {
                     *n -= 1;
                     if *n <= 0 {

@@ -42,6 +42,7 @@ pub mod lang;
 pub mod logging;
 pub mod ops;
 pub mod params;
+pub mod profiler;
 pub mod server;
 pub mod session;
 pub mod state;

@@ -117,6 +117,8 @@ pub struct ServerState {
     pub ttl: crate::ttl::TtlCounters,
     /// Running operations and open connections (`currentOp`, `killOp`).
     pub ops: crate::ops::Ops,
+    /// The database profiler's settings.
+    pub profiler: crate::profiler::Profiler,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     next_connection_id: AtomicU64,
@@ -143,6 +145,11 @@ impl ServerState {
         let (shutdown, _) = watch::channel(false);
         let host = crate::sysinfo::hostname();
         let cursor_timeout = config.cursor_timeout_ms;
+        let profiler = crate::profiler::Profiler::new(
+            config.profile,
+            config.slow_ms,
+            config.slow_op_sample_rate,
+        );
         ServerState {
             config,
             argv,
@@ -163,6 +170,7 @@ impl ServerState {
             plan_cache: cairn_query::plan::PlanCache::default(),
             ttl: crate::ttl::TtlCounters::default(),
             ops: crate::ops::Ops::default(),
+            profiler,
             topology,
             shutdown,
             next_connection_id: AtomicU64::new(1),

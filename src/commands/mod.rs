@@ -78,6 +78,7 @@ pub mod list_commands;
 pub mod list_databases;
 pub mod list_indexes;
 pub mod ping;
+pub mod profile;
 pub mod refresh_sessions;
 pub mod rename_collection;
 pub mod server_status;
@@ -238,6 +239,7 @@ pub static REGISTRY: &[&Command] = &[
     &list_databases::COMMAND,
     &list_indexes::COMMAND,
     &ping::COMMAND,
+    &profile::COMMAND,
     &refresh_sessions::COMMAND,
     &rename_collection::COMMAND,
     &server_status::COMMAND,
@@ -614,6 +616,7 @@ pub async fn run(
         Err(e) => return (Err(e), RawDocumentBuf::new()),
     };
     let running = server.ops.start(client, cmd, db, body);
+    let profiling = server.profiler.level(db);
     let ctx = crate::deadline::Interrupt {
         deadline,
         op: Some(running.op.clone()),
@@ -627,6 +630,11 @@ pub async fn run(
     let out =
         crate::deadline::scope_with(ctx, execute(server, client, cmd, req, op, effects)).await;
     crate::ops::finished(server, &running.op, out.0.is_ok());
+    let result = match &out.0 {
+        Ok(r) => Ok(r.body.as_ref()),
+        Err(e) => Err(e),
+    };
+    crate::profiler::record(server, profiling, &running.op, body, result).await;
     out
 }
 

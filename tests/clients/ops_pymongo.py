@@ -8,7 +8,12 @@ PyMongo's own retry machinery and command monitoring:
   `closeConnection` makes PyMongo retry a write once (two `insert` attempts, one document);
   `closeConnection` and a retryable code make it retry a read; `errorLabels: []` suppresses
   labels; `blockConnection` delays a command and `maxTimeMS` cuts the delay short;
-  `commitTransaction` failing once is retried by `with_transaction`.
+  `commitTransaction` failing once is retried by `with_transaction`;
+- operations: `currentOp` lists a sleeping command with its appName; `killOp` interrupts it;
+- the profiler: `profile` levels, `system.profile` entries read back with `find`, and
+  MongoEngine's `query_counter` counting an application's queries (it counts with
+  `count_documents`, i.e. `aggregate`; reported as skipped while the server has no
+  `aggregate`).
 
 Prints one `ok`/`FAIL` line per check and a closing `ops: N passed, N failed` line; exits 1 when a
 check failed. The server is always stopped on exit. Started by tests/clients/run.sh.
@@ -232,6 +237,91 @@ check("fail points: blockConnection delays, maxTimeMS cuts it short", block_conn
 check("fail points: with_transaction retries a failed commitTransaction", commit_retry)
 check("fail points: waitForFailPoint sees a blocked insert", wait_for_fail_point)
 fail_point(mode="off")
+
+
+# --- operations -------------------------------------------------------------------------------
+
+
+def current_op_and_kill_op():
+    sleeper = MongoClient(URI, appName="sleepy")
+    errors = []
+
+    def sleep():
+        try:
+            sleeper.admin.command("sleep", 1, secs=30, comment="pymongo-sleep")
+        except OperationFailure as e:
+            errors.append(e.code)
+
+    t = threading.Thread(target=sleep)
+    t.start()
+    ops = []
+    deadline = time.monotonic() + 20
+    while not ops and time.monotonic() < deadline:
+        ops = admin.command({"currentOp": 1, "command.comment": "pymongo-sleep"})["inprog"]
+        time.sleep(0.02)
+    expect(len(ops) == 1, f"currentOp: {ops}")
+    op = ops[0]
+    expect(op["appName"] == "sleepy" and op["active"] and op["op"] == "command", f"{op}")
+    admin.command("killOp", op=op["opid"])
+    t.join(10)
+    sleeper.close()
+    expect(not t.is_alive(), "the sleep was not interrupted")
+    expect(errors == [11601], f"errors {errors}")
+
+
+def profiler_entries():
+    pdb = client.cairn_ops_prof
+    pdb.command("profile", 2)
+    pdb.c.insert_one({"a": 1})
+    pdb.c.find_one({"a": 1})
+    pdb.command("profile", 0)
+    entries = list(pdb.system.profile.find({"ns": "cairn_ops_prof.c"}).sort("ts", 1))
+    expect([e["op"] for e in entries] == ["insert", "query"], f"{entries}")
+    expect(entries[1]["nreturned"] == 1 and entries[1]["planSummary"] == "COLLSCAN", f"{entries[1]}")
+    expect(entries[1]["command"]["filter"] == {"a": 1}, f"{entries[1]}")
+
+
+def mongoengine_query_counter():
+    import mongoengine
+    from mongoengine.context_managers import query_counter
+
+    mongoengine.connect(db="cairn_ops_me", host=URI, alias="default")
+    try:
+
+        class Person(mongoengine.Document):
+            name = mongoengine.StringField()
+            meta = {"collection": "people"}
+
+        Person.drop_collection()
+        with query_counter() as q:
+            expect(q == 0, f"start: {q}")
+            expect(q == 0, "counting does not count itself")
+            for i in range(3):
+                Person(name=f"p{i}").save()
+            expect(q == 3, f"after 3 saves: {q}")
+            first = Person.objects(name="p1").first()
+            expect(first is not None and first.name == "p1", "read back")
+            expect(q == 4, f"after a query: {q}")
+            n = Person.objects.count()
+            expect(n == 3, f"count {n}")
+            expect(q == 5, f"after a count: {q}")
+        return "5 queries counted"
+    finally:
+        mongoengine.disconnect(alias="default")
+
+
+check("operations: currentOp shows a sleeping command, killOp interrupts it", current_op_and_kill_op)
+check("profiler: level 2 entries read back with find", profiler_entries)
+try:
+    client.cairn_ops_me.command("aggregate", "x", pipeline=[], cursor={})
+    HAVE_AGGREGATE = True
+except OperationFailure as e:
+    HAVE_AGGREGATE = e.code != 59
+if HAVE_AGGREGATE:
+    check("profiler: MongoEngine's query_counter counts an application's queries",
+          mongoengine_query_counter)
+else:
+    print("# skip - MongoEngine query_counter: the server has no aggregate command", flush=True)
 
 client.close()
 stop()
