@@ -1,11 +1,13 @@
-//! Server-side cursors: `find`/`listCollections` results beyond the first batch.
+//! Server-side cursors: `find`/`aggregate`/`listCollections` results beyond the first batch.
 //!
 //! A cursor never holds a storage snapshot: a query plan's [`Execution`] remembers only the
 //! last key each of its scans consumed, and each batch reads from a fresh snapshot, so an
 //! idle cursor pins neither memory nor old versions (it sees writes made between batches, as
 //! MongoDB's default read concern allows; a multikey or `$or` plan still returns each document
 //! once). Sorted results come from the sorter (in memory or spilled), and small result sets
-//! computed up front (e.g. `listCollections`) are buffered.
+//! computed up front (e.g. `listCollections`) are buffered. An aggregation pipeline keeps its
+//! running stages: each batch pulls from them on a fresh read view, so a streaming pipeline
+//! pins no snapshot either (its blocking stages hold their results in memory or spill files).
 //!
 //! Invariants:
 //! - a cursor is *checked out* while a `getMore` runs on it: a second `getMore` meanwhile
@@ -61,6 +63,8 @@ pub enum Source {
     Buffered(VecDeque<RawDocumentBuf>),
     /// The output of a sort (in memory or merged from spill files).
     Sorted(SortedDocs),
+    /// An aggregation pipeline being run (each batch on a fresh read view).
+    Pipeline(Box<crate::commands::aggregate::PipelineCursor>),
 }
 
 impl std::fmt::Debug for Source {
@@ -71,6 +75,7 @@ impl std::fmt::Debug for Source {
             }
             Source::Buffered(q) => write!(f, "Buffered({})", q.len()),
             Source::Sorted(_) => write!(f, "Sorted"),
+            Source::Pipeline(_) => write!(f, "Pipeline"),
         }
     }
 }
@@ -424,6 +429,7 @@ pub fn next_batch(
             }
             (out, done)
         }
+        Source::Pipeline(p) => crate::commands::aggregate::next_batch(p, max_docs)?,
         Source::Plan {
             db,
             coll,

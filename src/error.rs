@@ -84,6 +84,7 @@ error_codes! {
     UnsatisfiableWriteConcern = 100,
     CommandNotSupported = 115,
     CursorInUse = 143,
+    InvalidPipelineOperator = 168,
     QueryPlanKilled = 175,
     DatabaseDifferCase = 13297,
     DuplicateKey = 11000,

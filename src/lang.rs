@@ -17,6 +17,11 @@ use cairn_query::projection::Projection;
 use crate::commands::type_name;
 use crate::error::CommandError;
 
+/// The cluster time a command's `$$CLUSTER_TIME` reads (the server's latest).
+pub fn cluster_time(server: &crate::state::ServerState) -> bson::Timestamp {
+    server.store.clock.last()
+}
+
 /// Parses filters and projections for one command.
 #[derive(Debug, Clone)]
 pub struct Lang {
@@ -33,9 +38,15 @@ impl Default for Lang {
 
 impl Lang {
     /// The language of command `cmd` (for error messages), with the variables of its `let`
-    /// field: each value is an expression evaluated once, without a document.
-    pub fn for_command(body: &RawDocument, cmd: &str) -> Result<Lang, CommandError> {
+    /// field (each value is an expression evaluated once, without a document) and
+    /// `$$CLUSTER_TIME` = `cluster_time`, the server's cluster time when the command started.
+    pub fn for_command(
+        body: &RawDocument,
+        cmd: &str,
+        cluster_time: bson::Timestamp,
+    ) -> Result<Lang, CommandError> {
         let mut vars = Variables::new();
+        vars.set_cluster_time(cluster_time);
         match body.get("let") {
             Ok(None) => {}
             Ok(Some(RawBsonRef::Document(d))) => {
@@ -69,6 +80,11 @@ impl Lang {
         })
     }
 
+    /// The expression language (variables included), for aggregation pipelines.
+    pub fn expr(&self) -> &ExprExtensions {
+        &self.expr
+    }
+
     /// Parses a filter (`None` is `{}`).
     pub fn filter(&self, doc: Option<&RawDocument>) -> Result<Filter, CommandError> {
         let empty = rawdoc! {};
@@ -86,11 +102,20 @@ impl Lang {
 mod tests {
     use super::*;
 
+    const TS: bson::Timestamp = bson::Timestamp {
+        time: 1,
+        increment: 1,
+    };
+
     #[test]
     fn let_variables_reach_expr() {
         let lang = Lang::for_command(
             &rawdoc! {"find": "c", "let": {"x": 2, "y": {"$add": ["$$x", 1]}}},
             "find",
+            bson::Timestamp {
+                time: 1,
+                increment: 1,
+            },
         )
         .unwrap();
         let f = lang
@@ -98,9 +123,10 @@ mod tests {
             .unwrap();
         assert_eq!(f.try_matches(&rawdoc! {"a": 3}), Ok(true));
         assert_eq!(f.try_matches(&rawdoc! {"a": 2}), Ok(false));
-        let e = Lang::for_command(&rawdoc! {"find": "c", "let": 1}, "find").unwrap_err();
+        let e = Lang::for_command(&rawdoc! {"find": "c", "let": 1}, "find", TS).unwrap_err();
         assert_eq!(e.code.code(), 14);
-        let e = Lang::for_command(&rawdoc! {"find": "c", "let": {"Bad": 1}}, "find").unwrap_err();
+        let e =
+            Lang::for_command(&rawdoc! {"find": "c", "let": {"Bad": 1}}, "find", TS).unwrap_err();
         assert_eq!(e.code.code(), 9);
     }
 

@@ -39,6 +39,7 @@ pub mod failpoint;
 pub mod healthcheck;
 pub mod index_builds;
 pub mod lang;
+pub mod latency;
 pub mod logging;
 pub mod ops;
 pub mod params;

@@ -115,6 +115,8 @@ pub struct ServerState {
     pub plan_cache: cairn_query::plan::PlanCache,
     /// TTL monitor counters.
     pub ttl: crate::ttl::TtlCounters,
+    /// Operation latencies per collection (`$collStats` `latencyStats`).
+    pub latency: crate::latency::LatencyStats,
     /// Running operations and open connections (`currentOp`, `killOp`).
     pub ops: crate::ops::Ops,
     /// The database profiler's settings.
@@ -169,6 +171,7 @@ impl ServerState {
             index_builds: crate::index_builds::IndexBuilds::default(),
             plan_cache: cairn_query::plan::PlanCache::default(),
             ttl: crate::ttl::TtlCounters::default(),
+            latency: crate::latency::LatencyStats::default(),
             ops: crate::ops::Ops::default(),
             profiler,
             topology,

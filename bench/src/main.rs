@@ -24,7 +24,13 @@
 //! multi-document transactions at 1, 8 and 32 clients next to the same transfer as a
 //! PostgreSQL 15 transaction on a JSONB table (a throwaway cluster, see [`pg`]), with the
 //! rerun rate and server CPU per transfer; then a transaction's own cost.
+//!
+//! `cargo run -p cairn-bench --release -- agg [--docs N] [--seconds S]`: aggregation
+//! pipelines ($match+$group, $lookup, top-k $sort+$limit, $unwind+$group) next to PostgreSQL
+//! doing the same on JSONB when `CAIRN_BENCH_PG` is set; `bench/agg.sh` starts a throwaway
+//! PostgreSQL 15 and runs it.
 
+mod agg;
 mod crud;
 mod harness;
 mod indexes;
@@ -37,7 +43,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes|txn> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -57,6 +63,7 @@ fn main() {
         "crud" => rt.block_on(crud::run(&opts)),
         "indexes" => rt.block_on(indexes::run(&opts)),
         "txn" => rt.block_on(txn::run(&opts)),
+        "agg" => rt.block_on(agg::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);

@@ -62,6 +62,12 @@
 //! indexes refused always from those refused for some queries only (Cairn's planner refuses a
 //! hinted partial index whose filter the query does not imply; MongoDB 7.0 scans it whole).
 //!
+//! Every query also runs as aggregation pipelines (`$match`/`$sort`/`$skip`/`$limit`, the same
+//! `$match` followed by a `$group` and by a `$count`), whose `$match` goes through the same
+//! planner: each must return the same documents with `hint: {$natural: 1}`, without a hint,
+//! with `{$natural: -1}` and with each secondary index that holds every document hinted, and
+//! the first one the same documents as `find`.
+//!
 //! Running: `cargo build --bin cairn && cargo test -p cairn-compat-tests --test differential`.
 //! `CAIRN_DIFF_SECONDS` (default 20) bounds the time spent on random seeds; the seeds in
 //! `differential_seeds.txt` are always replayed first; `CAIRN_DIFF_SEED=<n>` replays one seed
@@ -79,7 +85,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bson::{Bson, DateTime, Decimal128, Document, Regex, doc};
 use cairn_compat_tests::TestServer;
 use mongodb::error::{ErrorKind, WriteFailure};
-use mongodb::options::{FindOptions, Hint};
+use mongodb::options::{AggregateOptions, FindOptions, Hint};
 use mongodb::{Client, Collection, Database};
 
 // ---------------------------------------------------------------------------------------------
@@ -1540,6 +1546,29 @@ async fn find(
     Ok(out)
 }
 
+/// Runs an aggregation pipeline (with a hint, and the query's batch size).
+async fn aggregate(
+    coll: &Collection<Document>,
+    pipeline: &[Document],
+    batch_size: Option<u32>,
+    hint: Option<&Bson>,
+) -> Outcome<Vec<Document>> {
+    let opts = AggregateOptions::builder()
+        .hint(hint.map(to_hint))
+        .batch_size(batch_size)
+        .build();
+    let mut cursor = coll
+        .aggregate(pipeline.to_vec())
+        .with_options(opts)
+        .await
+        .map_err(|e| failure(&e))?;
+    let mut out = Vec::new();
+    while cursor.advance().await.map_err(|e| failure(&e))? {
+        out.push(cursor.deserialize_current().map_err(|e| failure(&e))?);
+    }
+    Ok(out)
+}
+
 /// The whole collection in `_id` order.
 async fn contents(coll: &Collection<Document>) -> Outcome<Vec<Document>> {
     let opts = FindOptions::builder()
@@ -1648,6 +1677,7 @@ struct Stats {
     distincts: AtomicU64,
     hinted: AtomicU64,
     hint_refused: AtomicU64,
+    pipelines: AtomicU64,
     writes: AtomicU64,
     /// Queries whose reference run failed (and some of the errors).
     query_errors: AtomicU64,
@@ -1823,6 +1853,98 @@ impl<'a> Runner<'a> {
 
     /// Compares `got` (the plan named `what`) with `expected`; `context` says which query
     /// and index.
+    /// The query as aggregation pipelines: `$match`/`$sort`/`$skip`/`$limit` (which the
+    /// `$cursor` stage runs through the planner), a `$group` over it (a covered or fetching
+    /// plan) and a `$count` (a counting plan). Each must return the same documents with
+    /// `hint: {$natural: 1}` (the reference), without a hint, with `{$natural: -1}` and with
+    /// each index that holds every document hinted; the first also what `find` returns.
+    async fn pipelines(
+        &mut self,
+        q: &Query,
+        header: &str,
+        find_reference: &Outcome<Vec<Document>>,
+    ) {
+        let mut p1 = vec![doc! {"$match": q.filter.clone()}];
+        if let Some(s) = &q.sort {
+            p1.push(doc! {"$sort": s.clone()});
+        }
+        if let Some(s) = q.skip.filter(|s| *s > 0) {
+            p1.push(doc! {"$skip": s as i64});
+        }
+        if let Some(l) = q.limit.filter(|l| *l != 0) {
+            p1.push(doc! {"$limit": l.abs()});
+        }
+        let group = vec![
+            doc! {"$match": q.filter.clone()},
+            doc! {"$group": {
+                "_id": {"$type": "$a"},
+                "n": {"$sum": 1},
+                "s": {"$sum": "$u"},
+                "lo": {"$min": "$u"},
+                "hi": {"$max": "$u"},
+            }},
+            doc! {"$sort": {"_id": 1}},
+        ];
+        let counting = vec![doc! {"$match": q.filter.clone()}, doc! {"$count": "n"}];
+        let nat = natural(1);
+        let pipelines: [(&str, Vec<Document>, bool); 3] = [
+            ("$match/$sort/$skip/$limit", p1, q.total),
+            ("$match + $group", group, true),
+            ("$match + $count", counting, true),
+        ];
+        let mut hints: Vec<(String, Option<Bson>)> = vec![
+            ("no hint".into(), None),
+            ("hint {$natural: -1}".into(), Some(natural(-1))),
+        ];
+        for (i, spec) in self.case.indexes.iter().enumerate() {
+            if spec.membership().is_none() {
+                let h = spec.hint(q.hint_by_name[i]);
+                hints.push((format!("hint {}", shell(&h)), Some(h)));
+            }
+        }
+        for (name, pipeline, ordered) in pipelines {
+            let reference = aggregate(&self.idx, &pipeline, q.batch_size, Some(&nat)).await;
+            let context = format!(
+                "{header}pipeline ({name}): {}
+",
+                pipeline
+                    .iter()
+                    .map(shell_doc)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let as_query = Query {
+                total: ordered,
+                ..q.clone()
+            };
+            if name.starts_with("$match/") && q.projection.is_none() {
+                self.check_docs(
+                    &as_query,
+                    &context,
+                    "aggregate with hint {$natural: 1}",
+                    "find with hint {$natural: 1}",
+                    find_reference,
+                    &reference,
+                );
+            }
+            for (label, hint) in &hints {
+                let got = aggregate(&self.idx, &pipeline, q.batch_size, hint.as_ref()).await;
+                if matches!(&got, Err(f) if f.code == 2) && hint.is_some() {
+                    continue;
+                }
+                bump(&self.stats.pipelines);
+                self.check_docs(
+                    &as_query,
+                    &context,
+                    &format!("aggregate {label}"),
+                    "aggregate with hint {$natural: 1}",
+                    &reference,
+                    &got,
+                );
+            }
+        }
+    }
+
     fn check_docs(
         &mut self,
         q: &Query,
@@ -2014,6 +2136,8 @@ impl<'a> Runner<'a> {
                 &n,
             );
         }
+
+        self.pipelines(q, &header, &reference).await;
 
         // count: metadata or scan, hinted or not, with skip/limit.
         let total = base.as_ref().map(|b| b.len() as i64).map_err(Clone::clone);
@@ -2464,7 +2588,7 @@ async fn same_results_whatever_the_plan() {
     let s = &stats;
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     eprintln!(
-        "differential: {} seed(s) passed ({replayed} replayed, {random} random started, {jobs} job(s)) in {:.1} s: {} queries, {} find comparisons, {} count checks, {} distinct checks, {} hinted index plans, {} writes",
+        "differential: {} seed(s) passed ({replayed} replayed, {random} random started, {jobs} job(s)) in {:.1} s: {} queries, {} find comparisons, {} count checks, {} distinct checks, {} hinted index plans, {} pipeline runs, {} writes",
         get(&s.seeds),
         started.elapsed().as_secs_f64(),
         get(&s.queries),
@@ -2472,6 +2596,7 @@ async fn same_results_whatever_the_plan() {
         get(&s.counts),
         get(&s.distincts),
         get(&s.hinted),
+        get(&s.pipelines),
         get(&s.writes),
     );
     let errors = get(&s.query_errors);

@@ -993,3 +993,40 @@ async fn with_transaction_through_the_driver_defaults() {
     assert_eq!(all(&coll).await.len(), 2);
     let _ = Bson::Null;
 }
+
+#[tokio::test]
+async fn snapshot_transactions_at_a_cluster_time() {
+    let server = TestServer::start();
+    let mut c = server.raw().await;
+    let r = c
+        .command(rawdoc! {"insert": "c", "documents": [{"_id": 1}], "$db": "t"})
+        .await;
+    let t = r.get_timestamp("operationTime").unwrap();
+    // Nothing committed since: a transaction can read at that time.
+    let mut first = in_txn(rawdoc! {"find": "c", "$db": "t"}, 8, 1, true);
+    first.append(
+        bson::raw::cstr!("readConcern"),
+        rawdoc! {"level": "snapshot", "atClusterTime": t},
+    );
+    let r = c.command(first).await;
+    assert!(ok(&r), "{r:?}");
+    assert!(ok(&c
+        .command(in_txn(
+            rawdoc! {"abortTransaction": 1, "$db": "admin"},
+            8,
+            1,
+            false
+        ))
+        .await));
+    // After another commit it cannot: SnapshotTooOld, labelled transient.
+    c.command(rawdoc! {"insert": "c", "documents": [{"_id": 2}], "$db": "t"})
+        .await;
+    let mut again = in_txn(rawdoc! {"find": "c", "$db": "t"}, 8, 2, true);
+    again.append(
+        bson::raw::cstr!("readConcern"),
+        rawdoc! {"level": "snapshot", "atClusterTime": t},
+    );
+    let r = c.command(again).await;
+    assert_code(&r, 239);
+    assert_eq!(labels(&r), vec!["TransientTransactionError"]);
+}

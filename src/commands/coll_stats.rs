@@ -69,6 +69,33 @@ pub fn append_number(d: &mut RawDocumentBuf, key: &'static bson::raw::CStr, n: i
     }
 }
 
+/// The storage statistics of a collection (`collStats` after `ns`, and `$collStats`'
+/// `storageStats`), sizes divided by `scale`.
+pub fn storage_stats(
+    store: &cairn_storage::Store,
+    meta: &cairn_storage::catalog::CollectionMeta,
+    scale: i64,
+) -> Result<RawDocumentBuf, CommandError> {
+    let stats = store.stats(meta)?;
+    let storage = i64::try_from(store.storage_size(meta)).unwrap_or(i64::MAX);
+    let mut d = RawDocumentBuf::new();
+    append_number(&mut d, cstr!("size"), stats.size / scale);
+    append_number(&mut d, cstr!("count"), stats.count);
+    if stats.count > 0 {
+        append_number(&mut d, cstr!("avgObjSize"), stats.size / stats.count);
+    }
+    append_number(&mut d, cstr!("numOrphanDocs"), 0);
+    append_number(&mut d, cstr!("storageSize"), storage / scale);
+    d.append(cstr!("capped"), false);
+    append_number(&mut d, cstr!("nindexes"), meta.indexes.len() as i64);
+    d.append(cstr!("indexBuilds"), bson::RawArrayBuf::new());
+    append_number(&mut d, cstr!("totalIndexSize"), 0);
+    append_number(&mut d, cstr!("totalSize"), storage / scale);
+    d.append(cstr!("indexSizes"), rawdoc! {"_id_": 0_i32});
+    d.append(cstr!("scaleFactor"), scale as i32);
+    Ok(d)
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let name = collection_arg(&inv.req)?.to_string();
@@ -95,23 +122,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 d.append(cstr!("scaleFactor"), scale as i32);
                 return Ok(d);
             };
-            let stats = store.stats(&meta)?;
-            let storage = i64::try_from(store.storage_size(&meta)).unwrap_or(i64::MAX);
             let mut d = rawdoc! {"ns": ns.as_str()};
-            append_number(&mut d, cstr!("size"), stats.size / scale);
-            append_number(&mut d, cstr!("count"), stats.count);
-            if stats.count > 0 {
-                append_number(&mut d, cstr!("avgObjSize"), stats.size / stats.count);
-            }
-            append_number(&mut d, cstr!("numOrphanDocs"), 0);
-            append_number(&mut d, cstr!("storageSize"), storage / scale);
-            d.append(cstr!("capped"), false);
-            append_number(&mut d, cstr!("nindexes"), meta.indexes.len() as i64);
-            d.append(cstr!("indexBuilds"), bson::RawArrayBuf::new());
-            append_number(&mut d, cstr!("totalIndexSize"), 0);
-            append_number(&mut d, cstr!("totalSize"), storage / scale);
-            d.append(cstr!("indexSizes"), rawdoc! {"_id_": 0_i32});
-            d.append(cstr!("scaleFactor"), scale as i32);
+            crate::error::append_all(&mut d, &storage_stats(&store, &meta, scale)?);
             Ok(d)
         })
         .await?;

@@ -54,8 +54,10 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
         let query = opt_document(body, "count", "query")?;
-        let filter =
-            std::sync::Arc::new(crate::lang::Lang::for_command(body, "count")?.filter(query)?);
+        let filter = std::sync::Arc::new(
+            crate::lang::Lang::for_command(body, "count", crate::lang::cluster_time(inv.server))?
+                .filter(query)?,
+        );
         let hint = super::find::parse_hint(body, "count")?;
         let skip = signed(body, "skip")?;
         if skip < 0 {

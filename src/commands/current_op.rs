@@ -8,7 +8,8 @@
 //! arguments) is a query filter on the reported documents, e.g. `{"command.find": "c"}` or
 //! `{secs_running: {$gte: 5}}`. Reply: `{inprog: [...]}`.
 //!
-//! [`operations`] produces the same documents for the aggregation stage `$currentOp`.
+//! [`operations`] produces the same documents for the aggregation stage `$currentOp`
+//! (`idleConnections` there is `$all` here).
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -17,7 +18,6 @@ use cairn_query::filter::Filter;
 
 use super::host_info::pretty_host_name;
 use super::{CmdFuture, Command, Counter, Fields, Invocation, ready, truthy};
-use crate::client::Client;
 use crate::error::{CommandError, ErrorCode};
 use crate::state::ServerState;
 
@@ -36,25 +36,29 @@ pub static COMMAND: Command = Command {
     run,
 };
 
-/// The operations in progress as `currentOp` reports them, before filtering: running
-/// commands and index builds, plus idle connections with `all`; `own_only` keeps those of
-/// `client`'s user (every operation, with access control off).
-pub fn operations(
-    server: &ServerState,
-    client: &Client,
-    all: bool,
-    own_only: bool,
-) -> Vec<RawDocumentBuf> {
-    let _ = own_only;
-    let host = pretty_host_name(&server.host, client.local.port());
-    let mut out = server.ops.report(&host, all, None);
+/// The operations in progress as `currentOp` and `$currentOp` report them, before filtering:
+/// running commands and index builds, plus idle connections with `all`. With access control
+/// off every operation belongs to the caller, so `$ownOps`/`allUsers` select nothing away.
+pub fn operations(server: &ServerState, host: &str, all: bool) -> Vec<RawDocumentBuf> {
+    let mut out = server.ops.report(host, all, None);
+    out.extend(index_builds_at(server, host));
+    out
+}
+
+/// The index builds in progress, as `currentOp` (and `$currentOp`) report them.
+pub fn index_build_ops(server: &ServerState) -> Vec<RawDocumentBuf> {
+    index_builds_at(server, &server.host)
+}
+
+fn index_builds_at(server: &ServerState, host: &str) -> Vec<RawDocumentBuf> {
+    let mut out = Vec::new();
     for b in server.index_builds.list() {
         let done = b.done.load(Relaxed);
         let pct = (done * 100).checked_div(b.total).unwrap_or(0);
         let elapsed = b.started.elapsed();
         out.push(rawdoc! {
             "type": "op",
-            "host": host.as_str(),
+            "host": host,
             "desc": "IndexBuildsCoordinator",
             "active": true,
             "opid": i64::try_from(b.opid).unwrap_or(i64::MAX),
@@ -93,7 +97,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     ready((|| {
         let body = inv.req.body;
         let all = flag(body, "$all")?;
-        let own = flag(body, "$ownOps")?;
+        // Validated; with access control off every operation is the caller's own.
+        flag(body, "$ownOps")?;
         // Fields other than the command name, $all/$ownOps and generic arguments form a filter.
         let mut filter = RawDocumentBuf::new();
         for (i, el) in body.iter().enumerate() {
@@ -109,7 +114,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         }
         let filter = Filter::parse(&filter)?;
         let mut ops = RawArrayBuf::new();
-        for op in operations(inv.server, inv.client, all, own) {
+        let host = pretty_host_name(&inv.server.host, inv.client.local.port());
+        for op in operations(inv.server, &host, all) {
             if filter.matches(&op) {
                 ops.push(op);
             }

@@ -139,7 +139,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let ordered = opt_strict_bool(body, "delete", "ordered")?.unwrap_or(true);
         let wc = WriteConcern::from_command(body)?;
-        let lang = Lang::for_command(body, "delete")?;
+        let lang = Lang::for_command(body, "delete", crate::lang::cluster_time(inv.server))?;
         let stmts = match body.get("deletes") {
             Ok(Some(RawBsonRef::Array(a))) => a,
             Ok(Some(other)) => {

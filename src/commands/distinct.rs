@@ -65,8 +65,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ));
         }
         let filter = std::sync::Arc::new(
-            crate::lang::Lang::for_command(body, "distinct")?
-                .filter(opt_document(body, "distinct", "query")?)?,
+            crate::lang::Lang::for_command(
+                body,
+                "distinct",
+                crate::lang::cluster_time(inv.server),
+            )?
+            .filter(opt_document(body, "distinct", "query")?)?,
         );
         // `hint` is a 7.1 addition: MongoDB 7.0 refuses it as an unknown field.
         let hint = cairn_query::plan::Hint::None;

@@ -50,9 +50,12 @@ pub static COMMAND: Command = Command {
     run,
 };
 
+/// `queryPlanner` verbosity (the `explain: true` field of `aggregate`).
+pub(crate) const QUERY_PLANNER: Verbosity = Verbosity::QueryPlanner;
+
 /// How much to report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Verbosity {
+pub(crate) enum Verbosity {
     QueryPlanner,
     ExecutionStats,
     AllPlansExecution,
@@ -70,7 +73,8 @@ struct Explained {
     signature: u64,
 }
 
-fn hash8(s: &str) -> String {
+/// An 8-hex-digit hash (`queryHash`, `planCacheKey`).
+pub fn hash8(s: &str) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.hash(&mut h);
@@ -260,6 +264,130 @@ fn projection_stage(
     Some((name, doc))
 }
 
+/// Explains an aggregation: with `queryPlanner` the plan of its `$cursor` stage and the
+/// optimized stages; with execution verbosities the pipeline also runs (nothing is
+/// returned, and `$out`/`$merge` refuse to, 51184) and every stage reports `nReturned` and
+/// `executionTimeMillisEstimate`. A pipeline that went entirely into its `$cursor` stage is
+/// explained as `find` is (`queryPlanner` / `executionStats` at the top level); others as
+/// `{explainVersion, stages: [{$cursor: {queryPlanner, executionStats}}, {$group: …}, …]}`.
+pub(crate) fn explain_aggregate(
+    server: &ServerState,
+    r: &super::aggregate::AggRequest,
+    v: Verbosity,
+) -> Result<RawDocumentBuf, CommandError> {
+    let agg = r.prepare()?;
+    if v >= Verbosity::ExecutionStats && agg.writes() {
+        return Err(CommandError::new(
+            ErrorCode::Location(51184),
+            "Explain of a pipeline that writes ($out, $merge) is only supported with the \
+             'queryPlanner' verbosity",
+        ));
+    }
+    let mut cursor_explain: Option<RawDocumentBuf> = None;
+    if let Some(c) = &agg.cursor {
+        let meta = server.store.collection(&c.db, &c.coll);
+        let count_only = c.count_only && c.sort.is_none();
+        let e = explain_plan(
+            server,
+            meta.as_deref(),
+            &c.ns(),
+            &c.query(),
+            &c.filter,
+            v,
+            count_only,
+        )?;
+        let plan = e.chosen.exec.plan().clone();
+        let blocking_sort = c.sort.is_some() && !plan.provides_sort;
+        let wrap = Wrap {
+            sort: c
+                .sort
+                .as_ref()
+                .filter(|_| blocking_sort)
+                .map(|(_, d)| (d.clone(), c.limit.map(|l| l.saturating_add(c.skip)))),
+            skip: Some(c.skip),
+            limit: if blocking_sort { None } else { c.limit },
+            projection: c.projection.as_ref().map(|(_, d)| {
+                let name = if plan.covered {
+                    "PROJECTION_COVERED"
+                } else {
+                    "PROJECTION_SIMPLE"
+                };
+                (name, d.clone())
+            }),
+            root: None,
+        };
+        cursor_explain = Some(render(&e, &c.filter_doc, &wrap, v, None));
+    }
+    let mut counters: Vec<(u64, u64)> = Vec::new();
+    if v >= Verbosity::ExecutionStats {
+        let mut running = agg.open(r.options(server))?;
+        loop {
+            crate::deadline::check()?;
+            let (_, done) = super::aggregate::batch(
+                server,
+                &crate::session::target::Target::Auto,
+                &mut running,
+                r.durability,
+                10_000,
+            )?;
+            if done {
+                break;
+            }
+        }
+        counters = running
+            .counters()
+            .iter()
+            .map(|c| {
+                (
+                    c.returned.load(std::sync::atomic::Ordering::Relaxed),
+                    c.nanos.load(std::sync::atomic::Ordering::Relaxed) / 1_000_000,
+                )
+            })
+            .collect();
+    }
+    if agg.fully_pushed_down()
+        && let Some(out) = cursor_explain
+    {
+        return Ok(out);
+    }
+    let exec = v >= Verbosity::ExecutionStats;
+    let mut counts = counters.into_iter();
+    let mut stages = RawArrayBuf::new();
+    if let Some(ce) = cursor_explain {
+        let mut inner = RawDocumentBuf::new();
+        for (k, val) in ce.iter().flatten() {
+            if k.as_str() != "explainVersion" {
+                inner.append(k, val);
+            }
+        }
+        let mut d = RawDocumentBuf::new();
+        d.append(cstr!("$cursor"), inner);
+        if exec && let Some((n, ms)) = counts.next() {
+            d.append(cstr!("nReturned"), i64::try_from(n).unwrap_or(i64::MAX));
+            d.append(
+                cstr!("executionTimeMillisEstimate"),
+                i64::try_from(ms).unwrap_or(i64::MAX),
+            );
+        }
+        stages.push(d);
+    }
+    for st in agg.pipeline.stages() {
+        let mut d = RawDocumentBuf::new();
+        d.append(super::aggregate::stage_key(st.name())?, st.serialize());
+        if exec && let Some((n, ms)) = counts.next() {
+            d.append(cstr!("nReturned"), i64::try_from(n).unwrap_or(i64::MAX));
+            d.append(
+                cstr!("executionTimeMillisEstimate"),
+                i64::try_from(ms).unwrap_or(i64::MAX),
+            );
+        }
+        stages.push(d);
+    }
+    let mut out = rawdoc! {"explainVersion": "1"};
+    out.append(cstr!("stages"), stages);
+    Ok(out)
+}
+
 /// The single statement of an explained write batch.
 fn only_statement<'a>(
     inner: &'a RawDocument,
@@ -320,6 +448,10 @@ fn explain_inner(
         body: inner,
         exhaust_allowed: false,
     };
+    if name == "aggregate" {
+        let r = super::aggregate::AggRequest::parse(&req, server, true)?;
+        return explain_aggregate(server, &r, v);
+    }
     let coll = super::collection_arg(&req)?.to_string();
     let ns = format!("{db}.{coll}");
     let meta = server.store.collection(db, &coll);
@@ -348,7 +480,8 @@ fn explain_inner(
         }
         "count" => {
             let query = opt_document(inner, "count", "query")?;
-            let lang = crate::lang::Lang::for_command(inner, "count")?;
+            let lang =
+                crate::lang::Lang::for_command(inner, "count", crate::lang::cluster_time(server))?;
             let filter = Arc::new(lang.filter(query)?);
             let hint = super::find::parse_hint(inner, "count")?;
             let skip = super::count::signed(inner, "skip")?.max(0) as u64;
@@ -432,7 +565,11 @@ fn explain_inner(
         }
         "distinct" => {
             let query = opt_document(inner, "distinct", "query")?;
-            let lang = crate::lang::Lang::for_command(inner, "distinct")?;
+            let lang = crate::lang::Lang::for_command(
+                inner,
+                "distinct",
+                crate::lang::cluster_time(server),
+            )?;
             let filter = Arc::new(lang.filter(query)?);
             let hint = Hint::None;
             let q = Query::new(&filter, &hint);
@@ -441,7 +578,8 @@ fn explain_inner(
             Ok(render(&e, &filter_doc, &Wrap::default(), v, None))
         }
         "update" => {
-            let lang = crate::lang::Lang::for_command(inner, "update")?;
+            let lang =
+                crate::lang::Lang::for_command(inner, "update", crate::lang::cluster_time(server))?;
             let stmt = only_statement(inner, "update", "updates")?;
             let st = super::update::parse_statement(&lang, stmt)??;
             let modifies = match st.update.touched_top_level_fields() {
@@ -463,7 +601,8 @@ fn explain_inner(
             Ok(render(&e, &filter_doc, &wrap, v, extra))
         }
         "delete" => {
-            let lang = crate::lang::Lang::for_command(inner, "delete")?;
+            let lang =
+                crate::lang::Lang::for_command(inner, "delete", crate::lang::cluster_time(server))?;
             let stmt = only_statement(inner, "delete", "deletes")?;
             let st = super::delete::parse_statement(&lang, 0, stmt)??;
             let mut q = Query::new(&st.filter, &st.hint);
@@ -482,7 +621,11 @@ fn explain_inner(
             Ok(render(&e, &filter_doc, &wrap, v, extra))
         }
         "findAndModify" | "findandmodify" => {
-            let lang = crate::lang::Lang::for_command(inner, "findAndModify")?;
+            let lang = crate::lang::Lang::for_command(
+                inner,
+                "findAndModify",
+                crate::lang::cluster_time(server),
+            )?;
             let query = opt_document(inner, "findAndModify", "query")?;
             let filter = Arc::new(lang.filter(query)?);
             let hint = super::find::parse_hint(inner, "findAndModify")?;
@@ -611,6 +754,36 @@ fn would_update(
     }))
 }
 
+/// Appends `command` (the explained command with its `$db`), `serverInfo` and
+/// `serverParameters` to an explain reply.
+pub fn append_server_info(
+    out: &mut RawDocumentBuf,
+    server: &ServerState,
+    port: u16,
+    db: &str,
+    inner: RawDocumentBuf,
+) {
+    let mut command = inner;
+    command.append(cstr!("$db"), db);
+    out.append(cstr!("command"), command);
+    out.append(
+        cstr!("serverInfo"),
+        rawdoc! {
+            "host": pretty_host_name(&server.host, port),
+            "port": i32::from(port),
+            "version": MONGODB_VERSION,
+            "gitVersion": GIT_VERSION,
+        },
+    );
+    out.append(
+        cstr!("serverParameters"),
+        rawdoc! {
+            "internalQueryMaxBlockingSortMemoryUsageBytes":
+                RawBson::Int64(i64::try_from(server.config.sort_memory_limit_bytes).unwrap_or(i64::MAX)),
+        },
+    );
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
@@ -634,12 +807,6 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             .map(|(k, _)| k.as_str().to_string())
             .unwrap_or_default();
         let Some(cmd) = super::lookup(&name) else {
-            if name == "aggregate" {
-                return Err(CommandError::new(
-                    ErrorCode::NotImplemented,
-                    "aggregate is not supported by Cairn yet",
-                ));
-            }
             return Err(CommandError::new(
                 ErrorCode::CommandNotFound,
                 format!("Explain failed due to unknown command: {name}"),
@@ -647,7 +814,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         };
         if !matches!(
             cmd.name,
-            "find" | "count" | "distinct" | "update" | "delete" | "findAndModify"
+            "aggregate" | "find" | "count" | "distinct" | "update" | "delete" | "findAndModify"
         ) {
             return Err(CommandError::new(
                 ErrorCode::IllegalOperation,
@@ -670,25 +837,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let db2 = db.clone();
         let mut out =
             blocking::run(move || explain_inner(&server, cmd_name, &db2, &inner2, v)).await?;
-        let mut command = inner;
-        command.append(cstr!("$db"), db);
-        out.append(cstr!("command"), command);
-        out.append(
-            cstr!("serverInfo"),
-            rawdoc! {
-                "host": pretty_host_name(&inv.server.host, port),
-                "port": i32::from(port),
-                "version": MONGODB_VERSION,
-                "gitVersion": GIT_VERSION,
-            },
-        );
-        out.append(
-            cstr!("serverParameters"),
-            rawdoc! {
-                "internalQueryMaxBlockingSortMemoryUsageBytes":
-                    RawBson::Int64(i64::try_from(inv.server.config.sort_memory_limit_bytes).unwrap_or(i64::MAX)),
-            },
-        );
+        append_server_info(&mut out, inv.server, port, &db, inner);
         Ok(out.into())
     })
 }

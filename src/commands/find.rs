@@ -168,7 +168,7 @@ impl FindRequest {
                 return Err(not_implemented(&format!("find.{field}")));
             }
         }
-        let lang = crate::lang::Lang::for_command(body, "find")?;
+        let lang = crate::lang::Lang::for_command(body, "find", crate::lang::cluster_time(server))?;
         let projection_doc = projection
             .filter(|p| !p.is_empty())
             .map(RawDocument::to_owned);

@@ -124,7 +124,11 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
             ));
         }
-        let lang = crate::lang::Lang::for_command(body, "findAndModify")?;
+        let lang = crate::lang::Lang::for_command(
+            body,
+            "findAndModify",
+            crate::lang::cluster_time(inv.server),
+        )?;
         let filter = Arc::new(lang.filter(opt_document(body, "findAndModify", "query")?)?);
         let hint = super::find::parse_hint(body, "findAndModify")?;
         let sort = match opt_document(body, "findAndModify", "sort")? {

@@ -40,6 +40,7 @@ use crate::error::{CommandError, ErrorCode, ok_reply};
 use crate::state::ServerState;
 
 pub mod abort_transaction;
+pub mod aggregate;
 pub mod build_info;
 pub mod coll_mod;
 pub mod coll_stats;
@@ -200,6 +201,7 @@ impl std::fmt::Debug for Command {
 /// Every command, sorted byte-wise by name (a unit test enforces the order).
 pub static REGISTRY: &[&Command] = &[
     &abort_transaction::COMMAND,
+    &aggregate::COMMAND,
     &build_info::COMMAND,
     &coll_mod::COMMAND,
     &coll_stats::COMMAND,
@@ -676,6 +678,7 @@ async fn execute(
         Err(e) => return early(e),
     };
     count(server, cmd);
+    let started = std::time::Instant::now();
     let result = (cmd.run)(Invocation {
         server,
         client,
@@ -683,6 +686,7 @@ async fn execute(
         op,
     })
     .await;
+    record_latency(server, cmd, &req, started);
     let (mut body_result, more) = match result {
         Ok(r) => (Ok(r.body), r.more_to_come),
         Err(e) => (Err(e), None),
@@ -740,6 +744,30 @@ fn prepare(server: &ServerState, body: &RawDocument) -> Result<&'static Command,
     check_fields(cmd, &req)?;
     crate::deadline::parse(body)?;
     Ok(cmd)
+}
+
+/// Adds the command's latency to its collection's `latencyStats`.
+fn record_latency(
+    server: &ServerState,
+    cmd: &Command,
+    req: &Request<'_>,
+    started: std::time::Instant,
+) {
+    let coll = if cmd.name == "getMore" {
+        req.body.get_str("collection").ok()
+    } else {
+        match req.body.iter().next() {
+            Some(Ok((_, RawBsonRef::String(c)))) => Some(c),
+            _ => None,
+        }
+    };
+    if let Some(c) = coll {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let kind = crate::latency::OpKind::of(cmd.name);
+        server
+            .latency
+            .record(&format!("{}.{c}", req.db), kind, micros);
+    }
 }
 
 fn count(server: &ServerState, cmd: &Command) {

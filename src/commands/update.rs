@@ -501,7 +501,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let ordered = opt_strict_bool(body, "update", "ordered")?.unwrap_or(true);
         let _ = opt_strict_bool(body, "update", "bypassDocumentValidation")?;
         let wc = WriteConcern::from_command(body)?;
-        let lang = Lang::for_command(body, "update")?;
+        let lang = Lang::for_command(body, "update", crate::lang::cluster_time(inv.server))?;
         let stmts = match body.get("updates") {
             Ok(Some(RawBsonRef::Array(a))) => a,
             Ok(Some(other)) => {

@@ -476,6 +476,8 @@ pub struct Retry {
     pub lsid: Lsid,
     /// The write's transaction number.
     pub txn_number: i64,
+    /// The session had not used this number before the command: nothing can have executed.
+    pub fresh: bool,
 }
 
 /// What the dispatcher set up for one command (see the module doc).
@@ -655,22 +657,10 @@ pub async fn begin(
     };
     let store = server.store.clone();
     let state = crate::blocking::run(move || {
-        if let Some(at) = at {
-            // A transaction reads at the time it starts; an earlier time can only be
-            // honoured if nothing has committed since.
-            let (_, ts) = store.snapshot_at(Some(at))?;
-            let now = store.clock.last();
-            if ts != at && (ts.time, ts.increment) < (now.time, now.increment) {
-                return Err(CommandError::new(
-                    ErrorCode::SnapshotTooOld,
-                    format!(
-                        "Read timestamp Timestamp({}, {}) is older than the oldest available timestamp.",
-                        at.time, at.increment
-                    ),
-                ));
-            }
-        }
-        Ok(store.begin_txn()?)
+        Ok(match at {
+            Some(at) => store.begin_txn_at(at)?,
+            None => store.begin_txn()?,
+        })
     })
     .await?;
     let cell = Arc::new(TxnCell::new(server.store.clone(), n, state));
@@ -749,7 +739,8 @@ fn route(
                 "Cannot retry a retryable write that has been converted into a transaction",
             ));
         }
-        if n > st.txn_number {
+        let fresh = n > st.txn_number;
+        if fresh {
             supersede(server, session, st);
             st.txn_number = n;
             st.phase = Phase::Idle;
@@ -757,6 +748,7 @@ fn route(
         op.retry = Some(Retry {
             lsid,
             txn_number: n,
+            fresh,
         });
         return Ok(Route::Ready);
     }

@@ -19,13 +19,18 @@ use crate::commands::type_name;
 use crate::error::{CommandError, ErrorCode};
 
 impl Retry {
-    /// The recorded results of `stmts` (`None`: not executed yet).
+    /// The recorded results of `stmts` (`None`: not executed yet). A transaction number the
+    /// session had not used before this command has executed nothing: no read.
     pub fn executed(
         &self,
         store: &Store,
         stmts: &[i32],
     ) -> Result<Vec<Option<RawDocumentBuf>>, CommandError> {
-        Ok(store.executed_stmts(&self.lsid, self.txn_number, stmts)?)
+        if self.fresh {
+            return Ok(vec![None; stmts.len()]);
+        }
+        let mut done = store.executed_stmts(&self.lsid, self.txn_number)?;
+        Ok(stmts.iter().map(|s| done.remove(s)).collect())
     }
 
     /// Records that `stmt` executed with `result`, in the transaction `tx` that holds its
@@ -36,7 +41,13 @@ impl Retry {
         stmt: i32,
         result: &RawDocument,
     ) -> Result<(), StorageError> {
-        tx.record_stmt(&self.lsid, self.txn_number, stmt, result)
+        tx.record_stmts(&self.lsid, self.txn_number, &[stmt], result)
+    }
+
+    /// Records that the insert statements `stmts` executed, in the transaction `tx` that
+    /// inserted them (one record for all).
+    pub fn record_inserts(&self, tx: &mut WriteTxn<'_>, stmts: &[i32]) -> Result<(), StorageError> {
+        tx.record_stmts(&self.lsid, self.txn_number, stmts, &RawDocumentBuf::new())
     }
 }
 

@@ -155,6 +155,11 @@ impl History {
         Ok((snap, unpack(t)))
     }
 
+    /// The packed timestamp of the latest commit (0 before the first).
+    pub fn last_commit(&self) -> u64 {
+        self.last_commit
+    }
+
     /// How many snapshots are retained.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -5,8 +5,13 @@
 //! Layout in the catalog space, byte by byte:
 //! ```text
 //! 'T' lsid(16)                                 → session record (BSON, below)
-//! 'U' lsid(16) u64be(txnNumber) u32be(stmtId)  → the statement's result (a BSON document)
+//! 'U' lsid(16) u64be(txnNumber) u32be(stmtId)  → statement record: {s: [stmtIds], r: result}
 //! ```
+//! A statement record names the statements it covers (`s`, the first of which is in its key)
+//! and their common result `r`: an update, delete or findAndModify records one statement with
+//! its result; an insert records every document statement of one storage transaction in one
+//! key (their result is empty), so a retryable `insertMany` costs one record per batch, not one
+//! per document.
 //! A session record is `{txnNumber: Int64, committed: bool, lastUse: Date}`: the highest
 //! transaction number that wrote for the session, and whether it was a multi-document
 //! transaction that committed. Transaction numbers are non-negative, so their big-endian
@@ -107,21 +112,6 @@ impl WriteTxn<'_> {
         read_record(&*self.tx, lsid)
     }
 
-    /// The recorded result of statement `stmt` of transaction `txn`, if it was executed.
-    pub fn executed_stmt(
-        &self,
-        lsid: &Lsid,
-        txn: i64,
-        stmt: i32,
-    ) -> Result<Option<RawDocumentBuf>> {
-        match self.tx.get(CATALOG_SPACE, &stmt_key(lsid, txn, stmt))? {
-            Some(b) => RawDocumentBuf::from_bytes(b.to_vec())
-                .map(Some)
-                .map_err(|e| StorageError::Corrupt(e.to_string())),
-            None => Ok(None),
-        }
-    }
-
     /// Moves the session record to transaction `txn` (deleting the statements of an older
     /// one) with `committed`. Returns the record that was there before.
     pub fn set_session_record(
@@ -153,48 +143,61 @@ impl WriteTxn<'_> {
         Ok(before)
     }
 
-    /// Records that statement `stmt` of retryable write `txn` executed with `result`, in this
-    /// transaction (so together with the statement's writes).
-    pub fn record_stmt(
+    /// Records that statements `stmts` of retryable write `txn` executed with `result`, in this
+    /// transaction (so together with the statements' writes).
+    pub fn record_stmts(
         &mut self,
         lsid: &Lsid,
         txn: i64,
-        stmt: i32,
+        stmts: &[i32],
         result: &RawDocument,
     ) -> Result<()> {
+        let Some(first) = stmts.first() else {
+            return Ok(());
+        };
         match self.session_record(lsid)? {
             Some(r) if r.txn_number == txn && !r.committed => {}
             _ => {
                 self.set_session_record(lsid, txn, false)?;
             }
         }
+        let mut ids = bson::RawArrayBuf::new();
+        for s in stmts {
+            ids.push(*s);
+        }
+        let mut rec = RawDocumentBuf::new();
+        rec.append(cstr!("s"), ids);
+        rec.append(cstr!("r"), result.to_owned());
         self.tx
-            .put(CATALOG_SPACE, &stmt_key(lsid, txn, stmt), result.as_bytes())?;
+            .put(CATALOG_SPACE, &stmt_key(lsid, txn, *first), rec.as_bytes())?;
         Ok(())
     }
 }
 
 impl Store {
-    /// The recorded results of statements `stmts` of transaction `txn`, read on one snapshot
-    /// (`None` for those not executed).
+    /// The recorded results of every executed statement of transaction `txn`, read on one
+    /// snapshot, by statement id.
     pub fn executed_stmts(
         &self,
         lsid: &Lsid,
         txn: i64,
-        stmts: &[i32],
-    ) -> Result<Vec<Option<RawDocumentBuf>>> {
+    ) -> Result<std::collections::HashMap<i32, RawDocumentBuf>> {
         let r = self.read()?;
-        let mut out = Vec::with_capacity(stmts.len());
-        for s in stmts {
-            out.push(
-                match r.snapshot().get(CATALOG_SPACE, &stmt_key(lsid, txn, *s))? {
-                    Some(b) => Some(
-                        RawDocumentBuf::from_bytes(b.to_vec())
-                            .map_err(|e| StorageError::Corrupt(e.to_string()))?,
-                    ),
-                    None => None,
-                },
-            );
+        let mut out = std::collections::HashMap::new();
+        for kv in r
+            .snapshot()
+            .prefix(CATALOG_SPACE, &txn_prefix(lsid, Some(txn)))?
+        {
+            let (_, v) = kv?;
+            let rec =
+                RawDocument::from_bytes(&v).map_err(|e| StorageError::Corrupt(e.to_string()))?;
+            let corrupt = || StorageError::Corrupt("statement record".into());
+            let result = rec.get_document("r").map_err(|_| corrupt())?.to_owned();
+            for id in rec.get_array("s").map_err(|_| corrupt())? {
+                if let Ok(RawBsonRef::Int32(i)) = id {
+                    out.insert(i, result.clone());
+                }
+            }
         }
         Ok(out)
     }
@@ -262,26 +265,25 @@ mod tests {
         let s = store();
         let lsid = [7u8; 16];
         s.write(Durability::Buffered, |tx| -> Result<()> {
-            tx.record_stmt(&lsid, 1, 0, &bson::rawdoc! {"n": 1})?;
-            tx.record_stmt(&lsid, 1, 1, &bson::rawdoc! {"n": 2})
+            tx.record_stmts(&lsid, 1, &[0], &bson::rawdoc! {"n": 1})?;
+            tx.record_stmts(&lsid, 1, &[1, 2, 3], &bson::rawdoc! {})
         })
         .unwrap();
         let rec = s.session_record(&lsid).unwrap().unwrap();
         assert_eq!((rec.txn_number, rec.committed), (1, false));
+        let done = s.executed_stmts(&lsid, 1).unwrap();
+        assert_eq!(done.len(), 4);
+        assert_eq!(done[&0], bson::rawdoc! {"n": 1});
+        assert_eq!(done[&3], bson::rawdoc! {});
+        assert!(!done.contains_key(&4));
+        // A new number drops the old statements.
         s.write(Durability::Buffered, |tx| -> Result<()> {
-            assert_eq!(
-                tx.executed_stmt(&lsid, 1, 1)?.unwrap(),
-                bson::rawdoc! {"n": 2}
-            );
-            assert!(tx.executed_stmt(&lsid, 1, 2)?.is_none());
-            // A new number drops the old statements.
-            tx.record_stmt(&lsid, 2, 0, &bson::rawdoc! {})?;
-            Ok(())
+            tx.record_stmts(&lsid, 2, &[0], &bson::rawdoc! {})
         })
         .unwrap();
+        assert!(s.executed_stmts(&lsid, 1).unwrap().is_empty());
+        assert_eq!(s.executed_stmts(&lsid, 2).unwrap().len(), 1);
         s.write(Durability::Buffered, |tx| -> Result<()> {
-            assert!(tx.executed_stmt(&lsid, 1, 0)?.is_none());
-            assert!(tx.executed_stmt(&lsid, 2, 0)?.is_some());
             tx.set_session_record(&lsid, 3, true)?;
             Ok(())
         })

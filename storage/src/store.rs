@@ -669,6 +669,30 @@ impl Store {
         Ok((ReadTxn { snap }, ts))
     }
 
+    /// Starts a multi-statement transaction that reads at cluster time `at`: possible only
+    /// when nothing has committed since `at` (a transaction's snapshot is the present), else
+    /// SnapshotTooOld. Checked and begun under the commit lock, so no commit slips between.
+    pub fn begin_txn_at(&self, at: bson::Timestamp) -> Result<TxnState> {
+        let history = self.commit_lock()?;
+        let now = self.clock.last();
+        if crate::history::pack(at) > crate::history::pack(now) {
+            return Err(StorageError::SnapshotInFuture(format!(
+                "readConcern atClusterTime value must not be greater than the current clusterTime. Requested clusterTime: {{ ts: {} }}; current clusterTime: {{ ts: {} }}",
+                crate::history::display(at),
+                crate::history::display(now)
+            )));
+        }
+        if crate::history::pack(at) < history.last_commit() {
+            return Err(StorageError::SnapshotTooOld(format!(
+                "Read timestamp {} is older than the oldest available timestamp.",
+                crate::history::display(at)
+            )));
+        }
+        let state = self.begin_txn();
+        drop(history);
+        state
+    }
+
     /// Starts a multi-statement transaction for a session; it stays open between commands
     /// until [`Store::commit_txn`] or [`Store::abort_txn`].
     pub fn begin_txn(&self) -> Result<TxnState> {

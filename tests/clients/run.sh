@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Real-client smoke tests: PyMongo (smoke_pymongo.py; manual_pymongo.py runs the MongoDB
-# manual's operator and query-tutorial examples), the Node.js driver, the Go driver and mongosh
+# manual's operator and query-tutorial examples, manual_agg_pymongo.py its aggregation stage and
+# accumulator examples; mongoengine_agg.py MongoEngine's aggregation helpers), the Node.js
+# driver, the Go driver and mongosh
 # (scripted and interactive through a pseudo-terminal) against a freshly started cairn server;
 # a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
 # same data dir; and PyMongo fail-point and operator checks (ops_pymongo.py) on their own server
@@ -152,6 +154,13 @@ log "PyMongo: the manual's examples"
 run_suite manual "$PY" "$HERE/manual_pymongo.py" "$URI"
 run_suite manual-expr "$PY" "$HERE/manual_expr_pymongo.py" "$URI"
 
+# The manual's aggregation stage and accumulator examples (database cairn_manual_agg).
+log "PyMongo: the manual's aggregation examples"
+run_suite manual_agg "$PY" "$HERE/manual_agg_pymongo.py" "$URI"
+
+log "MongoEngine aggregation helpers"
+run_suite mongoengine "$PY" "$HERE/mongoengine_agg.py" "$URI"
+
 # Its own server on its own data dir: it stops (SIGTERM, SIGKILL) and restarts the server
 # itself to check that documents of every BSON type survive restarts byte for byte.
 log "PyMongo storage round trip across restarts"
@@ -256,6 +265,14 @@ expect_eval "mongosh: a duplicate on a unique index throws E11000 with keyValue"
 expect_eval "mongosh: session.withTransaction commits, abortTransaction leaves nothing" \
     'const s = db.getMongo().startSession(); const c = s.getDatabase("cairn_mongosh_txn").c; s.withTransaction(() => { c.insertOne({_id: 1}); c.updateOne({_id: 1}, {$set: {a: 1}}); }); s.startTransaction(); c.insertOne({_id: 2}); s.abortTransaction(); JSON.stringify(db.getSiblingDB("cairn_mongosh_txn").c.find().toArray())' \
     equals '[{"_id":1,"a":1}]'
+# Aggregation through mongosh's helpers: countDocuments() and stats() run aggregate
+# ($group count, $collStats).
+expect_eval "mongosh: countDocuments() with and without a filter, and stats()" \
+    'const d = db.getSiblingDB("cairn_mongosh"); d.agg.insertMany([{k: 1}, {k: 2}, {k: 3}]); const s = d.agg.stats(); JSON.stringify([d.agg.countDocuments(), d.agg.countDocuments({k: {$gte: 2}}), s.count, s.ns])' \
+    equals '[3,2,3,"cairn_mongosh.agg"]'
+expect_eval "mongosh: aggregate with \$group and \$sort" \
+    'JSON.stringify(db.getSiblingDB("cairn_mongosh").agg.aggregate([{$group: {_id: {$mod: ["$k", 2]}, n: {$sum: 1}}}, {$sort: {_id: 1}}]).toArray())' \
+    equals '[{"_id":0,"n":1},{"_id":1,"n":2}]'
 
 if out="$(HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
     timeout 180 "$PY" "$HERE/mongosh_interactive.py" "$MONGOSH" "$URI" 2>&1)"; then

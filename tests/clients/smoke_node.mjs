@@ -204,10 +204,42 @@ await check('listCollections / listDatabases', async () => {
   return `collections ${names}; databases ${dbs.databases.map((d) => d.name)}`;
 });
 
+await check('aggregate: a $lookup/$unwind/$group report and countDocuments', async () => {
+  const customers = db.collection('customers');
+  const orders = db.collection('orders');
+  await customers.insertMany([
+    { _id: 1, name: 'Ann', city: 'Oslo' },
+    { _id: 2, name: 'Bob', city: 'Lima' },
+    { _id: 3, name: 'Cy', city: 'Oslo' },
+  ]);
+  await orders.createIndex({ customer: 1 });
+  await orders.insertMany([
+    { _id: 10, customer: 1, total: 5 },
+    { _id: 11, customer: 1, total: 7.5 },
+    { _id: 12, customer: 2, total: 20 },
+    { _id: 13, customer: 3, total: 1 },
+  ]);
+  const report = await orders
+    .aggregate([
+      { $lookup: { from: 'customers', localField: 'customer', foreignField: '_id', as: 'c' } },
+      { $unwind: '$c' },
+      { $group: { _id: '$c.city', orders: { $sum: 1 }, revenue: { $sum: '$total' }, people: { $addToSet: '$c.name' } } },
+      { $sort: { revenue: -1 } },
+    ])
+    .toArray();
+  assert.deepEqual(report, [
+    { _id: 'Lima', orders: 1, revenue: 20, people: ['Bob'] },
+    { _id: 'Oslo', orders: 3, revenue: 13.5, people: ['Ann', 'Cy'] },
+  ]);
+  assert.equal(await orders.countDocuments({ total: { $gte: 5 } }), 3);
+  assert.equal(await orders.estimatedDocumentCount(), 4);
+  return `${report.length} cities`;
+});
+
 await check('drop a collection, then the database', async () => {
   assert.equal(await items.drop(), true);
-  const names = (await db.listCollections().toArray()).map((c) => c.name);
-  assert.deepEqual(names, ['other']);
+  const names = (await db.listCollections().toArray()).map((c) => c.name).sort();
+  assert.deepEqual(names, ['customers', 'orders', 'other']);
   assert.deepEqual(await items.find().toArray(), []);
   assert.equal(await db.dropDatabase(), true);
   const dbs = (await admin.listDatabases()).databases.map((d) => d.name);

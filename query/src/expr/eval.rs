@@ -161,6 +161,7 @@ pub(crate) fn eval<'a>(n: &'a Node, cx: &mut Cx<'a>) -> Result<Value<'a>> {
             value_slot,
             body,
         } => eval_reduce(input, initial, (*this_slot, *value_slot), body, cx),
+        Node::Accum(form) => super::accum::eval_accum(form, cx),
     }
 }
 

@@ -15,12 +15,13 @@
 //!   `$$PRUNE`, `$$KEEP` (the strings `$redact` compares with; MongoDB defines them only inside
 //!   `$redact`, Cairn everywhere), user variables of the [`ParseContext`] and locals of `$let`,
 //!   `$map`, `$filter`, `$reduce`.
-//! - Operators: every MongoDB 7.0 expression operator except the accumulator-only and window
-//!   names (`$sum $avg $min $max $stdDevPop $stdDevSamp $firstN $lastN $maxN $minN $median
-//!   $percentile $top $topN $bottom $bottomN $count $covariancePop $covarianceSamp $rank
-//!   $denseRank $documentNumber $shift $derivative $integral $expMovingAvg $locf $linearFill`),
-//!   which are NotImplemented (238) here and belong to the aggregation stages; unknown names
-//!   are 168 "Unrecognized expression '$foo'". Groups: comparison (MongoDB's full BSON order,
+//! - Operators: every MongoDB 7.0 expression operator. The accumulators' expression forms
+//!   (`$sum $avg $min $max $stdDevPop $stdDevSamp $mergeObjects $firstN $lastN $maxN $minN
+//!   $median $percentile`, see [`accum`]) are computed by the aggregation accumulators; the
+//!   window-only names (`$top $topN $bottom $bottomN $count $covariancePop $covarianceSamp
+//!   $rank $denseRank $documentNumber $shift $derivative $integral $expMovingAvg $locf
+//!   $linearFill`) are NotImplemented (238) in expressions and belong to `$setWindowFields`;
+//!   unknown names are 168 "Unrecognized expression '$foo'". Groups: comparison (MongoDB's full BSON order,
 //!   missing below null); arithmetic and rounding ([`arith`]); trigonometry (`trig`); logic
 //!   and conditionals; arrays, sets (`ops`) and `$sortArray`/`$zip`; strings, `$regexFind*`
 //!   on [`crate::regex`], `$trim`, `$replace*`, `$indexOf*` (`strings`); objects
@@ -56,9 +57,11 @@
 //!   trigonometry) are correctly rounded to 34 digits, where MongoDB's Intel library is, in
 //!   rare cases, one unit off in the last digit.
 
+mod accum;
 mod arith;
 mod convert;
 mod datetime;
+mod deps;
 mod eval;
 mod named;
 mod ops;

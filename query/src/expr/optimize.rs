@@ -65,6 +65,7 @@ pub(crate) fn optimize(n: Node, slots: usize) -> Result<Node> {
                 _ => Ok(node),
             }
         }
+        Node::Accum(form) => optimize_accum(form, slots),
         other => optimize_scoped(other, slots),
     }
 }
@@ -208,6 +209,18 @@ fn optimize_scoped(n: Node, slots: usize) -> Result<Node> {
         },
         other => other,
     })
+}
+
+/// An accumulator expression: its children are optimized; all constant, it is folded.
+#[inline(never)]
+fn optimize_accum(mut form: Box<super::accum::AccumForm>, slots: usize) -> Result<Node> {
+    for child in form.children_mut() {
+        let taken = std::mem::replace(child, Node::Constant(None));
+        *child = optimize(taken, slots)?;
+    }
+    let all = form.children().all(is_const);
+    let node = Node::Accum(form);
+    if all { fold(&node, slots) } else { Ok(node) }
 }
 
 #[inline(never)]

@@ -291,6 +291,8 @@ pub(crate) enum Node {
         value_slot: usize,
         body: Box<Node>,
     },
+    /// An accumulator's expression form (`{$sum: [..]}`, `{$firstN: {n, input}}`, …).
+    Accum(Box<super::accum::AccumForm>),
 }
 
 impl Node {
@@ -725,6 +727,7 @@ impl Parser<'_> {
             "$filter" => self.filter(arg),
             "$reduce" => self.reduce(arg),
             "$convert" => self.convert(arg),
+            n if super::accum::op_for(n).is_some() => self.accumulator(n, arg),
             "$sortArray" => self.sort_array(arg),
             "$rand" => self.rand(arg),
             "$meta" => self.meta(arg),
@@ -776,6 +779,76 @@ impl Parser<'_> {
         let args = self.arguments(arg)?;
         check_arity(name, op, arity, args.len())?;
         Ok(Node::Op(op, args))
+    }
+
+    /// An accumulator's expression form (see [`super::accum`]).
+    #[inline(never)]
+    fn accumulator(&mut self, name: &str, arg: RawBsonRef<'_>) -> Result<Node> {
+        use super::accum::{AccumForm, check_method, op_for, percentiles};
+        use crate::agg::accumulators::AccOp;
+        let Some(op) = op_for(name) else {
+            return Err(unknown_operator(name));
+        };
+        let quantile = matches!(op, AccOp::Median | AccOp::Percentile);
+        let form = match op {
+            AccOp::FirstN
+            | AccOp::LastN
+            | AccOp::MaxN
+            | AccOp::MinN
+            | AccOp::Median
+            | AccOp::Percentile => {
+                let RawBsonRef::Document(d) = arg else {
+                    return Err(loc(
+                        if quantile { 7436100 } else { 5787900 },
+                        format!(
+                            "specification must be an object; found {name}: {}",
+                            cairn_storage::display::value(arg)
+                        ),
+                    ));
+                };
+                let named = AccumForm::named_arguments(op, d)?;
+                let get = |k: &str| named.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+                if quantile {
+                    let input = get("input").ok_or_else(|| {
+                        loc(
+                            40414,
+                            format!("BSON field '{name}.input' is missing but a required field"),
+                        )
+                    })?;
+                    check_method(name, get("method"))?;
+                    let ps = if op == AccOp::Median {
+                        vec![0.5]
+                    } else {
+                        let p = get("p").ok_or_else(|| {
+                            loc(
+                                40414,
+                                format!("BSON field '{name}.p' is missing but a required field"),
+                            )
+                        })?;
+                        percentiles(p)?
+                    };
+                    AccumForm::Quantile {
+                        op,
+                        input: self.operand(input)?,
+                        ps,
+                    }
+                } else {
+                    let n = get("n").ok_or_else(|| loc(5787906, "Missing value for 'n'"))?;
+                    let input =
+                        get("input").ok_or_else(|| loc(5787907, "Missing value for 'input'"))?;
+                    AccumForm::N {
+                        op,
+                        n: self.operand(n)?,
+                        input: self.operand(input)?,
+                    }
+                }
+            }
+            _ => AccumForm::Fold {
+                op,
+                args: self.arguments(arg)?,
+            },
+        };
+        Ok(Node::Accum(Box::new(form)))
     }
 
     /// The named-argument form of `$cond`.

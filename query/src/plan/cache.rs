@@ -27,6 +27,20 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct PlanCache {
     entries: Mutex<HashMap<(String, String), Entry>>,
+    /// Per namespace and index name (`$collscan` for collection scans): how many chosen
+    /// plans used it, and since when (milliseconds since the epoch).
+    usage: Mutex<HashMap<(String, String), (u64, i64)>>,
+}
+
+/// A cache entry as `$planCacheStats` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheEntryInfo {
+    /// The query shape.
+    pub shape: String,
+    /// The cached plan's key (its access path and indexes).
+    pub plan_key: String,
+    /// Work the plan did in its winning trial.
+    pub works: u64,
 }
 
 /// A signature of a collection's index set as the planner sees it.
@@ -89,6 +103,61 @@ impl PlanCache {
         let before = map.len();
         map.retain(|(n, _), _| n != ns);
         before - map.len()
+    }
+
+    /// The entries of a namespace, by shape.
+    pub fn entries_for(&self, ns: &str) -> Vec<CacheEntryInfo> {
+        let mut v: Vec<CacheEntryInfo> = self
+            .lock()
+            .iter()
+            .filter(|((n, _), _)| n == ns)
+            .map(|((_, shape), e)| CacheEntryInfo {
+                shape: shape.clone(),
+                plan_key: e.plan_key.clone(),
+                works: e.works,
+            })
+            .collect();
+        v.sort_by(|a, b| a.shape.cmp(&b.shape));
+        v
+    }
+
+    /// Counts one use of each index of a chosen plan (`$indexStats` accesses), and of a
+    /// collection scan (`$collStats` queryExecStats).
+    pub fn record_use(&self, ns: &str, plan: &super::Plan) {
+        fn names(a: &super::Access, out: &mut Vec<String>) {
+            match a {
+                super::Access::Eof => {}
+                super::Access::IdPoint { .. }
+                | super::Access::Docs {
+                    bounds: Some(_), ..
+                } => out.push("_id_".into()),
+                super::Access::Docs { bounds: None, .. } => out.push("$collscan".into()),
+                super::Access::Index(ia) => out.push(ia.index.name.clone()),
+                super::Access::Or(cs) => cs.iter().for_each(|c| names(c, out)),
+            }
+        }
+        let mut used = Vec::new();
+        names(&plan.access, &mut used);
+        if used.is_empty() {
+            return;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mut u = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        if u.len() >= MAX_ENTRIES {
+            u.clear();
+        }
+        for name in used {
+            let e = u.entry((ns.to_string(), name)).or_insert((0, now));
+            e.0 += 1;
+        }
+    }
+
+    /// Uses of an index (or `$collscan`) of a namespace and since when (epoch ms).
+    pub fn usage(&self, ns: &str, index: &str) -> Option<(u64, i64)> {
+        let u = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        u.get(&(ns.to_string(), index.to_string())).copied()
     }
 
     /// Number of entries for a namespace.

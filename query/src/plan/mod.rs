@@ -34,7 +34,7 @@ use std::sync::Arc;
 use bson::RawDocumentBuf;
 use cairn_storage::catalog::CollectionMeta;
 
-pub use cache::{PlanCache, signature};
+pub use cache::{CacheEntryInfo, PlanCache, signature};
 pub use exec::{Execution, Source, Stats, TRIAL_RESULTS, TRIAL_WORKS, Trial, race, ranges_after};
 pub use planner::{Access, Hint, IndexAccess, Modifies, Plan, Query, candidates, shape};
 
@@ -57,9 +57,25 @@ pub struct Chosen {
 }
 
 /// Chooses the plan for `q` (see the module documentation). `cache`: where to look up and
-/// record winners (`None` always races, as `explain` does). `count_only`: results are
-/// counted, not materialised.
+/// record winners and index use (`None` always races and records nothing, as `explain`
+/// does). `count_only`: results are counted, not materialised.
 pub fn choose(
+    cache: Option<&PlanCache>,
+    ns: &str,
+    meta: &CollectionMeta,
+    q: &Query<'_>,
+    filter: &Arc<Filter>,
+    src: &dyn Source,
+    count_only: bool,
+) -> Result<Chosen> {
+    let chosen = choose_plan(cache, ns, meta, q, filter, src, count_only)?;
+    if let Some(c) = cache {
+        c.record_use(ns, chosen.exec.plan());
+    }
+    Ok(chosen)
+}
+
+fn choose_plan(
     cache: Option<&PlanCache>,
     ns: &str,
     meta: &CollectionMeta,

@@ -1,0 +1,405 @@
+//! `$group`: one output document per distinct `_id` value, `{_id, <field>: <accumulator>…}`.
+//!
+//! `_id` is any expression (missing groups as null); group keys compare as MongoDB compares
+//! values (`1`, `1.0` and `NumberLong(1)` are one group, whose `_id` is the first seen). The
+//! accumulators are [`crate::agg::accumulators`]; a missing result is output as null.
+//! Output order: first-seen group order, or key order after spilling.
+//!
+//! Memory: keys plus accumulator states are counted against [`Options::memory_limit`];
+//! beyond it the stage fails with 292 unless `allowDiskUse`, in which case the groups are
+//! sorted by key and spilled as partial states to a temporary file, and the runs are merged
+//! at the end (partial states merge through [`Accumulator::process`] with `merging`).
+//!
+//! Errors: 15947 not an object, 15948 `_id` twice, 15955 no `_id`, and the accumulator
+//! statement errors (40234 …, 15952).
+
+use std::any::Any;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::sync::Arc;
+
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+
+use crate::agg::accumulators::{Accumulator, AccumulatorSpec, bson_size, value_key};
+use crate::agg::doc::key;
+use crate::agg::{Deps, DepsState, DocStream, ExecCx, Options, ParseCx, Stage, loc};
+use crate::error::{QueryError, Result};
+use crate::expr::{ExprExtensions, Expression};
+use cairn_storage::StorageError;
+use cairn_storage::engine::EngineError;
+
+/// A parsed `$group`.
+#[derive(Debug)]
+pub struct Group {
+    /// The `_id` expression.
+    pub id: Expression,
+    id_raw: RawBson,
+    /// The accumulated fields.
+    pub accumulators: Vec<AccumulatorSpec>,
+    ext: ExprExtensions,
+}
+
+impl Group {
+    /// A `$group` from its parts (used by stages that desugar to `$group`).
+    pub(crate) fn new(
+        id_raw: RawBsonRef<'_>,
+        accumulators: Vec<AccumulatorSpec>,
+        ext: &ExprExtensions,
+    ) -> Result<Group> {
+        Ok(Group {
+            id: ext.parse_expression(id_raw)?,
+            id_raw: RawBson::from(id_raw),
+            accumulators,
+            ext: ext.clone(),
+        })
+    }
+}
+
+/// Parses `{$group: {_id: …, field: {$acc: …}, …}}`.
+pub fn parse(arg: RawBsonRef<'_>, cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> {
+    let RawBsonRef::Document(d) = arg else {
+        return Err(loc(
+            15947,
+            "a group's fields must be specified in an object",
+        ));
+    };
+    Ok(vec![Arc::new(parse_group(d, &cx.ext)?)])
+}
+
+/// Parses a `$group` specification.
+pub(crate) fn parse_group(d: &RawDocument, ext: &ExprExtensions) -> Result<Group> {
+    let mut id = None;
+    let mut accs = Vec::new();
+    for el in d.iter() {
+        let (k, v) = el.map_err(|e| QueryError::BadValue(e.to_string()))?;
+        if k.as_str() == "_id" {
+            if id.is_some() {
+                return Err(loc(15948, "a group's _id may only be specified once"));
+            }
+            id = Some(v);
+            continue;
+        }
+        let spec = AccumulatorSpec::parse_statement(k.as_str(), v, ext)?;
+        if accs.iter().any(|a: &AccumulatorSpec| a.field == spec.field) {
+            return Err(loc(
+                16406,
+                format!(
+                    "duplicate field name specified in object literal: {}",
+                    cairn_storage::display::document(d)
+                ),
+            ));
+        }
+        accs.push(spec);
+    }
+    let Some(id) = id else {
+        return Err(loc(15955, "a group specification must include an _id"));
+    };
+    Group::new(id, accs, ext)
+}
+
+impl Stage for Group {
+    fn name(&self) -> &'static str {
+        "$group"
+    }
+
+    fn serialize(&self) -> RawBson {
+        let mut d = rawdoc! {};
+        d.append(bson::raw::cstr!("_id"), self.id_raw.clone());
+        for a in &self.accumulators {
+            if let Ok(k) = key(&a.field) {
+                d.append(k, a.serialize());
+            }
+        }
+        RawBson::Document(d)
+    }
+
+    fn deps(&self, deps: &mut Deps) -> DepsState {
+        deps.add_expr(&self.id);
+        for a in &self.accumulators {
+            a.deps(deps);
+        }
+        DepsState::Exhaustive
+    }
+
+    fn open(
+        self: Arc<Self>,
+        input: Box<dyn DocStream>,
+        opts: &Arc<Options>,
+    ) -> Result<Box<dyn DocStream>> {
+        Ok(Box::new(GroupStream {
+            stage: self,
+            opts: opts.clone(),
+            input: Some(input),
+            out: Out::Pending,
+        }))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One group being accumulated.
+struct Entry {
+    key: Vec<u8>,
+    id: RawBson,
+    accs: Vec<Box<dyn Accumulator>>,
+}
+
+enum Out {
+    Pending,
+    Memory(std::vec::IntoIter<Entry>),
+    Merge(Merger),
+}
+
+struct GroupStream {
+    stage: Arc<Group>,
+    opts: Arc<Options>,
+    input: Option<Box<dyn DocStream>>,
+    out: Out,
+}
+
+const ENTRY_OVERHEAD: usize = 96;
+
+/// The in-memory groups and the spilled runs.
+struct Table {
+    index: HashMap<Vec<u8>, usize>,
+    groups: Vec<Entry>,
+    mem: usize,
+    runs: Vec<File>,
+}
+
+fn io_err(what: &str, e: std::io::Error) -> QueryError {
+    QueryError::Storage(StorageError::Engine(EngineError::Io(format!(
+        "{what}: {e}"
+    ))))
+}
+
+impl Table {
+    fn spill(&mut self, opts: &Options) -> Result<()> {
+        let mut groups = std::mem::take(&mut self.groups);
+        self.index.clear();
+        self.mem = 0;
+        groups.sort_by(|a, b| a.key.cmp(&b.key));
+        let dir = opts.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let file = tempfile::tempfile_in(&dir)
+            .map_err(|e| io_err("could not create a $group spill file", e))?;
+        let mut w = BufWriter::new(file);
+        for g in groups {
+            let mut parts = RawArrayBuf::new();
+            for a in &g.accs {
+                parts.push(a.partial()?);
+            }
+            let mut d = RawDocumentBuf::new();
+            d.append(
+                bson::raw::cstr!("k"),
+                bson::RawBson::Binary(bson::Binary {
+                    subtype: bson::spec::BinarySubtype::Generic,
+                    bytes: g.key,
+                }),
+            );
+            d.append(bson::raw::cstr!("i"), g.id);
+            d.append(bson::raw::cstr!("p"), parts);
+            w.write_all(d.as_bytes())
+                .map_err(|e| io_err("error writing a $group spill file", e))?;
+        }
+        let mut file = w
+            .into_inner()
+            .map_err(|e| io_err("error writing a $group spill file", e.into_error()))?;
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| io_err("error rewinding a $group spill file", e))?;
+        self.runs.push(file);
+        Ok(())
+    }
+}
+
+impl GroupStream {
+    fn consume(&mut self, mut input: Box<dyn DocStream>, cx: &ExecCx<'_>) -> Result<()> {
+        let stage = &self.stage;
+        let vars = stage.ext.variables();
+        let mut t = Table {
+            index: HashMap::new(),
+            groups: Vec::new(),
+            mem: 0,
+            runs: Vec::new(),
+        };
+        let mut n = 0u32;
+        while let Some(doc) = input.next(cx)? {
+            n += 1;
+            if n.is_multiple_of(1024) {
+                cx.host.check_interrupt()?;
+            }
+            let id = stage.id.evaluate(&doc, vars)?.unwrap_or(RawBson::Null);
+            let k = value_key(id.as_raw_bson_ref());
+            let gi = match t.index.get(&k) {
+                Some(i) => *i,
+                None => {
+                    let mut accs = Vec::with_capacity(stage.accumulators.len());
+                    for a in &stage.accumulators {
+                        accs.push(a.create(id.as_raw_bson_ref())?);
+                    }
+                    t.mem += 2 * k.len() + bson_size(&id) + ENTRY_OVERHEAD;
+                    t.mem += accs.iter().map(|a| a.memory()).sum::<usize>();
+                    t.groups.push(Entry {
+                        key: k.clone(),
+                        id,
+                        accs,
+                    });
+                    t.index.insert(k, t.groups.len() - 1);
+                    t.groups.len() - 1
+                }
+            };
+            let Some(g) = t.groups.get_mut(gi) else {
+                continue;
+            };
+            for (spec, acc) in stage.accumulators.iter().zip(g.accs.iter_mut()) {
+                let v = spec.input(&doc)?;
+                let before = acc.memory();
+                acc.process(v.as_ref().map(RawBson::as_raw_bson_ref), false)?;
+                t.mem = (t.mem + acc.memory()).saturating_sub(before);
+            }
+            if t.mem > self.opts.memory_limit {
+                if !self.opts.allow_disk_use {
+                    return Err(QueryError::Location(
+                        292,
+                        "Exceeded memory limit for $group, but didn't allow external sort. Pass \
+                         allowDiskUse:true to opt in."
+                            .into(),
+                    ));
+                }
+                t.spill(&self.opts)?;
+            }
+        }
+        if t.runs.is_empty() {
+            self.out = Out::Memory(t.groups.into_iter());
+            return Ok(());
+        }
+        if !t.groups.is_empty() {
+            t.spill(&self.opts)?;
+        }
+        let mut m = Merger {
+            readers: t.runs.into_iter().map(BufReader::new).collect(),
+            heads: BinaryHeap::new(),
+        };
+        for i in 0..m.readers.len() {
+            m.advance(i)?;
+        }
+        self.out = Out::Merge(m);
+        Ok(())
+    }
+
+    fn output(&self, id: RawBson, accs: &[Box<dyn Accumulator>]) -> Result<RawDocumentBuf> {
+        let mut d = RawDocumentBuf::new();
+        d.append(bson::raw::cstr!("_id"), id);
+        for (spec, acc) in self.stage.accumulators.iter().zip(accs) {
+            d.append(key(&spec.field)?, acc.value()?.unwrap_or(RawBson::Null));
+        }
+        Ok(d)
+    }
+}
+
+/// A spilled record at the head of a run: (key, run, the record).
+type Head = (Vec<u8>, usize, Vec<u8>);
+
+/// A merged group: its `_id` and accumulators.
+type Merged = (RawBson, Vec<Box<dyn Accumulator>>);
+
+/// A k-way merge of spilled runs (sorted by key), combining equal keys.
+struct Merger {
+    readers: Vec<BufReader<File>>,
+    /// Smallest key first, earlier runs first among equals.
+    heads: BinaryHeap<Reverse<Head>>,
+}
+
+/// Largest spilled record read back (a corruption guard).
+const MAX_RECORD: usize = 256 * 1024 * 1024;
+
+fn read_record(r: &mut impl Read) -> Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(io_err("error reading a $group spill file", e)),
+    }
+    let n = u32::from_le_bytes(len) as usize;
+    if !(5..=MAX_RECORD).contains(&n) {
+        return Err(QueryError::Storage(StorageError::Corrupt(
+            "bad $group spill record".into(),
+        )));
+    }
+    let mut buf = vec![0u8; n];
+    buf[..4].copy_from_slice(&len);
+    r.read_exact(&mut buf[4..])
+        .map_err(|e| io_err("error reading a $group spill file", e))?;
+    Ok(Some(buf))
+}
+
+fn corrupt() -> QueryError {
+    QueryError::Storage(StorageError::Corrupt("bad $group spill record".into()))
+}
+
+impl Merger {
+    fn advance(&mut self, run: usize) -> Result<()> {
+        let Some(r) = self.readers.get_mut(run) else {
+            return Ok(());
+        };
+        if let Some(rec) = read_record(r)? {
+            let d = RawDocument::from_bytes(&rec).map_err(|_| corrupt())?;
+            let k = d.get_binary("k").map_err(|_| corrupt())?.bytes.to_vec();
+            self.heads.push(Reverse((k, run, rec)));
+        }
+        Ok(())
+    }
+
+    fn next_group(&mut self, stage: &Group) -> Result<Option<Merged>> {
+        let Some(Reverse((k, run, rec))) = self.heads.pop() else {
+            return Ok(None);
+        };
+        self.advance(run)?;
+        let d = RawDocument::from_bytes(&rec).map_err(|_| corrupt())?;
+        let id = RawBson::from(d.get("i").ok().flatten().ok_or_else(corrupt)?);
+        let mut accs = Vec::new();
+        for a in &stage.accumulators {
+            accs.push(a.create(id.as_raw_bson_ref())?);
+        }
+        let mut merge = |rec: &[u8]| -> Result<()> {
+            let d = RawDocument::from_bytes(rec).map_err(|_| corrupt())?;
+            let parts = d.get_array("p").map_err(|_| corrupt())?;
+            for (acc, p) in accs.iter_mut().zip(parts) {
+                acc.process(Some(p.map_err(|_| corrupt())?), true)?;
+            }
+            Ok(())
+        };
+        merge(&rec)?;
+        while self
+            .heads
+            .peek()
+            .is_some_and(|Reverse((k2, _, _))| *k2 == k)
+        {
+            if let Some(Reverse((_, run2, rec2))) = self.heads.pop() {
+                self.advance(run2)?;
+                merge(&rec2)?;
+            }
+        }
+        Ok(Some((id, accs)))
+    }
+}
+
+impl DocStream for GroupStream {
+    fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
+        if let Some(input) = self.input.take() {
+            self.consume(input, cx)?;
+        }
+        let next = match &mut self.out {
+            Out::Pending => None,
+            Out::Memory(it) => it.next().map(|e| (e.id, e.accs)),
+            Out::Merge(m) => m.next_group(&self.stage)?,
+        };
+        match next {
+            Some((id, accs)) => Ok(Some(self.output(id, &accs)?)),
+            None => Ok(None),
+        }
+    }
+}

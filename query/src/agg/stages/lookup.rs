@@ -1,0 +1,394 @@
+//! `$lookup`: for each input document, an array (`as`) of the documents of another
+//! collection (`from`) that match it.
+//!
+//! - Equality form `{from, localField, foreignField, as}`: the values at `localField`
+//!   (through arrays, array elements flattened; none is null) select the foreign documents
+//!   whose `foreignField` equals one of them (null matches missing), through the query
+//!   planner, so an index on `foreignField` is used.
+//! - Pipeline form `{from, let, pipeline, as}`: `let` variables are evaluated on the input
+//!   document and the sub-pipeline runs over `from` with them (`$$name`), so correlated
+//!   sub-pipelines work; without `let` (and without `localField`) the results are computed
+//!   once and reused. Both forms combine (`localField`/`foreignField` with `pipeline`: the
+//!   equality match runs first). Without `from` the pipeline must start with `$documents`.
+//!
+//! Errors (FailedToParse 9): not an object, unknown argument, non-string arguments, missing
+//! `as`, only one of `localField`/`foreignField`, neither `pipeline` nor both fields; the
+//! sub-pipeline may not write (51047); results over 16 MiB are 4568.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+
+use super::match_::Match;
+use crate::agg::doc::{key, set_nested};
+use crate::agg::{
+    Aggregation, Deps, DepsState, DocStream, ExecCx, MAX_DOC_BYTES, Options, ParseCx, Pipeline,
+    Stage, SubContext,
+};
+use crate::error::{QueryError, Result};
+use crate::expr::{ExprExtensions, Expression, Variables};
+use crate::sort::validate_field_path;
+
+/// A parsed `$lookup`.
+#[derive(Debug)]
+pub struct Lookup {
+    db: String,
+    from: Option<String>,
+    as_path: Vec<String>,
+    local: Option<Vec<String>>,
+    foreign: Option<String>,
+    lets: Vec<(String, Expression)>,
+    pipeline_raw: Option<RawArrayBuf>,
+    /// The sub-pipeline parsed once (for checks, and reused when uncorrelated).
+    pipeline: Option<Pipeline>,
+    raw: RawDocumentBuf,
+    ext: ExprExtensions,
+}
+
+fn failed(msg: impl Into<String>) -> QueryError {
+    QueryError::FailedToParse(msg.into())
+}
+
+/// Parses `{$lookup: {…}}`.
+pub fn parse(arg: RawBsonRef<'_>, cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> {
+    let RawBsonRef::Document(d) = arg else {
+        return Err(failed(format!(
+            "the $lookup stage specification must be an object, but found {}",
+            cairn_storage::display::type_name(arg)
+        )));
+    };
+    let (mut from, mut as_, mut local, mut foreign) = (None, None, None, None);
+    let mut let_doc: Option<&RawDocument> = None;
+    let mut pipeline_raw: Option<&bson::RawArray> = None;
+    for el in d.iter() {
+        let (k, v) = el.map_err(|e| QueryError::BadValue(e.to_string()))?;
+        match k.as_str() {
+            "pipeline" => match v {
+                RawBsonRef::Array(a) => pipeline_raw = Some(a),
+                other => {
+                    return Err(failed(format!(
+                        "$lookup argument 'pipeline' must be an array, is type {}",
+                        cairn_storage::display::type_name(other)
+                    )));
+                }
+            },
+            "let" => match v {
+                RawBsonRef::Document(l) => let_doc = Some(l),
+                other => {
+                    return Err(failed(format!(
+                        "$lookup argument 'let' must be an object, is type {}",
+                        cairn_storage::display::type_name(other)
+                    )));
+                }
+            },
+            "from" => match v {
+                RawBsonRef::String(s) => from = Some(s.to_string()),
+                RawBsonRef::Document(_) => {
+                    return Err(QueryError::NotImplemented(
+                        "$lookup 'from' as {db, coll} is not supported by Cairn".into(),
+                    ));
+                }
+                other => {
+                    return Err(failed(format!(
+                        "$lookup 'from' field must be a string, but found {}",
+                        cairn_storage::display::type_name(other)
+                    )));
+                }
+            },
+            name @ ("as" | "localField" | "foreignField") => {
+                let RawBsonRef::String(s) = v else {
+                    return Err(failed(format!(
+                        "$lookup argument '{name}: {}' must be a string, found {}: {}",
+                        cairn_storage::display::value(v),
+                        cairn_storage::display::value(v),
+                        cairn_storage::display::type_name(v)
+                    )));
+                };
+                match name {
+                    "as" => as_ = Some(s.to_string()),
+                    "localField" => local = Some(s.to_string()),
+                    _ => foreign = Some(s.to_string()),
+                }
+            }
+            other => return Err(failed(format!("unknown argument to $lookup: {other}"))),
+        }
+    }
+    let Some(as_) = as_ else {
+        return Err(failed("must specify 'as' field for a $lookup"));
+    };
+    let as_path: Vec<String> = validate_field_path(&as_)?
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    match (&local, &foreign, pipeline_raw) {
+        (Some(_), None, _) | (None, Some(_), _) => {
+            return Err(failed(
+                "$lookup requires both or neither of 'localField' and 'foreignField' to be \
+                 specified",
+            ));
+        }
+        (None, None, None) => {
+            return Err(failed(
+                "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to \
+                 be specified",
+            ));
+        }
+        _ => {}
+    }
+    let local = match local {
+        Some(l) => Some(
+            validate_field_path(&l)?
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+        ),
+        None => None,
+    };
+    if let Some(f) = &foreign {
+        validate_field_path(f)?;
+    }
+    if let Some(f) = &from {
+        cairn_storage::namespace::check_collection_name(f).map_err(|_| {
+            QueryError::Location(73, format!("Invalid namespace specified '{}.{f}'", cx.db))
+        })?;
+    }
+    let mut lets = Vec::new();
+    let mut check_vars: Variables = cx.ext.variables().clone();
+    if let Some(l) = let_doc {
+        for el in l.iter() {
+            let (k, v) = el.map_err(|e| QueryError::BadValue(e.to_string()))?;
+            check_vars.set(k.as_str(), RawBson::Null)?;
+            lets.push((k.as_str().to_string(), cx.ext.parse_expression(v)?));
+        }
+    }
+    let pipeline = match pipeline_raw {
+        Some(p) => {
+            let mut sub = cx.sub(SubContext::Lookup, from.as_deref())?;
+            sub.ext = ExprExtensions::with_variables(check_vars);
+            let parsed = Pipeline::parse(p, &sub)?;
+            if from.is_none()
+                && !parsed
+                    .stages()
+                    .first()
+                    .is_some_and(|s| s.constraints().collectionless)
+            {
+                return Err(failed(
+                    "$lookup stage without explicit collection must have a pipeline with \
+                     $documents as first stage",
+                ));
+            }
+            Some(parsed)
+        }
+        None => {
+            if from.is_none() {
+                return Err(failed("must specify 'from' field for a $lookup"));
+            }
+            None
+        }
+    };
+    Ok(vec![Arc::new(Lookup {
+        db: cx.db.clone(),
+        from,
+        as_path,
+        local,
+        foreign,
+        lets,
+        pipeline_raw: pipeline_raw.map(|a| a.to_owned()),
+        pipeline,
+        raw: d.to_owned(),
+        ext: cx.ext.clone(),
+    })])
+}
+
+/// Every value at `path` in `doc`, entering arrays along the way and flattening a trailing
+/// array (MongoDB's `extractAllElementsAlongPath`).
+pub(crate) fn values_along(doc: &RawDocument, path: &[String], out: &mut Vec<RawBson>) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let Some(v) = crate::path::field(doc, first) else {
+        return;
+    };
+    values_of(v, rest, out);
+}
+
+fn values_of(v: RawBsonRef<'_>, rest: &[String], out: &mut Vec<RawBson>) {
+    match v {
+        RawBsonRef::Array(a) => {
+            for e in a.into_iter().flatten() {
+                if rest.is_empty() {
+                    out.push(RawBson::from(e));
+                } else if let RawBsonRef::Document(d) = e {
+                    values_along(d, rest, out);
+                }
+            }
+        }
+        RawBsonRef::Document(d) if !rest.is_empty() => values_along(d, rest, out),
+        other if rest.is_empty() => out.push(RawBson::from(other)),
+        _ => {}
+    }
+}
+
+/// The equality filter selecting foreign documents for local values.
+pub(crate) fn equality_filter(foreign: &str, mut values: Vec<RawBson>) -> Result<RawDocumentBuf> {
+    if values.is_empty() {
+        values.push(RawBson::Null);
+    }
+    let k = key(foreign)?;
+    let regex = values
+        .iter()
+        .any(|v| matches!(v, RawBson::RegularExpression(_)));
+    let mut d = RawDocumentBuf::new();
+    if values.len() == 1 {
+        let v = values.pop().unwrap_or(RawBson::Null);
+        d.append(k, rawdoc! {"$eq": v});
+    } else if !regex {
+        let mut arr = RawArrayBuf::new();
+        for v in values {
+            arr.push(v);
+        }
+        d.append(k, rawdoc! {"$in": arr});
+    } else {
+        let mut arr = RawArrayBuf::new();
+        for v in values {
+            let mut one = RawDocumentBuf::new();
+            one.append(k, rawdoc! {"$eq": v});
+            arr.push(one);
+        }
+        d.append(bson::raw::cstr!("$or"), arr);
+    }
+    Ok(d)
+}
+
+impl Lookup {
+    fn correlated(&self) -> bool {
+        self.local.is_some() || !self.lets.is_empty()
+    }
+
+    /// The matching foreign documents for `doc`.
+    fn matches(
+        &self,
+        doc: &RawDocument,
+        opts: &Arc<Options>,
+        cx: &ExecCx<'_>,
+    ) -> Result<Vec<RawDocumentBuf>> {
+        let mut ext = self.ext.clone();
+        if !self.lets.is_empty() {
+            let mut vars = self.ext.variables().clone();
+            for (name, e) in &self.lets {
+                let v = e.evaluate(doc, self.ext.variables())?;
+                vars.set(name, v.unwrap_or(RawBson::Undefined))?;
+            }
+            ext = ExprExtensions::with_variables(vars);
+        }
+        let mut stages: Vec<Arc<dyn Stage>> = match (&self.pipeline_raw, self.lets.is_empty()) {
+            (Some(_), true) => self
+                .pipeline
+                .as_ref()
+                .map(|p| p.stages().to_vec())
+                .unwrap_or_default(),
+            (Some(raw), false) => {
+                let cx2 = ParseCx::new(&self.db, self.from.as_deref(), ext.clone());
+                let mut sub = cx2.sub(SubContext::Lookup, self.from.as_deref())?;
+                sub.ext = ext.clone();
+                Pipeline::parse(raw, &sub)?.stages().to_vec()
+            }
+            (None, _) => Vec::new(),
+        };
+        if let (Some(local), Some(foreign)) = (&self.local, &self.foreign) {
+            let mut vals = Vec::new();
+            values_along(doc, local, &mut vals);
+            let f = equality_filter(foreign, vals)?;
+            let m: Arc<dyn Stage> = Arc::new(Match::from_doc(&f, &ext)?);
+            // The equality match runs first, right after a source such as `$documents`.
+            let at = usize::from(
+                stages
+                    .first()
+                    .is_some_and(|s| s.constraints().collectionless),
+            );
+            stages.insert(at, m);
+        }
+        let agg = Aggregation::from_parsed(&self.db, self.from.as_deref(), stages, &ext)?;
+        let what = format!(
+            "{} matching pipeline's $lookup stage",
+            self.from.as_deref().unwrap_or("")
+        );
+        agg.collect(opts, cx, MAX_DOC_BYTES, &what)
+    }
+}
+
+impl Stage for Lookup {
+    fn name(&self) -> &'static str {
+        "$lookup"
+    }
+
+    fn serialize(&self) -> RawBson {
+        RawBson::Document(self.raw.clone())
+    }
+
+    fn deps(&self, deps: &mut Deps) -> DepsState {
+        if let Some(l) = &self.local {
+            deps.add_path(&l.join("."));
+        }
+        for (_, e) in &self.lets {
+            deps.add_expr(e);
+        }
+        DepsState::SeeNext
+    }
+
+    fn open(
+        self: Arc<Self>,
+        input: Box<dyn DocStream>,
+        opts: &Arc<Options>,
+    ) -> Result<Box<dyn DocStream>> {
+        Ok(Box::new(LookupStream {
+            stage: self,
+            opts: opts.clone(),
+            input,
+            cached: None,
+        }))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct LookupStream {
+    stage: Arc<Lookup>,
+    opts: Arc<Options>,
+    input: Box<dyn DocStream>,
+    /// Results of an uncorrelated sub-pipeline.
+    cached: Option<RawArrayBuf>,
+}
+
+impl DocStream for LookupStream {
+    fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
+        let Some(doc) = self.input.next(cx)? else {
+            return Ok(None);
+        };
+        let arr = if self.stage.correlated() {
+            let mut a = RawArrayBuf::new();
+            for d in self.stage.matches(&doc, &self.opts, cx)? {
+                a.push(d);
+            }
+            a
+        } else {
+            if self.cached.is_none() {
+                let mut a = RawArrayBuf::new();
+                for d in self.stage.matches(&doc, &self.opts, cx)? {
+                    a.push(d);
+                }
+                self.cached = Some(a);
+            }
+            self.cached.clone().unwrap_or_default()
+        };
+        let v = RawBson::Array(arr);
+        Ok(Some(set_nested(
+            &doc,
+            &self.stage.as_path,
+            Some(v.as_raw_bson_ref()),
+        )?))
+    }
+}

@@ -1,0 +1,265 @@
+//! `$unwind`: one output document per element of an array field (DocumentSourceUnwind).
+//!
+//! `{$unwind: "$path"}` or `{$unwind: {path, includeArrayIndex, preserveNullAndEmptyArrays}}`.
+//! The path is read without entering arrays (`a.b` where `a` is an array is missing). Each
+//! element replaces the array in a copy of the document; `includeArrayIndex` adds the element's
+//! index as a long (null when the value was not unwound). A non-array value passes through as
+//! a one-element array; null, missing and empty arrays are dropped unless
+//! `preserveNullAndEmptyArrays` (an empty array's field is then removed).
+//!
+//! Errors: 15981 bad specification type, 28812 no path, 28808 path not a string, 28818 path
+//! without `$`, 28809 bad `preserveNullAndEmptyArrays`, 28810 bad `includeArrayIndex`, 28822
+//! `includeArrayIndex` with `$`, 28811 unknown option, 16410/15998/40353 bad field paths.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use bson::{RawBson, RawBsonRef, RawDocumentBuf};
+
+use crate::agg::doc::{get_nested, set_nested};
+use crate::agg::{Deps, DepsState, DocStream, ExecCx, Options, ParseCx, Stage, loc};
+use crate::error::Result;
+use crate::sort::validate_field_path;
+
+/// A parsed `$unwind`.
+#[derive(Debug)]
+pub struct Unwind {
+    /// The path (without `$`).
+    pub path: Vec<String>,
+    /// `includeArrayIndex`.
+    pub index: Option<Vec<String>>,
+    /// `preserveNullAndEmptyArrays`.
+    pub preserve: bool,
+}
+
+fn path_of(s: &str) -> Result<Vec<String>> {
+    let Some(rest) = s.strip_prefix('$') else {
+        return Err(loc(
+            28818,
+            format!("path option to $unwind stage should be prefixed with a '$': {s}"),
+        ));
+    };
+    Ok(validate_field_path(rest)?
+        .into_iter()
+        .map(str::to_string)
+        .collect())
+}
+
+/// Parses `$unwind`.
+pub fn parse(arg: RawBsonRef<'_>, _cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> {
+    let type_name = |v: RawBsonRef<'_>| cairn_storage::display::type_name(v);
+    let stage = match arg {
+        RawBsonRef::String(s) => {
+            if s.is_empty() {
+                return Err(loc(28812, "no path specified to $unwind stage"));
+            }
+            Unwind {
+                path: path_of(s)?,
+                index: None,
+                preserve: false,
+            }
+        }
+        RawBsonRef::Document(d) => {
+            let (mut path, mut index, mut preserve) = (None, None, false);
+            for el in d.iter() {
+                let (k, v) = el.map_err(|e| crate::error::QueryError::BadValue(e.to_string()))?;
+                match k.as_str() {
+                    "path" => {
+                        let RawBsonRef::String(s) = v else {
+                            return Err(loc(
+                                28808,
+                                format!(
+                                    "expected a string as the path for $unwind stage, got {}",
+                                    type_name(v)
+                                ),
+                            ));
+                        };
+                        if s.is_empty() {
+                            return Err(loc(28812, "no path specified to $unwind stage"));
+                        }
+                        path = Some(path_of(s)?);
+                    }
+                    "preserveNullAndEmptyArrays" => {
+                        let RawBsonRef::Boolean(b) = v else {
+                            return Err(loc(
+                                28809,
+                                format!(
+                                    "expected a boolean for the preserveNullAndEmptyArrays \
+                                     option to $unwind stage, got {}",
+                                    type_name(v)
+                                ),
+                            ));
+                        };
+                        preserve = b;
+                    }
+                    "includeArrayIndex" => {
+                        let RawBsonRef::String(s) = v else {
+                            return Err(loc(
+                                28810,
+                                format!(
+                                    "expected a non-empty string for the includeArrayIndex \
+                                     option to $unwind stage, got {}",
+                                    type_name(v)
+                                ),
+                            ));
+                        };
+                        if s.is_empty() {
+                            return Err(loc(
+                                28810,
+                                "expected a non-empty string for the includeArrayIndex option \
+                                 to $unwind stage, got string",
+                            ));
+                        }
+                        if s.starts_with('$') {
+                            return Err(loc(
+                                28822,
+                                format!(
+                                    "includeArrayIndex option to $unwind stage should not be \
+                                     prefixed with a '$': {s}"
+                                ),
+                            ));
+                        }
+                        index = Some(
+                            validate_field_path(s)?
+                                .into_iter()
+                                .map(str::to_string)
+                                .collect(),
+                        );
+                    }
+                    other => {
+                        return Err(loc(
+                            28811,
+                            format!("unrecognized option to $unwind stage: {other}"),
+                        ));
+                    }
+                }
+            }
+            let Some(path) = path else {
+                return Err(loc(28812, "no path specified to $unwind stage"));
+            };
+            Unwind {
+                path,
+                index,
+                preserve,
+            }
+        }
+        other => {
+            return Err(loc(
+                15981,
+                format!(
+                    "expected either a string or an object as specification for $unwind \
+                     stage, got {}",
+                    type_name(other)
+                ),
+            ));
+        }
+    };
+    Ok(vec![Arc::new(stage)])
+}
+
+impl Stage for Unwind {
+    fn name(&self) -> &'static str {
+        "$unwind"
+    }
+
+    fn serialize(&self) -> RawBson {
+        let mut d = RawDocumentBuf::new();
+        d.append(
+            bson::raw::cstr!("path"),
+            format!("${}", self.path.join(".")),
+        );
+        if let Some(i) = &self.index {
+            d.append(bson::raw::cstr!("includeArrayIndex"), i.join("."));
+        }
+        if self.preserve {
+            d.append(bson::raw::cstr!("preserveNullAndEmptyArrays"), true);
+        }
+        RawBson::Document(d)
+    }
+
+    fn deps(&self, deps: &mut Deps) -> DepsState {
+        deps.add_path(&self.path.join("."));
+        DepsState::SeeNext
+    }
+
+    fn open(
+        self: Arc<Self>,
+        input: Box<dyn DocStream>,
+        _opts: &Arc<Options>,
+    ) -> Result<Box<dyn DocStream>> {
+        Ok(Box::new(UnwindStream {
+            stage: self,
+            input,
+            current: None,
+        }))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct UnwindStream {
+    stage: Arc<Unwind>,
+    input: Box<dyn DocStream>,
+    /// The document being unwound, its array and the next index.
+    current: Option<(RawDocumentBuf, Vec<RawBson>, usize)>,
+}
+
+impl UnwindStream {
+    fn with_index(&self, d: RawDocumentBuf, i: Option<usize>) -> Result<RawDocumentBuf> {
+        match &self.stage.index {
+            None => Ok(d),
+            Some(p) => {
+                let v = match i {
+                    Some(i) => RawBson::Int64(i as i64),
+                    None => RawBson::Null,
+                };
+                set_nested(&d, p, Some(v.as_raw_bson_ref()))
+            }
+        }
+    }
+}
+
+impl DocStream for UnwindStream {
+    fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
+        loop {
+            if let Some((doc, arr, i)) = &mut self.current {
+                if let Some(el) = arr.get(*i) {
+                    let idx = *i;
+                    *i += 1;
+                    let out = set_nested(doc, &self.stage.path, Some(el.as_raw_bson_ref()))?;
+                    return self.with_index(out, Some(idx)).map(Some);
+                }
+                self.current = None;
+            }
+            let Some(doc) = self.input.next(cx)? else {
+                return Ok(None);
+            };
+            let v = get_nested(&doc, &self.stage.path).map(RawBson::from);
+            match v {
+                Some(RawBson::Array(a)) => {
+                    let items: Vec<RawBson> = a
+                        .into_iter()
+                        .map(|e| e.map(RawBson::from))
+                        .collect::<std::result::Result<_, _>>()
+                        .map_err(|e| crate::error::QueryError::BadValue(e.to_string()))?;
+                    if items.is_empty() {
+                        if self.stage.preserve {
+                            let out = set_nested(&doc, &self.stage.path, None)?;
+                            return self.with_index(out, None).map(Some);
+                        }
+                        continue;
+                    }
+                    self.current = Some((doc, items, 0));
+                }
+                None | Some(RawBson::Null) | Some(RawBson::Undefined) => {
+                    if self.stage.preserve {
+                        return self.with_index(doc, None).map(Some);
+                    }
+                }
+                Some(_) => return self.with_index(doc, None).map(Some),
+            }
+        }
+    }
+}

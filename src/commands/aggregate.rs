@@ -1,0 +1,683 @@
+//! `aggregate`: runs an aggregation pipeline ([`cairn_query::agg`]) and returns the first
+//! batch of results with a cursor for the rest.
+//!
+//! `{aggregate: <collection> | 1, pipeline: [...], cursor: {batchSize}, explain, allowDiskUse,
+//! hint, let, comment, maxTimeMS, bypassDocumentValidation, readConcern, writeConcern,
+//! collation}`:
+//! 1. Arguments are checked as MongoDB's IDL does (`pipeline` required and an array, `cursor`
+//!    required unless `explain`, 9 / 14 / 51024 / 40415); `{aggregate: 1}` runs collectionless
+//!    pipelines (`$documents`, `$currentOp`).
+//! 2. [`AggRequest::prepare`] parses the pipeline with the command's `let` variables and
+//!    optimizes it ([`cairn_query::agg::Aggregation::prepare`]).
+//! 3. The pipeline runs on a blocking thread. Every batch reads through the command's session
+//!    target ([`crate::session::target::Target`]: a fresh snapshot, a `readConcern: snapshot`
+//!    snapshot, or the session's transaction) and `$out`/`$merge` write through [`write_txn`]
+//!    (the one place writes happen; never inside a transaction, as in MongoDB); the server
+//!    side of the pipeline is [`ServerHost`].
+//! 4. The first batch holds `cursor.batchSize` documents (101 by default) within 16 MiB; when
+//!    more may follow, a cursor keeps the running pipeline ([`PipelineCursor`]): a streaming
+//!    pipeline keeps only its position and reads each `getMore` batch from a fresh snapshot;
+//!    blocking stages keep their buffered results.
+//! 5. A pipeline ending in `$out`/`$merge` runs to completion and returns an empty batch.
+//!
+//! Runtime errors carry MongoDB's prefix `PlanExecutor error during aggregation :: caused by
+//! :: `; parse errors do not. `explain` (the field, or the `explain` command wrapping
+//! `aggregate`) is [`explain`].
+
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use bson::raw::cstr;
+use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use cairn_query::agg::{
+    Aggregation, Catalog, CollStatsSpec, CurrentOpSpec, Ddl, ExecCx, Host, Options, ParseCx,
+    Pipeline, Running, Writer,
+};
+use cairn_query::plan::{Hint, PlanCache, Source};
+use cairn_storage::catalog::CollectionMeta;
+use cairn_storage::{Durability, Store, WriteTxn};
+
+use super::{CmdFuture, Command, Counter, Fields, Invocation, Request, opt_strict_bool, type_name};
+use crate::blocking;
+use crate::cursor::{Cursor, MAX_BATCH_BYTES, session_of};
+use crate::error::{CommandError, ErrorCode};
+use crate::session::target::{ReadView, Target};
+use crate::state::ServerState;
+
+/// Default first batch size.
+pub const DEFAULT_BATCH: usize = 101;
+
+const FIELDS: &[&str] = &[
+    "allowDiskUse",
+    "bypassDocumentValidation",
+    "collation",
+    "collectionUUID",
+    "cursor",
+    "explain",
+    "fromMongos",
+    "hint",
+    "isMapReduceCommand",
+    "let",
+    "needsMerge",
+    "pipeline",
+];
+
+/// `aggregate`.
+pub static COMMAND: Command = Command {
+    name: "aggregate",
+    aliases: &[],
+    help: "Runs the aggregation command. See http://dochub.mongodb.org/core/aggregation for more \
+           details.",
+    requires_auth: true,
+    admin_only: false,
+    secondary_ok: true,
+    api_v1: true,
+    fields: Fields::Strict(FIELDS),
+    counter: Counter::Command,
+    kill_on_disconnect: false,
+    run,
+};
+
+/// A parsed `aggregate` command.
+pub struct AggRequest {
+    /// Database.
+    pub db: String,
+    /// Collection, `None` for `{aggregate: 1}`.
+    pub coll: Option<String>,
+    /// The pipeline as given.
+    pub pipeline: RawArrayBuf,
+    /// `explain: true`.
+    pub explain: bool,
+    /// `cursor.batchSize`.
+    pub batch_size: Option<i64>,
+    /// `allowDiskUse` (the server default when absent).
+    pub allow_disk_use: bool,
+    /// `hint`.
+    pub hint: Hint,
+    /// The command's language (its `let` variables).
+    pub lang: crate::lang::Lang,
+    /// Durability for `$out`/`$merge`.
+    pub durability: Durability,
+}
+
+fn invalid_bson(e: impl std::fmt::Display) -> CommandError {
+    CommandError::new(ErrorCode::InvalidBSON, e.to_string())
+}
+
+impl AggRequest {
+    /// Parses and checks an `aggregate` command body.
+    /// `wrapped`: the command is explained by the `explain` command (no `cursor` needed).
+    pub fn parse(
+        req: &Request<'_>,
+        server: &ServerState,
+        wrapped: bool,
+    ) -> Result<AggRequest, CommandError> {
+        let body = req.body;
+        let db = req.db.to_string();
+        let coll = match body.iter().next() {
+            Some(Ok((_, RawBsonRef::String(_)))) => Some(super::collection_arg(req)?.to_string()),
+            Some(Ok((
+                _,
+                v @ (RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_)),
+            ))) => {
+                let one = match v {
+                    RawBsonRef::Int32(i) => i == 1,
+                    RawBsonRef::Int64(i) => i == 1,
+                    RawBsonRef::Double(d) => d == 1.0,
+                    _ => false,
+                };
+                if !one {
+                    return Err(CommandError::new(
+                        ErrorCode::FailedToParse,
+                        "Invalid command format: the 'aggregate' field must specify a collection \
+                         name or 1",
+                    ));
+                }
+                None
+            }
+            Some(Ok((_, other))) => {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidNamespace,
+                    format!("collection name has invalid type {}", type_name(&other)),
+                ));
+            }
+            _ => {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidNamespace,
+                    "no collection name",
+                ));
+            }
+        };
+        let pipeline = match body.get("pipeline") {
+            Ok(Some(RawBsonRef::Array(a))) => a.to_owned(),
+            Ok(Some(other)) => {
+                return Err(CommandError::wrong_type(
+                    "aggregate.pipeline",
+                    type_name(&other),
+                    "array",
+                ));
+            }
+            Ok(None) => return Err(CommandError::missing_field("aggregate.pipeline")),
+            Err(e) => return Err(invalid_bson(e)),
+        };
+        let explain = opt_strict_bool(body, "aggregate", "explain")?.unwrap_or(false);
+        if wrapped && explain {
+            return Err(CommandError::new(
+                ErrorCode::FailedToParse,
+                "explain cannot explain itself.",
+            ));
+        }
+        let batch_size = match body.get("cursor") {
+            Ok(None) => {
+                if !explain && !wrapped {
+                    return Err(CommandError::new(
+                        ErrorCode::FailedToParse,
+                        "The 'cursor' option is required, except for aggregate with the explain \
+                         argument",
+                    ));
+                }
+                None
+            }
+            Ok(Some(RawBsonRef::Document(c))) => {
+                for el in c.iter() {
+                    let (k, _) = el.map_err(invalid_bson)?;
+                    if k.as_str() != "batchSize" {
+                        return Err(CommandError::unknown_field("cursor", k.as_str()));
+                    }
+                }
+                super::opt_count(c, "cursor", "batchSize")?
+            }
+            Ok(Some(_)) => {
+                return Err(CommandError::new(
+                    ErrorCode::TypeMismatch,
+                    "cursor field must be missing or an object",
+                ));
+            }
+            Err(e) => return Err(invalid_bson(e)),
+        };
+        let allow_disk_use = opt_strict_bool(body, "aggregate", "allowDiskUse")?
+            .unwrap_or(server.config.allow_disk_use_by_default);
+        let _ = opt_strict_bool(body, "aggregate", "bypassDocumentValidation")?;
+        if let Some(c) = super::opt_document(body, "aggregate", "collation")?
+            && !matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple"))))
+        {
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                "collations other than simple are not supported by Cairn yet",
+            ));
+        }
+        let hint = super::find::parse_hint(body, "aggregate")?;
+        let lang =
+            crate::lang::Lang::for_command(body, "aggregate", crate::lang::cluster_time(server))?;
+        let durability = crate::write_concern::WriteConcern::from_command(body)?.durability();
+        Ok(AggRequest {
+            db,
+            coll,
+            pipeline,
+            explain,
+            batch_size,
+            allow_disk_use,
+            hint,
+            lang,
+            durability,
+        })
+    }
+
+    /// `db.coll`, or `db.$cmd.aggregate`.
+    pub fn ns(&self) -> String {
+        match &self.coll {
+            Some(c) => format!("{}.{c}", self.db),
+            None => format!("{}.$cmd.aggregate", self.db),
+        }
+    }
+
+    /// Parses and optimizes the pipeline.
+    pub fn prepare(&self) -> Result<Aggregation, CommandError> {
+        let cx = ParseCx::new(&self.db, self.coll.as_deref(), self.lang.expr().clone());
+        let pipeline = Pipeline::parse(&self.pipeline, &cx)?;
+        Ok(Aggregation::prepare(pipeline, &cx, self.hint.clone())?)
+    }
+
+    /// The run's limits.
+    pub fn options(&self, server: &ServerState) -> Options {
+        Options {
+            memory_limit: usize::try_from(server.config.sort_memory_limit_bytes)
+                .unwrap_or(usize::MAX),
+            allow_disk_use: self.allow_disk_use,
+            spill_dir: Some(server.config.data_dir.join(crate::cursor::SPILL_DIR)),
+        }
+    }
+}
+
+/// A stage name as a BSON key.
+pub fn stage_key(name: &str) -> Result<&bson::raw::CStr, CommandError> {
+    crate::error::key(name)
+}
+
+/// MongoDB's prefix for errors raised while a pipeline runs.
+pub fn executor_error(e: impl Into<CommandError>) -> CommandError {
+    let mut e = e.into();
+    if !e
+        .message
+        .starts_with("PlanExecutor error during aggregation")
+    {
+        e.message = format!(
+            "PlanExecutor error during aggregation :: caused by :: {}",
+            e.message
+        );
+    }
+    e
+}
+
+/// The catalog of one batch's read view (the committed catalog, or a transaction's).
+struct ViewCatalog<'a, 'b, 's>(&'a ReadView<'b, 's>);
+
+impl Catalog for ViewCatalog<'_, '_, '_> {
+    fn collection(&self, db: &str, name: &str) -> cairn_query::Result<Option<Arc<CollectionMeta>>> {
+        self.0
+            .collection(db, name)
+            .map_err(|e| cairn_query::QueryError::Location(e.code.code(), e.message))
+    }
+}
+
+/// A write transaction as `$out`/`$merge` see it.
+struct TxWriter<'a, 't>(&'a mut WriteTxn<'t>);
+
+impl Writer for TxWriter<'_, '_> {
+    fn source(&self) -> &dyn Source {
+        &*self.0
+    }
+
+    fn collection(
+        &mut self,
+        db: &str,
+        name: &str,
+    ) -> cairn_query::Result<Option<Arc<CollectionMeta>>> {
+        Ok(self.0.collection(db, name)?)
+    }
+
+    fn insert(&mut self, coll: &CollectionMeta, doc: &RawDocument) -> cairn_query::Result<()> {
+        Ok(self.0.insert(coll, doc)?)
+    }
+
+    fn replace(
+        &mut self,
+        coll: &CollectionMeta,
+        key: &[u8],
+        doc: &RawDocument,
+    ) -> cairn_query::Result<()> {
+        self.0.replace(coll, key, doc)?;
+        Ok(())
+    }
+}
+
+/// A query error that a storage conflict caused, so the write can be retried.
+#[derive(Debug)]
+struct WriteError(cairn_query::QueryError);
+
+impl From<cairn_storage::StorageError> for WriteError {
+    fn from(e: cairn_storage::StorageError) -> WriteError {
+        WriteError(e.into())
+    }
+}
+
+impl cairn_storage::TxError for WriteError {
+    fn retryable(&self) -> bool {
+        matches!(&self.0, cairn_query::QueryError::Storage(s) if s.is_transient())
+    }
+}
+
+/// The one place an aggregation writes (`$out`, `$merge`): `f` runs in a write transaction,
+/// rerun on conflicts.
+pub fn write_txn(
+    store: &Store,
+    durability: Durability,
+    f: &mut dyn FnMut(&mut dyn Writer) -> cairn_query::Result<()>,
+) -> cairn_query::Result<()> {
+    store
+        .write(durability, |tx| f(&mut TxWriter(tx)).map_err(WriteError))
+        .map_err(|e| e.0)
+}
+
+/// The server as a pipeline sees it.
+pub struct ServerHost<'a> {
+    server: &'a ServerState,
+    durability: Durability,
+}
+
+impl<'a> ServerHost<'a> {
+    /// The host for one batch.
+    pub fn new(server: &'a ServerState, durability: Durability) -> ServerHost<'a> {
+        ServerHost { server, durability }
+    }
+}
+
+/// The pipeline's target, refusing what MongoDB refuses: `$out`/`$merge` inside a transaction
+/// (263) or with a snapshot read concern (72).
+fn check_target(target: &Target, writes: bool) -> Result<(), CommandError> {
+    if !writes {
+        return Ok(());
+    }
+    match target {
+        Target::Txn(_) => Err(CommandError::new(
+            ErrorCode::OperationNotSupportedInTransaction,
+            "$out and $merge cannot be used in a transaction",
+        )),
+        Target::Snapshot(..) => Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "$out and $merge cannot be used with readConcern level snapshot",
+        )),
+        Target::Auto => Ok(()),
+    }
+}
+
+fn query_error(e: CommandError) -> cairn_query::QueryError {
+    cairn_query::QueryError::Location(e.code.code(), e.message)
+}
+
+impl Host for ServerHost<'_> {
+    fn check_interrupt(&self) -> cairn_query::Result<()> {
+        crate::deadline::check().map_err(query_error)
+    }
+
+    fn plan_cache(&self) -> Option<&PlanCache> {
+        Some(&self.server.plan_cache)
+    }
+
+    fn host_name(&self) -> String {
+        format!("{}:{}", self.server.host, self.server.config.port)
+    }
+
+    fn coll_stats(
+        &self,
+        db: &str,
+        coll: &str,
+        meta: Option<&CollectionMeta>,
+        spec: &CollStatsSpec,
+    ) -> cairn_query::Result<RawDocumentBuf> {
+        let ns = format!("{db}.{coll}");
+        let not_found = |what: &str| {
+            cairn_query::QueryError::Location(
+                26,
+                format!(
+                    "Unable to retrieve {what} in $collStats stage :: caused by :: Collection \
+                     [{ns}] not found."
+                ),
+            )
+        };
+        let mut d = RawDocumentBuf::new();
+        if let Some(h) = spec.latency {
+            d.append(cstr!("latencyStats"), self.server.latency.document(&ns, h));
+        }
+        if let Some(scale) = spec.storage {
+            let meta = meta.ok_or_else(|| not_found("storageStats"))?;
+            let stats = super::coll_stats::storage_stats(&self.server.store, meta, scale)
+                .map_err(query_error)?;
+            d.append(cstr!("storageStats"), stats);
+        }
+        if spec.count {
+            let meta = meta.ok_or_else(|| not_found("count"))?;
+            let n = self.server.store.stats(meta)?.count;
+            let mut c = RawDocumentBuf::new();
+            super::coll_stats::append_number(&mut c, cstr!("count"), n);
+            crate::error::append_all(&mut d, &c);
+        }
+        if spec.query_exec {
+            let scans = self
+                .server
+                .plan_cache
+                .usage(&ns, "$collscan")
+                .map_or(0, |(n, _)| n);
+            let scans = i64::try_from(scans).unwrap_or(i64::MAX);
+            d.append(
+                cstr!("queryExecStats"),
+                rawdoc! {"collectionScans": {"total": scans, "nonTailable": scans}},
+            );
+        }
+        Ok(d)
+    }
+
+    fn index_stats(&self, meta: &CollectionMeta) -> cairn_query::Result<Vec<RawDocumentBuf>> {
+        let ns = meta.namespace();
+        let started = bson::DateTime::from_system_time(self.server.started_at);
+        let mut out = Vec::new();
+        for idx in &meta.indexes {
+            let (ops, since) = match self.server.plan_cache.usage(&ns, &idx.name) {
+                Some((n, ms)) => (n, bson::DateTime::from_millis(ms)),
+                None => (0, started),
+            };
+            let mut d = rawdoc! {
+                "name": idx.name.clone(),
+                "key": idx.key_pattern().map(RawDocument::to_owned).unwrap_or_default(),
+                "host": self.host_name(),
+                "accesses": {"ops": i64::try_from(ops).unwrap_or(i64::MAX), "since": since},
+                "spec": idx.list_spec(),
+            };
+            if idx.state != cairn_storage::index::IndexState::Ready {
+                d.append(cstr!("building"), true);
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+
+    fn current_op(&self, spec: &CurrentOpSpec) -> cairn_query::Result<Vec<RawDocumentBuf>> {
+        Ok(super::current_op::operations(
+            self.server,
+            &self.host_name(),
+            spec.idle_connections,
+        ))
+    }
+
+    fn plan_cache_stats(
+        &self,
+        ns: &str,
+        meta: &CollectionMeta,
+    ) -> cairn_query::Result<Vec<RawDocumentBuf>> {
+        let sig = cairn_query::plan::signature(meta);
+        Ok(self
+            .server
+            .plan_cache
+            .entries_for(ns)
+            .into_iter()
+            .map(|e| {
+                rawdoc! {
+                    "version": "1",
+                    "queryHash": super::explain::hash8(&e.shape),
+                    "planCacheKey": super::explain::hash8(&format!("{}|{sig}", e.shape)),
+                    "isActive": true,
+                    "works": i64::try_from(e.works).unwrap_or(i64::MAX),
+                    "cachedPlan": {"plan": e.plan_key},
+                    "shape": e.shape,
+                    "host": self.host_name(),
+                }
+            })
+            .collect())
+    }
+
+    fn write(
+        &self,
+        f: &mut dyn FnMut(&mut dyn Writer) -> cairn_query::Result<()>,
+    ) -> cairn_query::Result<()> {
+        write_txn(&self.server.store, self.durability, f)
+    }
+
+    fn ddl(&self, op: Ddl<'_>) -> cairn_query::Result<()> {
+        let store = &self.server.store;
+        match op {
+            Ddl::CreateLike { db, name, like } => {
+                let options = like.map(|l| l.options.clone()).unwrap_or_default();
+                store.create_collection(db, name, &options)?;
+                if let Some(l) = like {
+                    let specs: Vec<RawDocumentBuf> =
+                        l.secondary_indexes().map(|i| i.list_spec()).collect();
+                    if !specs.is_empty() {
+                        let created = store.create_indexes(db, name, &specs)?;
+                        for n in created.new {
+                            store.build_index(db, name, &n, &|_| {})?;
+                        }
+                    }
+                }
+            }
+            Ddl::Ensure { db, name } => {
+                store.ensure_collection(db, name)?;
+            }
+            Ddl::Replace {
+                db,
+                from,
+                to_db,
+                to,
+            } => {
+                store.rename_collection((db, from), (to_db, to), true)?;
+                self.server
+                    .plan_cache
+                    .clear_namespace(&format!("{to_db}.{to}"));
+            }
+            Ddl::Drop { db, name } => {
+                store.drop_collection(db, name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A running pipeline kept by a cursor between batches.
+pub struct PipelineCursor {
+    running: Running,
+    server: Weak<ServerState>,
+    durability: Durability,
+    target: Target,
+}
+
+impl std::fmt::Debug for PipelineCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineCursor").finish()
+    }
+}
+
+/// Pulls up to `max_docs` documents (within 16 MiB) from a running pipeline on a fresh read
+/// view. Returns the documents and whether the pipeline is exhausted.
+pub fn next_batch(
+    p: &mut PipelineCursor,
+    max_docs: usize,
+) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
+    let server = p.server.upgrade().ok_or_else(|| {
+        CommandError::new(ErrorCode::ShutdownInProgress, "the server is shutting down")
+    })?;
+    let target = p.target.clone();
+    batch(&server, &target, &mut p.running, p.durability, max_docs)
+}
+
+/// Pulls up to `max_docs` documents from `running` on a read view of `target` (a fresh
+/// snapshot outside transactions).
+pub(crate) fn batch(
+    server: &ServerState,
+    target: &Target,
+    running: &mut Running,
+    durability: Durability,
+    max_docs: usize,
+) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
+    target.read(&server.store, |view| {
+        let host = ServerHost::new(server, durability);
+        let catalog = ViewCatalog(view);
+        let cx = ExecCx {
+            source: view.source(),
+            catalog: &catalog,
+            host: &host,
+        };
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        while out.len() < max_docs {
+            match running.next(&cx).map_err(executor_error)? {
+                Some(d) => {
+                    let len = d.as_bytes().len();
+                    if !out.is_empty() && bytes + len > MAX_BATCH_BYTES {
+                        running.push_back(d);
+                        return Ok((out, false));
+                    }
+                    bytes += len;
+                    out.push(d);
+                }
+                None => return Ok((out, true)),
+            }
+        }
+        Ok((out, false))
+    })
+}
+
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
+    Box::pin(async move {
+        let body = inv.req.body;
+        let r = AggRequest::parse(&inv.req, inv.server, false)?;
+        let ns = r.ns();
+        if r.explain {
+            let server = inv.server.clone();
+            let db = r.db.clone();
+            let mut out = blocking::run(move || {
+                super::explain::explain_aggregate(&server, &r, super::explain::QUERY_PLANNER)
+            })
+            .await?;
+            let port = inv.client.local.port();
+            super::explain::append_server_info(&mut out, inv.server, port, &db, body.to_owned());
+            return Ok(out.into());
+        }
+        let first_max = r
+            .batch_size
+            .map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
+        let lsid = session_of(body);
+        let server = inv.server.clone();
+        let weak = Arc::downgrade(inv.server);
+        let deadline = crate::deadline::current();
+        let ns2 = ns.clone();
+        let target = inv.op.target.clone();
+        let txn_number = inv.op.txn_number();
+        let at_cluster_time = inv.op.at_cluster_time;
+        let (docs, id) = blocking::run(move || {
+            let agg = r.prepare()?;
+            let writes = agg.writes();
+            check_target(&target, writes)?;
+            let mut running = agg.open(r.options(&server))?;
+            let (docs, exhausted) = if writes {
+                let (_, done) = batch(&server, &target, &mut running, r.durability, usize::MAX)?;
+                (Vec::new(), done)
+            } else {
+                batch(&server, &target, &mut running, r.durability, first_max)?
+            };
+            if exhausted {
+                return Ok((docs, 0));
+            }
+            let mut cursor = Cursor {
+                id: server.cursors.new_id(),
+                ns: ns2,
+                source: crate::cursor::Source::Pipeline(Box::new(PipelineCursor {
+                    running,
+                    server: weak,
+                    durability: r.durability,
+                    target: target.clone(),
+                })),
+                remaining: None,
+                output: None,
+                time_budget: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+                lsid,
+                txn_number,
+                target,
+                no_timeout: false,
+                last_used: Instant::now(),
+            };
+            let id = cursor.id;
+            cursor.last_used = Instant::now();
+            server.cursors.insert(cursor);
+            Ok((docs, id))
+        })
+        .await?;
+        let mut batch = RawArrayBuf::new();
+        for d in docs {
+            batch.push(d);
+        }
+        let mut cursor = rawdoc! {"firstBatch": batch, "id": id, "ns": ns};
+        if let Some(t) = at_cluster_time {
+            cursor.append(cstr!("atClusterTime"), t);
+        }
+        Ok(rawdoc! {"cursor": cursor}.into())
+    })
+}
