@@ -102,6 +102,30 @@ async fn current_op_reports_running_commands() {
             .any(|o| o.get_bool("active").ok() == Some(false) && o.contains_key("connectionId")),
         "{all:?}"
     );
+    // The aggregation stage reports the same operations.
+    let staged = cairn_compat_tests::collect(
+        c.database("admin")
+            .aggregate([
+                doc! {"$currentOp": {"idleConnections": false}},
+                doc! {"$match": {"command.sleep": 1}},
+            ])
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(staged.len(), 1);
+    assert_eq!(opid(&staged[0]), opid(&op));
+    let idle = cairn_compat_tests::collect(
+        c.database("admin")
+            .aggregate([
+                doc! {"$currentOp": {"idleConnections": true}},
+                doc! {"$match": {"active": false}},
+            ])
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(!idle.is_empty());
     let active = inprog(&c, doc! {"currentOp": 1}).await;
     assert!(active.iter().all(|o| o.get_bool("active").unwrap()));
     task.await.unwrap().unwrap();
