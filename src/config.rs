@@ -51,6 +51,21 @@ pub struct Config {
     #[arg(long = "log-level", env = "CAIRN_LOG", default_value = "info")]
     pub log_level: String,
 
+    /// Also write the log (MongoDB's JSON lines) to this file (MongoDB's `--logpath`);
+    /// `logRotate` and SIGUSR1 rotate it.
+    #[arg(long = "log-path", alias = "logpath", env = "CAIRN_LOG_PATH")]
+    pub log_path: Option<PathBuf>,
+
+    /// Append to an existing log file instead of truncating it (MongoDB's `--logappend`).
+    #[arg(long = "log-append", alias = "logappend", env = "CAIRN_LOG_APPEND")]
+    pub log_append: bool,
+
+    /// How `logRotate` rotates the log file: `rename` it aside with a timestamp, or `reopen`
+    /// the path (MongoDB's `--logRotate`).
+    #[arg(long = "log-rotate", env = "CAIRN_LOG_ROTATE", value_enum,
+          default_value_t = crate::logging::RotateMode::Rename)]
+    pub log_rotate: crate::logging::RotateMode,
+
     /// Commands slower than this many milliseconds are logged as slow ("Slow query") and,
     /// at profiling level 1, profiled (MongoDB's `--slowms`).
     #[arg(

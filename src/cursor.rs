@@ -377,6 +377,18 @@ impl CursorManager {
     pub fn open(&self) -> usize {
         self.lock().len()
     }
+
+    /// Open cursors as `serverStatus.metrics.cursor.open` counts them: `(total, pinned — in
+    /// use by a getMore right now —, noTimeout)`.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let slots = self.lock();
+        let pinned = slots.values().filter(|s| matches!(s, Slot::InUse)).count();
+        let no_timeout = slots
+            .values()
+            .filter(|s| matches!(s, Slot::Idle(c) if c.no_timeout))
+            .count();
+        (slots.len(), pinned, no_timeout)
+    }
 }
 
 /// Produces the next batch of at most `max_docs` documents (blocking: call off the

@@ -202,20 +202,6 @@ fn reply_counts(op: &Operation, reply: &RawDocument, d: &mut RawDocumentBuf) {
     }
 }
 
-/// The batch and id of a cursor reply (`cursor.firstBatch` / `cursor.nextBatch`).
-fn cursor_reply(reply: &RawDocument) -> Option<(u64, i64)> {
-    let Ok(Some(RawBsonRef::Document(c))) = reply.get("cursor") else {
-        return None;
-    };
-    let batch = ["firstBatch", "nextBatch"]
-        .iter()
-        .find_map(|k| match c.get(k) {
-            Ok(Some(RawBsonRef::Array(a))) => Some(a.into_iter().count() as u64),
-            _ => None,
-        })?;
-    Some((batch, c.get_i64("id").unwrap_or(0)))
-}
-
 /// An operation's profile entry, in MongoDB's field order.
 pub fn entry(
     op: &Operation,
@@ -229,7 +215,7 @@ pub fn entry(
         cstr!("command"),
         crate::ops::command_copy(body, MAX_PROFILED_COMMAND_BYTES),
     );
-    let cursor = result.ok().and_then(cursor_reply);
+    let cursor = result.ok().and_then(crate::metrics::cursor_reply);
     if let Some((_, id)) = cursor
         && id != 0
     {

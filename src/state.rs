@@ -121,6 +121,8 @@ pub struct ServerState {
     pub ops: crate::ops::Ops,
     /// The database profiler's settings.
     pub profiler: crate::profiler::Profiler,
+    /// Operation latencies and document, query and cursor counters.
+    pub metrics: crate::metrics::Metrics,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     next_connection_id: AtomicU64,
@@ -174,6 +176,7 @@ impl ServerState {
             latency: crate::latency::LatencyStats::default(),
             ops: crate::ops::Ops::default(),
             profiler,
+            metrics: crate::metrics::Metrics::default(),
             topology,
             shutdown,
             next_connection_id: AtomicU64::new(1),

@@ -51,6 +51,7 @@ pub mod count;
 pub mod create;
 pub mod create_indexes;
 pub mod current_op;
+pub mod db_hash;
 pub mod db_stats;
 pub mod delete;
 pub mod distinct;
@@ -78,6 +79,7 @@ pub mod list_collections;
 pub mod list_commands;
 pub mod list_databases;
 pub mod list_indexes;
+pub mod log_rotate;
 pub mod ping;
 pub mod profile;
 pub mod refresh_sessions;
@@ -88,6 +90,7 @@ pub mod sleep;
 pub mod start_session;
 pub mod top;
 pub mod update;
+pub mod validate;
 pub mod wait_for_fail_point;
 pub mod whatsmyuri;
 
@@ -212,6 +215,7 @@ pub static REGISTRY: &[&Command] = &[
     &create::COMMAND,
     &create_indexes::COMMAND,
     &current_op::COMMAND,
+    &db_hash::COMMAND,
     &db_stats::COMMAND,
     &delete::COMMAND,
     &distinct::COMMAND,
@@ -240,6 +244,7 @@ pub static REGISTRY: &[&Command] = &[
     &list_commands::COMMAND,
     &list_databases::COMMAND,
     &list_indexes::COMMAND,
+    &log_rotate::COMMAND,
     &ping::COMMAND,
     &profile::COMMAND,
     &refresh_sessions::COMMAND,
@@ -250,6 +255,7 @@ pub static REGISTRY: &[&Command] = &[
     &start_session::COMMAND,
     &top::COMMAND,
     &update::COMMAND,
+    &validate::COMMAND,
     &wait_for_fail_point::COMMAND,
     &whatsmyuri::COMMAND,
 ];
@@ -632,6 +638,11 @@ pub async fn run(
     let out =
         crate::deadline::scope_with(ctx, execute(server, client, cmd, req, op, effects)).await;
     crate::ops::finished(server, &running.op, out.0.is_ok());
+    server.metrics.finished(
+        &running.op,
+        body,
+        out.0.as_ref().ok().map(|r| r.body.as_ref()),
+    );
     let result = match &out.0 {
         Ok(r) => Ok(r.body.as_ref()),
         Err(e) => Err(e),
