@@ -42,6 +42,7 @@ pub mod lang;
 pub mod latency;
 pub mod logging;
 pub mod metrics;
+pub mod metrics_http;
 pub mod ops;
 pub mod params;
 pub mod profiler;

@@ -162,6 +162,12 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_NET_ERROR);
                 }
             };
+            if let Some(port) = state.config.metrics_port
+                && let Err(e) = cairn::metrics_http::start(state.clone(), port).await
+            {
+                error!(id = 23024, error = %e, "Failed to set up the metrics endpoint");
+                return ExitCode::from(EXIT_NET_ERROR);
+            }
             info!(id = 4615611, pid = std::process::id(),
                   version = cairn::commands::build_info::MONGODB_VERSION,
                   cairnVersion = env!("CARGO_PKG_VERSION"),

@@ -198,6 +198,12 @@ pub struct Metrics {
     pub cursors_timed_out: AtomicU64,
     /// Cursors that returned more than one batch.
     pub cursors_more_than_one_batch: AtomicU64,
+    /// Multi-document transactions started (`startTransaction` accepted).
+    pub txn_started: AtomicU64,
+    /// Transactions committed (`commitTransaction` succeeded).
+    pub txn_committed: AtomicU64,
+    /// Transactions aborted by `abortTransaction`.
+    pub txn_aborted: AtomicU64,
     continued: Mutex<HashSet<i64>>,
 }
 
@@ -245,7 +251,19 @@ impl Metrics {
         let Some(reply) = reply else {
             return;
         };
+        if matches!(
+            body.get("startTransaction"),
+            Ok(Some(RawBsonRef::Boolean(true)))
+        ) {
+            self.txn_started.fetch_add(1, Relaxed);
+        }
         match op.command_name {
+            "commitTransaction" => {
+                self.txn_committed.fetch_add(1, Relaxed);
+            }
+            "abortTransaction" => {
+                self.txn_aborted.fetch_add(1, Relaxed);
+            }
             "insert" => {
                 self.docs_inserted
                     .fetch_add(count_field(reply, "n"), Relaxed);
