@@ -21,6 +21,12 @@
 //!    for OP_QUERY), compresses it if the request was compressed, and writes it; exhaust
 //!    `hello` streams keep replying with `moreToCome`.
 //!
+//! Around every command the dispatcher registers the running operation ([`ops`]: `currentOp`,
+//! `killOp`, `top`), evaluates fail points ([`failpoint`], test commands only), records
+//! latencies and counters ([`metrics`], also served to Prometheus by [`metrics_http`]) and
+//! writes the profiler's entry ([`profiler`]); [`validate`] is the collection checker behind
+//! `validate`.
+//!
 //! Invariants: the server answers malformed input with errors and never panics on it; one
 //! connection's failure never affects another; shared state ([`state::ServerState`]) is
 //! atomics, channels and briefly held locks, never a lock held across an `.await` (a session
