@@ -25,6 +25,8 @@ pub struct Client {
     /// Set by a command (the `failCommand` fail point's `closeConnection`) to make the
     /// connection close instead of replying.
     pub close_requested: bool,
+    /// The connection's record in the running-operation registry (set by its first command).
+    pub conn: Option<std::sync::Arc<crate::ops::Connection>>,
 }
 
 impl Client {
@@ -37,6 +39,7 @@ impl Client {
             compressors: Vec::new(),
             metadata: None,
             close_requested: false,
+            conn: None,
         }
     }
 

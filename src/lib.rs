@@ -40,6 +40,7 @@ pub mod connection;
 pub mod cursor;
 pub mod deadline;
 pub mod error;
+pub mod error_names;
 pub mod exec;
 pub mod failpoint;
 pub mod healthcheck;

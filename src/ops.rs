@@ -365,7 +365,12 @@ impl Top {
         let Ok(mut m) = self.usage.lock() else {
             return;
         };
-        let u = m.entry(ns.to_string()).or_default();
+        if !m.contains_key(ns) {
+            m.insert(ns.to_string(), Usage::default());
+        }
+        let Some(u) = m.get_mut(ns) else {
+            return;
+        };
         u.total.add(micros);
         if WRITES.contains(&command) {
             u.write_lock.add(micros);
@@ -423,9 +428,17 @@ impl Drop for Running<'_> {
 }
 
 impl Ops {
-    /// The connection record of `client`, registered on first use (its metadata is copied
-    /// once the client sent it).
-    pub fn connection(&self, client: &Client) -> Arc<Connection> {
+    /// The connection record of `client`, registered on its first command and kept in the
+    /// client (its metadata is copied once the client sent it).
+    pub fn connection(&self, client: &mut Client) -> Arc<Connection> {
+        if let Some(conn) = &client.conn {
+            if conn.metadata.get().is_none()
+                && let Some(meta) = &client.metadata
+            {
+                let _ = conn.metadata.set(meta.clone());
+            }
+            return conn.clone();
+        }
         let conn = {
             let mut m = self.connections.lock().unwrap_or_else(|p| p.into_inner());
             m.entry(client.id)
@@ -444,6 +457,7 @@ impl Ops {
         {
             let _ = conn.metadata.set(meta.clone());
         }
+        client.conn = Some(conn.clone());
         conn
     }
 
@@ -457,7 +471,7 @@ impl Ops {
     /// Registers a command about to run.
     pub fn start(
         &self,
-        client: &Client,
+        client: &mut Client,
         cmd: &'static Command,
         db: &str,
         body: &RawDocument,

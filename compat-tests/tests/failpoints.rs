@@ -117,7 +117,7 @@ async fn configure_fail_point_modes_and_errors() {
     };
     assert_eq!(
         err(doc! {"configureFailPoint": "noSuchPoint", "mode": "alwaysOn"}).await,
-        209
+        266
     );
     assert_eq!(err(doc! {"configureFailPoint": "failCommand"}).await, 20);
     assert_eq!(
@@ -282,11 +282,14 @@ async fn retryable_writes_and_reads_under_fail_command() {
     let c = s.client().await;
     let coll = c.database("fp").collection::<Document>("rw");
 
-    // A RetryableWriteError label makes the driver retry the insert once: it succeeds.
+    // A RetryableWriteError label makes the driver retry the insert once: it succeeds. (The
+    // code is HostUnreachable, retryable without being a state-change error: a
+    // ShutdownInProgress would also make the driver mark the server unknown and wait for its
+    // monitor before retrying, as it does with a real router.)
     fail_point(
         &c,
         doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
-        "data": {"failCommands": ["insert"], "errorCode": 91,
+        "data": {"failCommands": ["insert"], "errorCode": 6,
                  "errorLabels": ["RetryableWriteError"]}},
     )
     .await;
@@ -295,22 +298,22 @@ async fn retryable_writes_and_reads_under_fail_command() {
     fail_point(
         &c,
         doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
-        "data": {"failCommands": ["insert"], "errorCode": 91}},
+        "data": {"failCommands": ["insert"], "errorCode": 6}},
     )
     .await;
     let e = coll.insert_one(doc! {"_id": 2}).await.unwrap_err();
-    assert_eq!(code_of(&e), 91);
+    assert_eq!(code_of(&e), 6);
     assert!(!e.contains_label("RetryableWriteError"));
     // Two failures in a row: the one retry fails too.
     fail_point(
         &c,
         doc! {"configureFailPoint": "failCommand", "mode": {"times": 2},
-        "data": {"failCommands": ["insert"], "errorCode": 91,
+        "data": {"failCommands": ["insert"], "errorCode": 6,
                  "errorLabels": ["RetryableWriteError"]}},
     )
     .await;
     let e = coll.insert_one(doc! {"_id": 3}).await.unwrap_err();
-    assert_eq!(code_of(&e), 91);
+    assert_eq!(code_of(&e), 6);
     // A closed connection is a network error: the driver retries the write on a new one.
     fail_point(
         &c,
@@ -325,7 +328,7 @@ async fn retryable_writes_and_reads_under_fail_command() {
         &c,
         doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
         "data": {"failCommands": ["insert"],
-                 "writeConcernError": {"code": 91, "errmsg": "Replication is being shut down"},
+                 "writeConcernError": {"code": 64, "errmsg": "waiting for replication timed out"},
                  "errorLabels": ["RetryableWriteError"]}},
     )
     .await;
@@ -340,7 +343,7 @@ async fn retryable_writes_and_reads_under_fail_command() {
     // Retryable reads: a closed connection and a retryable code are retried once.
     for data in [
         doc! {"failCommands": ["find"], "closeConnection": true},
-        doc! {"failCommands": ["find"], "errorCode": 91},
+        doc! {"failCommands": ["find"], "errorCode": 6},
     ] {
         fail_point(
             &c,
@@ -355,7 +358,7 @@ async fn retryable_writes_and_reads_under_fail_command() {
     fail_point(
         &c,
         doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
-        "data": {"failCommands": ["find"], "errorCode": 91}},
+        "data": {"failCommands": ["find"], "errorCode": 6}},
     )
     .await;
     let e = no_retry
@@ -364,7 +367,7 @@ async fn retryable_writes_and_reads_under_fail_command() {
         .find(doc! {})
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 91);
+    assert_eq!(code_of(&e), 6);
 }
 
 #[tokio::test]
@@ -509,7 +512,7 @@ async fn block_connection_sleep_and_wait_for_fail_point() {
     let e = admin(&c, doc! {"waitForFailPoint": "nope", "timesEntered": 1})
         .await
         .unwrap_err();
-    assert_eq!(code_of(&e), 209);
+    assert_eq!(code_of(&e), 266);
 
     // sleep: sleeps, and maxTimeMS interrupts it.
     let t = Instant::now();
@@ -625,7 +628,7 @@ async fn transaction_commit_retries_under_fail_command() {
     fail_point(
         &c,
         doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
-        "data": {"failCommands": ["commitTransaction"], "errorCode": 91,
+        "data": {"failCommands": ["commitTransaction"], "errorCode": 6,
                  "errorLabels": ["RetryableWriteError"]}},
     )
     .await;

@@ -3,7 +3,7 @@
 //!
 //! `{configureFailPoint: <name>, mode: "off" | "alwaysOn" | {times: n} | {skip: n} |
 //! {activationProbability: p}, data: {…}}`. Reply: `{count: <times the point had fired>}`.
-//! An unknown name is FailPointSetFailed (209); mode and data errors are MongoDB's.
+//! An unknown name is FailPointSetFailed (266); mode and data errors are MongoDB's.
 
 use bson::{RawBsonRef, rawdoc};
 

@@ -26,14 +26,14 @@
 //!
 //! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
 //! a [`CommandError`] through [`CommandError::to_reply`] — with the fail point's labels when it
-//! gave some, and with the server's `topologyVersion` on not-primary and shutdown errors.
+//! gave some.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
-use bson::{RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::client::Client;
 use crate::error::{CommandError, ErrorCode, ok_reply};
@@ -566,14 +566,6 @@ pub async fn dispatch(
         }
         Err(mut e) => {
             crate::session::label_error(body, &mut e);
-            if e.prefix.is_none() && is_state_change(e.code.code()) {
-                // Drivers compare it with the topology they know: an error from the current
-                // topology does not make them drop their connection pool.
-                let tv = server.topology_version();
-                e.prefix = Some(rawdoc! {
-                    "topologyVersion": {"processId": tv.process_id, "counter": tv.counter},
-                });
-            }
             let Some(labels) = effects.labels_override else {
                 return (e.to_reply_with(Some(&gossip)), None);
             };
@@ -590,12 +582,6 @@ pub async fn dispatch(
             (out, None)
         }
     }
-}
-
-/// Codes of MongoDB's `NotPrimaryError` and `ShutdownError` categories, whose error replies
-/// carry the server's `topologyVersion`.
-fn is_state_change(code: i32) -> bool {
-    matches!(code, 91 | 189 | 10107 | 11600 | 11602 | 13435 | 13436)
 }
 
 /// Looks up and runs a command; see the module doc for the checks applied. Returns the

@@ -884,11 +884,12 @@ fn snapshot_outside_txn(
 }
 
 /// Whether an error gets `TransientTransactionError` (only for requests inside a
-/// transaction): write conflicts, lock and snapshot errors, NoSuchTransaction, and for
-/// statements other than commit/abort the retriable codes.
+/// transaction): write conflicts, lock and snapshot errors — on any command, commit and
+/// abort included —, NoSuchTransaction (on commit/abort only without a write concern error),
+/// and for statements other than commit/abort the retriable codes.
 pub fn is_transient(code: i32, commit_or_abort: bool, has_wce: bool) -> bool {
     if commit_or_abort {
-        return code == 251 && !has_wce;
+        return matches!(code, 112 | 24 | 239 | 246 | 250 | 267 | 272) || (code == 251 && !has_wce);
     }
     matches!(
         code,

@@ -71,7 +71,7 @@ else
 fi
 mkdir -p "$OUT/data"
 "$BIN" --port 0 --log-format json --data-dir "$OUT/data" --enable-test-commands \
-    --log-level warn >"$OUT/server.log" 2>&1 &
+    --log-level "warn,cairn::server=info" >"$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 PORT=""
 for _ in $(seq 300); do
