@@ -329,6 +329,35 @@ fn flag(data: &RawDocument, field: &str) -> bool {
 /// Whether `failCommand`'s `data` selects this command on this connection (MongoDB's
 /// `shouldActivateFailCommandFailPoint`).
 pub fn selects(data: &RawDocument, cmd: &Command, ns: &str, client: &Client) -> bool {
+    selects_app(data, cmd, ns, client, client.app_name())
+}
+
+/// The application name a command runs for: the connection's, or — for the handshake `hello`
+/// that carries the client metadata — the one it is about to declare (MongoDB matches
+/// `appName` against the handshake itself, so drivers can slow their own monitors).
+fn command_app_name<'a>(
+    cmd: &Command,
+    body: &'a RawDocument,
+    client: &'a Client,
+) -> Option<&'a str> {
+    client.app_name().or_else(|| {
+        if !matches!(cmd.name, "hello" | "isMaster") {
+            return None;
+        }
+        match body.get("client") {
+            Ok(Some(RawBsonRef::Document(meta))) => crate::ops::app_name_of(meta),
+            _ => None,
+        }
+    })
+}
+
+fn selects_app(
+    data: &RawDocument,
+    cmd: &Command,
+    ns: &str,
+    client: &Client,
+    app: Option<&str>,
+) -> bool {
     if cmd.name == "configureFailPoint" {
         return false;
     }
@@ -342,7 +371,7 @@ pub fn selects(data: &RawDocument, cmd: &Command, ns: &str, client: &Client) -> 
             RawBsonRef::String(s) => s,
             _ => "",
         };
-        if client.app_name().unwrap_or("") != want {
+        if app.unwrap_or("") != want {
             return false;
         }
     }
@@ -433,7 +462,7 @@ pub async fn fail_command(
                     RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_)
                 )
             });
-        acts && selects(data, cmd, &ns, client)
+        acts && selects_app(data, cmd, &ns, client, command_app_name(cmd, body, client))
     });
     let Some(data) = fired else {
         return Ok(());
@@ -520,7 +549,8 @@ pub fn write_concern_error(
     }
     let ns = command_ns(db, body);
     let data = fp.evaluate(|data| {
-        matches!(data.get("writeConcernError"), Ok(Some(_))) && selects(data, cmd, &ns, client)
+        matches!(data.get("writeConcernError"), Ok(Some(_)))
+            && selects_app(data, cmd, &ns, client, command_app_name(cmd, body, client))
     })?;
     let mut out = RawDocumentBuf::new();
     if let Ok(Some(wce)) = data.get("writeConcernError") {

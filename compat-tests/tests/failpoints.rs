@@ -421,6 +421,22 @@ async fn app_name_selects_the_client() {
     collect(coll(&c).find(doc! {}).await.unwrap()).await;
     let e = coll(&target).find(doc! {}).await.unwrap_err();
     assert_eq!(code_of(&e), 2);
+    // The handshake hello is selected by the appName it declares (so drivers can slow their
+    // own monitors' handshakes).
+    fail_point(
+        &c,
+        doc! {"configureFailPoint": "failCommand", "mode": "alwaysOn",
+        "data": {"failCommands": ["hello"], "errorCode": 2, "appName": "victim"}},
+    )
+    .await;
+    let hello = |app: &str| {
+        rawdoc! {"hello": 1, "client": {"application": {"name": app},
+        "driver": {"name": "raw", "version": "0"}, "os": {"type": "Linux"}}, "$db": "admin"}
+    };
+    let r = s.raw().await.command(hello("victim")).await;
+    assert_eq!(r.get_i32("code").unwrap(), 2, "{r:?}");
+    let r = s.raw().await.command(hello("other")).await;
+    assert_eq!(r.get_f64("ok").unwrap(), 1.0);
     fail_point(
         &c,
         doc! {"configureFailPoint": "failCommand", "mode": "off"},
