@@ -133,6 +133,9 @@ error_codes! {
     ExceededTimeLimit = 262,
     InvalidUUID = 207,
     FailPointSetFailed = 266,
+    CappedPositionLost = 136,
+    ChangeStreamFatalError = 280,
+    ChangeStreamHistoryLost = 286,
 }
 
 /// An error to be sent to the client as an error reply.

@@ -29,6 +29,11 @@
 //! pipelines ($match+$group, $lookup, top-k $sort+$limit, $unwind+$group) next to PostgreSQL
 //! doing the same on JSONB when `CAIRN_BENCH_PG` is set; `bench/agg.sh` starts a throwaway
 //! PostgreSQL 15 and runs it.
+//!
+//! `cargo run -p cairn-bench --release -- streams [--seconds S]`: insert throughput with and
+//! without a change stream draining the events, and commit-to-delivery latency with 1 and 100
+//! open streams, next to PostgreSQL 15 inserts with a `NOTIFY` trigger and `LISTEN`ing
+//! connections.
 
 mod agg;
 mod crud;
@@ -37,13 +42,14 @@ mod indexes;
 mod pg;
 mod ping;
 mod storage;
+mod streams;
 mod txn;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|streams> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -64,6 +70,7 @@ fn main() {
         "indexes" => rt.block_on(indexes::run(&opts)),
         "txn" => rt.block_on(txn::run(&opts)),
         "agg" => rt.block_on(agg::run(&opts)),
+        "streams" => rt.block_on(streams::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);

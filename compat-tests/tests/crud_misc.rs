@@ -596,7 +596,6 @@ async fn count_command_query_skip_limit() {
 
 /// countDocuments is an aggregation ($match, $skip, $limit, $group) in every driver.
 #[tokio::test]
-#[ignore = "server deviation: no aggregate command (CommandNotFound 59), so the drivers' countDocuments fails"]
 async fn count_documents_through_the_driver() {
     let s = TestServer::start();
     let db = s.client().await.database("cntdrv");

@@ -1030,3 +1030,86 @@ async fn snapshot_transactions_at_a_cluster_time() {
     assert_code(&r, 239);
     assert_eq!(labels(&r), vec!["TransientTransactionError"]);
 }
+
+#[tokio::test]
+async fn aggregation_in_sessions_and_transactions() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("aggtxn");
+    let coll = db.collection::<Document>("c");
+    coll.insert_many((0..5).map(|i| doc! {"_id": i, "k": i % 2}))
+        .await
+        .unwrap();
+    // count_documents (an aggregation) inside a transaction sees the transaction's writes.
+    let mut s = client.start_session().await.unwrap();
+    let n = s
+        .start_transaction()
+        .and_run2(async |s| {
+            coll.insert_one(doc! {"_id": 10, "k": 1})
+                .session(&mut *s)
+                .await?;
+            coll.count_documents(doc! {"k": 1}).session(&mut *s).await
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    // $out is refused inside a transaction (263), and aborts it.
+    s.start_transaction().await.unwrap();
+    let e = coll
+        .aggregate(vec![doc! {"$out": "copy"}])
+        .session(&mut s)
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 263);
+    let _ = s.abort_transaction().await;
+    // $listLocalSessions lists the sessions the server knows.
+    let admin = client.database("admin");
+    let mut cursor = admin
+        .aggregate(vec![doc! {"$listLocalSessions": {"allUsers": true}}])
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    while cursor.advance().await.unwrap() {
+        let d: Document = cursor.deserialize_current().unwrap();
+        let id = d.get_document("_id").unwrap();
+        assert_eq!(
+            id.get_binary_generic("uid").map(|b| b.len()).ok(),
+            Some(32),
+            "{d}"
+        );
+        assert!(d.get_datetime("lastUse").is_ok());
+        ids.push(id.get("id").cloned().unwrap());
+    }
+    let mine = s.id().get("id").cloned().unwrap();
+    assert!(ids.contains(&mine), "{ids:?} lacks {mine:?}");
+    let mut c = server.raw().await;
+    let r = c
+        .command(rawdoc! {"aggregate": "c", "pipeline": [{"$listLocalSessions": {}}], "cursor": {}, "$db": "t"})
+        .await;
+    assert_code(&r, 73);
+    let r = c
+        .command(rawdoc! {"aggregate": "system.sessions", "pipeline": [{"$listSessions": {}}], "cursor": {}, "lsid": lsid(9), "$db": "config"})
+        .await;
+    assert!(ok(&r), "{r:?}");
+    // A snapshot aggregate reports and honours atClusterTime.
+    let r = c
+        .command(rawdoc! {"aggregate": "c", "pipeline": [{"$count": "n"}], "cursor": {}, "readConcern": {"level": "snapshot"}, "$db": "aggtxn"})
+        .await;
+    let cur = r.get_document("cursor").unwrap();
+    let at = cur.get_timestamp("atClusterTime").unwrap();
+    c.command(rawdoc! {"insert": "c", "documents": [{"_id": 99}], "$db": "aggtxn"})
+        .await;
+    let r = c
+        .command(rawdoc! {"aggregate": "c", "pipeline": [{"$count": "n"}], "cursor": {}, "readConcern": {"level": "snapshot", "atClusterTime": at}, "$db": "aggtxn"})
+        .await;
+    let first = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.as_document().unwrap().get_i32("n").unwrap(), 6);
+}

@@ -312,7 +312,12 @@ fn projections_with_expressions() {
     assert_eq!(code(&e), 2);
     let e = Projection::parse_with(&raw(&doc! {"a": {"$foo": 1}}), &ext).expect_err("unknown");
     assert_eq!(code(&e), 31325);
-    let e = Projection::parse_with(&raw(&doc! {"a": {"$sum": "$x"}}), &ext)
-        .expect_err("accumulator only");
-    assert_eq!(code(&e), 238);
+    // Accumulators in expression form sum arrays.
+    let p = Projection::parse_with(&raw(&doc! {"_id": 0, "a": {"$sum": "$x"}}), &ext)
+        .expect("accumulator expression");
+    assert_eq!(
+        p.apply(&raw(&doc! {"x": [1, 2, 3]}), None)
+            .expect("applies"),
+        raw(&doc! {"a": 6})
+    );
 }

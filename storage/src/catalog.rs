@@ -67,6 +67,9 @@ pub struct CollectionMeta {
     pub created: bson::DateTime,
     /// Indexes (`_id_` first).
     pub indexes: Vec<IndexMeta>,
+    /// For a capped collection, the space holding its insertion order (see
+    /// [`crate::capped`]).
+    pub natural: Option<SpaceId>,
 }
 
 impl CollectionMeta {
@@ -105,7 +108,15 @@ impl CollectionMeta {
         d.append(cstr!("options"), self.options.clone());
         d.append(cstr!("created"), self.created);
         d.append(cstr!("indexes"), indexes);
+        if let Some(n) = self.natural {
+            d.append(cstr!("natural"), n as i64);
+        }
         d
+    }
+
+    /// Whether the collection is capped.
+    pub fn is_capped(&self) -> bool {
+        self.natural.is_some()
     }
 
     /// Decodes a record.
@@ -139,6 +150,13 @@ impl CollectionMeta {
                 .to_owned(),
             created: d.get_datetime("created").map_err(|_| bad("created"))?,
             indexes,
+            natural: match d.get("natural") {
+                Ok(Some(RawBsonRef::Int64(n))) => {
+                    Some(u64::try_from(n).map_err(|_| bad("natural space"))?)
+                }
+                Ok(None) => None,
+                _ => return Err(bad("natural space")),
+            },
         })
     }
 }
@@ -368,6 +386,7 @@ mod tests {
             options: rawdoc! {"capped": false},
             created: bson::DateTime::from_millis(1234),
             indexes: vec![IndexMeta::id_index()],
+            natural: Some(43),
         };
         assert_eq!(
             CollectionMeta::from_bson(m.to_bson().as_bytes()).unwrap(),

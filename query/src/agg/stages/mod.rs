@@ -16,6 +16,7 @@ use crate::error::{QueryError, Result};
 pub mod add_fields;
 pub mod bucket;
 pub mod bucket_auto;
+pub mod change_stream;
 pub mod coll_stats;
 pub mod count;
 pub mod current_op;
@@ -25,6 +26,7 @@ pub mod graph_lookup;
 pub mod group;
 pub mod index_stats;
 pub mod limit;
+pub mod list_sessions;
 pub mod lookup;
 pub mod match_;
 pub mod merge;
@@ -49,6 +51,7 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$addFields", add_fields::parse),
     ("$bucket", bucket::parse),
     ("$bucketAuto", bucket_auto::parse),
+    ("$changeStream", change_stream::parse),
     ("$collStats", coll_stats::parse),
     ("$count", count::parse),
     ("$currentOp", current_op::parse),
@@ -58,6 +61,8 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$group", group::parse),
     ("$indexStats", index_stats::parse),
     ("$limit", limit::parse),
+    ("$listLocalSessions", list_sessions::parse_local),
+    ("$listSessions", list_sessions::parse),
     ("$lookup", lookup::parse),
     ("$match", match_::parse),
     ("$merge", merge::parse),
@@ -79,16 +84,13 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
 
 /// MongoDB 7.0 stages Cairn does not run (NotImplemented), sorted.
 pub const NOT_IMPLEMENTED: &[&str] = &[
-    "$changeStream",
     "$changeStreamSplitLargeEvent",
     "$densify",
     "$fill",
     "$geoNear",
     "$listCatalog",
-    "$listLocalSessions",
     "$listSampledQueries",
     "$listSearchIndexes",
-    "$listSessions",
     "$search",
     "$searchMeta",
     "$setWindowFields",
