@@ -17,16 +17,18 @@
 //! - Level 1 profiles operations slower than `slowms`, sampled at `sampleRate`; a database
 //!   `filter` (a query over the entry's fields) replaces both rules, as in MongoDB.
 //!
-//! # Storage and bounds
-//! Entries are documents of a real collection, `<db>.system.profile` (readable with `find`,
-//! `count`, `aggregate` like any other; clients cannot write it). MongoDB makes it a 1 MiB
-//! capped collection; until Cairn has capped collections, [`write`] keeps it within
-//! [`PROFILE_BYTES`] itself: each insert is followed, in the same storage transaction, by
-//! deleting the oldest entries (lowest `_id`; entries get increasing ObjectIds, so `_id` order
-//! is insertion order) until the collection's size is back under the bound. When capped
-//! collections exist, `system.profile` should be created capped (`{capped: true, size:
-//! PROFILE_BYTES}`) and [`write`] reduced to a plain insert. Entries carry that `_id` (first, as
-//! Cairn's storage keys documents by it); MongoDB's have none.
+//! # Storage
+//! Entries are documents of `<db>.system.profile`, a capped collection as in MongoDB (readable
+//! with `find`, `count`, `aggregate` like any other, newest first with `sort: {$natural: -1}`;
+//! clients cannot write it). [`create_collection`] makes it `{capped: true, size: 1048576}`
+//! when profiling is turned on or an entry is written and it does not exist; an existing one
+//! is used whatever its size (MongoDB's way to resize it: turn profiling off, drop it, create
+//! a capped one of another size, turn profiling back on), and a non-capped one is refused
+//! with NamespaceExists (48) — the `profile` command fails and leaves the settings alone, an
+//! entry is not written and a warning is logged, as mongod does. [`write`] is a plain insert
+//! through the capped path, which evicts the oldest entries. `system.profile` cannot be
+//! dropped while its database profiles ([`Profiler::check_drop`]). Entries carry an `_id`
+//! (first, as Cairn's storage keys documents by it); MongoDB's have none.
 //!
 //! Invariants: a database that was never configured costs one atomic load per command; the
 //! settings lock is held only to copy a database's settings; a failed profile write is logged
@@ -38,14 +40,15 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 use cairn_query::filter::Filter;
-use cairn_storage::{Durability, ScanLimits, Store};
+use cairn_storage::catalog::CollectionMeta;
+use cairn_storage::{Durability, Store};
 
 use crate::error::CommandError;
 use crate::ops::Operation;
 use crate::state::ServerState;
 
-/// The bound on a database's `system.profile` (MongoDB's default capped size).
-pub const PROFILE_BYTES: u64 = 1024 * 1024;
+/// The size of the capped `system.profile` the profiler creates (MongoDB's).
+pub const PROFILE_BYTES: i32 = 1024 * 1024;
 
 /// The largest command document an entry keeps whole (MongoDB's limit for profiled commands);
 /// larger ones become `{$truncated: …}`.
@@ -78,7 +81,7 @@ pub struct Profiler {
     dbs: RwLock<HashMap<String, DbSettings>>,
     /// Whether any database may profile (the default level, or any configured database).
     active: AtomicBool,
-    /// Serialises writes per server (entries are small; trimming reads the oldest ones).
+    /// Serialises entry writes (inserts into one capped collection conflict with each other).
     write_lock: Mutex<()>,
 }
 
@@ -134,7 +137,19 @@ impl Profiler {
             return None;
         }
         let s = self.settings(db);
-        (s.level > 0 || s.filter.is_some()).then_some(s)
+        (s.level > 0).then_some(s)
+    }
+
+    /// Refuses to drop `system.profile` while its database profiles (IllegalOperation, as
+    /// mongod refuses it).
+    pub fn check_drop(&self, db: &str, coll: &str) -> Result<(), CommandError> {
+        if coll == "system.profile" && self.settings(db).level != 0 {
+            return Err(CommandError::new(
+                crate::error::ErrorCode::IllegalOperation,
+                "turn off profiling before dropping system.profile collection",
+            ));
+        }
+        Ok(())
     }
 
     /// Changes a database's level and/or filter (`Some(None)` unsets it); returns the old
@@ -155,8 +170,7 @@ impl Profiler {
         }
         if let Ok(mut m) = self.dbs.write() {
             m.insert(db.to_string(), new);
-            let any =
-                self.default_level > 0 || m.values().any(|s| s.level > 0 || s.filter.is_some());
+            let any = self.default_level > 0 || m.values().any(|s| s.level > 0);
             self.active.store(any, Ordering::Relaxed);
         }
         old
@@ -283,9 +297,12 @@ pub async fn record(
     };
     let millis = u64::try_from(op.started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let e = entry(op, body, result, millis);
-    let profile = match &settings.filter {
-        Some(f) => f.filter.matches(&e),
-        None => settings.level == 2 || (settings.level == 1 && server.profiler.is_slow(millis)),
+    // Level 2 profiles everything; at level 1 a filter replaces slowms and sampleRate.
+    let profile = match (settings.level, &settings.filter) {
+        (2, _) => true,
+        (1, Some(f)) => f.filter.matches(&e),
+        (1, None) => server.profiler.is_slow(millis),
+        _ => false,
     };
     if !profile {
         return;
@@ -294,70 +311,56 @@ pub async fn record(
     let db = op.db.clone();
     let written = crate::blocking::run(move || {
         let _guard = server2.profiler.write_lock.lock();
-        write(&server2.store, &db, e).map_err(CommandError::from)
+        write(&server2.store, &db, e)
     })
     .await;
     if let Err(e) = written {
-        tracing::warn!(id = 20699, db = %op.db, error = %e, "Failed to write a profile entry");
+        tracing::warn!(id = 20703, operation = "op_msg", namespace = %op.ns, assertion = %e,
+                       "Caught Assertion while trying to profile operation");
     }
 }
 
-/// Creates `<db>.system.profile` if it does not exist.
-pub fn ensure_collection(store: &Store, db: &str) -> Result<(), cairn_storage::StorageError> {
-    if store.collection(db, "system.profile").is_none() {
-        match store.create_collection(db, "system.profile", &RawDocumentBuf::new()) {
-            Ok(_) | Err(cairn_storage::StorageError::NamespaceExists(_)) => {}
-            Err(e) => return Err(e),
-        }
+/// Makes sure `<db>.system.profile` exists and is capped: creates it `{capped: true, size:
+/// 1048576}` when missing, refuses a non-capped one (NamespaceExists, as mongod does).
+pub fn create_collection(store: &Store, db: &str) -> Result<Arc<CollectionMeta>, CommandError> {
+    let not_capped = || {
+        CommandError::new(
+            crate::error::ErrorCode::NamespaceExists,
+            format!("{db}.system.profile exists but isn't capped"),
+        )
+    };
+    if let Some(meta) = store.collection(db, "system.profile") {
+        return if meta.is_capped() {
+            Ok(meta)
+        } else {
+            Err(not_capped())
+        };
     }
-    Ok(())
+    tracing::info!(id = 20701, namespace = %format!("{db}.system.profile"),
+                   "Creating profile collection");
+    let options = rawdoc! {"capped": true, "size": PROFILE_BYTES};
+    match store.create_collection(db, "system.profile", &options) {
+        Ok(_) | Err(cairn_storage::StorageError::NamespaceExists(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    match store.collection(db, "system.profile") {
+        Some(meta) if meta.is_capped() => Ok(meta),
+        Some(_) => Err(not_capped()),
+        None => Err(CommandError::new(
+            crate::error::ErrorCode::NamespaceNotFound,
+            format!("{db}.system.profile was dropped while it was being created"),
+        )),
+    }
 }
 
-/// Inserts an entry into `<db>.system.profile` and trims the collection back under
-/// [`PROFILE_BYTES`] (oldest entries first), in one storage transaction.
-pub fn write(
-    store: &Store,
-    db: &str,
-    entry: RawDocumentBuf,
-) -> Result<(), cairn_storage::StorageError> {
-    ensure_collection(store, db)?;
+/// Inserts an entry into `<db>.system.profile` (created if missing), through the capped path
+/// that evicts the oldest entries beyond the collection's size.
+pub fn write(store: &Store, db: &str, entry: RawDocumentBuf) -> Result<(), CommandError> {
+    let meta = create_collection(store, db)?;
     let mut doc = rawdoc! {"_id": bson::oid::ObjectId::new()};
     crate::error::append_all(&mut doc, &entry);
-    let Some(meta) = store.collection(db, "system.profile") else {
-        return Ok(());
-    };
-    let size = store.stats(&meta)?.size;
-    let excess = (u64::try_from(size).unwrap_or(0) + doc.as_bytes().len() as u64)
-        .saturating_sub(PROFILE_BYTES);
-    store.write(Durability::Buffered, |tx| {
-        tx.insert(&meta, &doc)?;
-        let mut freed = 0u64;
-        let mut resume: Option<Vec<u8>> = None;
-        while freed < excess {
-            let batch = tx.scan_where(
-                &meta,
-                resume.as_deref(),
-                false,
-                ScanLimits::docs(64),
-                &mut |_| true,
-            )?;
-            for old in &batch.docs {
-                if freed >= excess {
-                    break;
-                }
-                if let Ok(Some(id)) = old.get("_id")
-                    && tx.delete(&meta, id)?
-                {
-                    freed += old.as_bytes().len() as u64;
-                }
-            }
-            match batch.resume {
-                Some(r) if !batch.docs.is_empty() => resume = Some(r),
-                _ => break,
-            }
-        }
-        Ok::<_, cairn_storage::StorageError>(())
-    })
+    store.write(Durability::Buffered, |tx| tx.insert(&meta, &doc))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The database profiler through the official Rust driver: the `profile` command's replies
 //! and errors, `system.profile` entries in MongoDB's shape (readable with `find`), levels 1
 //! and 2, `slowms`, `sampleRate`, `filter`, the `--profile`/`--slowms` startup options, the
-//! size bound, and the "Slow query" log.
+//! capped `system.profile` (created at 1 MiB, evicting the oldest entries, resizable by
+//! dropping it while profiling is off, a non-capped one refused), and the "Slow query" log.
 
 use bson::{Document, doc};
 use cairn_compat_tests::{TestServer, code_of, collect};
@@ -11,6 +12,30 @@ async fn run(db: &Database, cmd: Document) -> Document {
     db.run_command(cmd.clone())
         .await
         .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+}
+
+async fn options_of(db: &Database, name: &str) -> Document {
+    let r = run(db, doc! {"listCollections": 1, "filter": {"name": name}}).await;
+    let batch = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    assert_eq!(batch.len(), 1, "{r}");
+    batch[0]
+        .as_document()
+        .unwrap()
+        .get_document("options")
+        .unwrap()
+        .clone()
+}
+
+fn number(d: &Document, k: &str) -> i64 {
+    match d.get(k) {
+        Some(bson::Bson::Int32(i)) => i64::from(*i),
+        Some(bson::Bson::Int64(i)) => *i,
+        other => panic!("{k}: {other:?} in {d}"),
+    }
 }
 
 async fn entries(db: &Database, filter: Document) -> Vec<Document> {
@@ -259,10 +284,20 @@ async fn level_one_slowms_sample_rate_and_filter() {
         entries(&db, doc! {"command.filter.slow3": 1}).await.len(),
         0
     );
+    // The filter only decides at level 1: level 2 profiles everything, level 0 nothing.
+    run(&db, doc! {"profile": 2}).await;
+    collect(coll.find(doc! {"slow4": 1}).await.unwrap()).await;
+    assert_eq!(
+        entries(&db, doc! {"command.filter.slow4": 1}).await.len(),
+        1
+    );
+    run(&db, doc! {"profile": 0}).await;
+    coll.insert_one(doc! {"f": 2}).await.unwrap();
+    assert_eq!(entries(&db, doc! {"op": "insert"}).await.len(), 1);
 }
 
 #[tokio::test]
-async fn startup_options_and_the_size_bound() {
+async fn startup_options_and_the_capped_collection() {
     let s = TestServer::start_with(&["--profile", "2", "--slowms", "7"]);
     let c = s.client().await;
     let db = c.database("prof4");
@@ -277,30 +312,151 @@ async fn startup_options_and_the_size_bound() {
         .unwrap();
     assert_eq!(p.get_str("mode").unwrap(), "all");
     assert_eq!(p.get_i32("slowOpThresholdMs").unwrap(), 7);
-    // Entries with 10 KB commands: far more than 1 MiB in total, the collection stays under it.
+    // --profile 2 writes entries into a system.profile the profiler creates capped at 1 MiB.
     let coll = db.collection::<Document>("c");
+    coll.find_one(doc! {"first": 1}).await.unwrap();
+    let opts = options_of(&db, "system.profile").await;
+    assert_eq!(opts, doc! {"capped": true, "size": 1048576});
+    // Entries with 10 KB commands: far more than 1 MiB in total; the capped collection evicts
+    // the oldest.
     let pad = "x".repeat(10_000);
     for i in 0..150 {
         coll.find_one(doc! {"i": i, "pad": &pad}).await.unwrap();
     }
     let stats = run(&db, doc! {"collStats": "system.profile"}).await;
-    let size = stats
-        .get_i32("size")
-        .map(i64::from)
-        .unwrap_or_else(|_| stats.get_i64("size").unwrap());
+    assert!(stats.get_bool("capped").unwrap());
+    assert_eq!(number(&stats, "maxSize"), 1024 * 1024);
+    let size = number(&stats, "size");
     assert!(size <= 1024 * 1024, "{size}");
     let kept = entries(&db, doc! {"op": "query", "ns": "prof4.c"}).await;
     assert!(kept.len() > 50 && kept.len() < 150, "{}", kept.len());
-    // The oldest went first: the newest entry is kept.
-    let newest = kept.last().unwrap();
+    assert!(
+        entries(&db, doc! {"command.filter.first": 1})
+            .await
+            .is_empty()
+    );
+    // Newest first with $natural: -1, oldest first with $natural: 1.
+    let natural = |dir: i32| {
+        let db = db.clone();
+        async move {
+            let d = db
+                .collection::<Document>("system.profile")
+                .find_one(doc! {"op": "query", "ns": "prof4.c"})
+                .sort(doc! {"$natural": dir})
+                .await
+                .unwrap()
+                .unwrap();
+            d.get_document("command")
+                .unwrap()
+                .get_document("filter")
+                .unwrap()
+                .get_i32("i")
+                .unwrap()
+        }
+    };
+    assert_eq!(natural(-1).await, 149);
+    // Reading system.profile is profiled too (each read may evict one more old entry).
+    let oldest = natural(1).await;
+    let first_kept = 150 - kept.len() as i32;
+    assert!((first_kept..=first_kept + 2).contains(&oldest), "{oldest}");
+}
+
+/// MongoDB's procedure to resize `system.profile`, and what a non-capped one does.
+#[tokio::test]
+async fn system_profile_resize_and_non_capped() {
+    let s = TestServer::start();
+    let c = s.client().await;
+    let db = c.database("prof5");
+    let coll = db.collection::<Document>("c");
+    // Turning profiling on creates the capped collection.
+    run(&db, doc! {"profile": 2}).await;
     assert_eq!(
-        newest
-            .get_document("command")
-            .unwrap()
-            .get_document("filter")
-            .unwrap()
-            .get_i32("i")
+        options_of(&db, "system.profile").await,
+        doc! {"capped": true, "size": 1048576}
+    );
+    // It cannot be dropped while profiling is on.
+    let e = db
+        .run_command(doc! {"drop": "system.profile"})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 20, "{e}");
+    assert!(e.to_string().contains("turn off profiling"), "{e}");
+    // Turn it off, drop it, create a smaller one, turn it back on.
+    run(&db, doc! {"profile": 0}).await;
+    db.collection::<Document>("system.profile")
+        .drop()
+        .await
+        .unwrap();
+    run(
+        &db,
+        doc! {"create": "system.profile", "capped": true, "size": 8192},
+    )
+    .await;
+    run(&db, doc! {"profile": 2}).await;
+    let pad = "y".repeat(1000);
+    for i in 0..40 {
+        coll.find_one(doc! {"i": i, "pad": &pad}).await.unwrap();
+    }
+    let stats = run(&db, doc! {"collStats": "system.profile"}).await;
+    assert!(stats.get_bool("capped").unwrap());
+    assert_eq!(number(&stats, "maxSize"), 8192);
+    assert!(number(&stats, "size") <= 8192, "{stats}");
+    let kept = entries(&db, doc! {"ns": "prof5.c"}).await;
+    assert!(!kept.is_empty() && kept.len() < 10, "{}", kept.len());
+    // The same through $collStats (mongosh's stats()).
+    let agg = collect(
+        db.collection::<Document>("system.profile")
+            .aggregate([doc! {"$collStats": {"storageStats": {}}}])
+            .await
             .unwrap(),
-        149
+    )
+    .await;
+    let storage = agg[0].get_document("storageStats").unwrap();
+    assert!(storage.get_bool("capped").unwrap(), "{storage}");
+
+    // A non-capped system.profile: turning profiling on fails with NamespaceExists and leaves
+    // the level alone; a server profiling every database by default writes no entries into it.
+    let other = c.database("prof6");
+    run(&other, doc! {"create": "system.profile"}).await;
+    let e = other.run_command(doc! {"profile": 1}).await.unwrap_err();
+    assert_eq!(code_of(&e), 48, "{e}");
+    assert!(
+        e.to_string()
+            .contains("prof6.system.profile exists but isn't capped"),
+        "{e}"
+    );
+    assert_eq!(
+        run(&other, doc! {"profile": -1})
+            .await
+            .get_i32("was")
+            .unwrap(),
+        0
+    );
+    drop(c);
+    drop(s);
+    let s = TestServer::start_with(&["--profile", "2"]);
+    let c = s.client().await;
+    let db = c.database("prof7");
+    run(&db, doc! {"create": "system.profile"}).await;
+    db.collection::<Document>("c")
+        .insert_one(doc! {"a": 1})
+        .await
+        .unwrap();
+    db.collection::<Document>("c")
+        .find_one(doc! {})
+        .await
+        .unwrap();
+    assert_eq!(
+        db.collection::<Document>("system.profile")
+            .count_documents(doc! {})
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(
+        s.log()
+            .iter()
+            .any(|l| l.contains("Caught Assertion while trying to profile operation")),
+        "no warning logged"
     );
 }

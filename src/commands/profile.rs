@@ -4,9 +4,11 @@
 //! database to profile. Level 0 turns profiling off, 1 profiles operations slower than
 //! `slowms` (sampled at `sampleRate`), 2 profiles every operation; any other level (e.g. -1)
 //! only reads the settings. `slowms` and `sampleRate` are server-wide (they also drive the
-//! "Slow query" log); `filter` is per database and replaces both rules when set. Turning
-//! profiling on creates `<db>.system.profile`. Reply: the settings as they were: `{was,
-//! slowms, sampleRate[, filter][, note]}`.
+//! "Slow query" log); `filter` is per database and replaces both rules at level 1 when set.
+//! Changing settings so that the database profiles creates `<db>.system.profile` capped at
+//! 1 MiB when missing, and fails with NamespaceExists (48), leaving the settings alone, when
+//! a non-capped `system.profile` exists ([`crate::profiler::create_collection`]). Reply: the
+//! settings as they were: `{was, slowms, sampleRate[, filter][, note]}`.
 
 use std::sync::Arc;
 
@@ -108,13 +110,26 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             }
         };
         let new_level = (0..=2).contains(&level).then_some(level as u8);
-        if new_level.is_some_and(|l| l > 0) {
+        let profiler = &inv.server.profiler;
+        let current = profiler.settings(&db);
+        let same = new_level.is_none_or(|l| l == current.level)
+            && match &filter {
+                None => true,
+                Some(None) => current.filter.is_none(),
+                Some(Some(f)) => current
+                    .filter
+                    .as_ref()
+                    .is_some_and(|c| c.doc.as_bytes() == f.doc.as_bytes()),
+            };
+        let effective = new_level.unwrap_or(current.level);
+        if effective > 0 && !same {
+            // As mongod: settings that profile need a capped system.profile (created here when
+            // missing); when that fails the settings stay as they were.
             cairn_storage::namespace::check_db_name(&db)?;
             let store = inv.server.store.clone();
             let d = db.clone();
-            blocking::run(move || Ok(crate::profiler::ensure_collection(&store, &d)?)).await?;
+            blocking::run(move || crate::profiler::create_collection(&store, &d)).await?;
         }
-        let profiler = &inv.server.profiler;
         let old_slowms = profiler.slow_ms();
         let old_rate = profiler.sample_rate();
         let changes = new_level.is_some() || filter.is_some();

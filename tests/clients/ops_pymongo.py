@@ -281,6 +281,39 @@ def profiler_entries():
     expect([e["op"] for e in entries] == ["insert", "query"], f"{entries}")
     expect(entries[1]["nreturned"] == 1 and entries[1]["planSummary"] == "COLLSCAN", f"{entries[1]}")
     expect(entries[1]["command"]["filter"] == {"a": 1}, f"{entries[1]}")
+    # A capped collection, newest first in reverse natural order.
+    expect(pdb.system.profile.options() == {"capped": True, "size": 1048576}, f"{pdb.system.profile.options()}")
+    stats = pdb.command("collStats", "system.profile")
+    expect(stats["capped"] is True and stats["maxSize"] == 1048576, f"{stats}")
+    newest = pdb.system.profile.find_one({"ns": "cairn_ops_prof.c"}, sort=[("$natural", -1)])
+    expect(newest["op"] == "query", f"{newest}")
+
+
+def profiler_resize():
+    # The manual's "change the size of system.profile": off, drop, create capped, on.
+    pdb = client.cairn_ops_prof_resize
+    pdb.command("profile", 2)
+    try:
+        pdb.drop_collection("system.profile")
+        raise AssertionError("dropped system.profile while profiling")
+    except OperationFailure as e:
+        expect(e.code == 20, f"{e.details}")
+    pdb.command("profile", 0)
+    pdb.drop_collection("system.profile")
+    pdb.create_collection("system.profile", capped=True, size=4000000)
+    pdb.command("profile", 2)
+    pdb.c.find_one({})
+    pdb.command("profile", 0)
+    expect(pdb.system.profile.options() == {"capped": True, "size": 4000000}, f"{pdb.system.profile.options()}")
+    expect(pdb.system.profile.count_documents({"ns": "cairn_ops_prof_resize.c"}) == 1, "no entry")
+    # A non-capped system.profile is refused.
+    other = client.cairn_ops_prof_plain
+    other.create_collection("system.profile")
+    try:
+        other.command("profile", 1)
+        raise AssertionError("profiling on with a non-capped system.profile")
+    except OperationFailure as e:
+        expect(e.code == 48 and "exists but isn't capped" in str(e), f"{e.details}")
 
 
 def mongoengine_query_counter():
@@ -314,6 +347,7 @@ def mongoengine_query_counter():
 
 check("operations: currentOp shows a sleeping command, killOp interrupts it", current_op_and_kill_op)
 check("profiler: level 2 entries read back with find", profiler_entries)
+check("profiler: system.profile resized as the manual says; a non-capped one refused", profiler_resize)
 try:
     client.cairn_ops_me.command("aggregate", "x", pipeline=[], cursor={})
     HAVE_AGGREGATE = True

@@ -282,6 +282,10 @@ expect_eval "mongosh: watch() and tryNext() see an insert" \
     'const c = db.getSiblingDB("cairn_mongosh_cs").c; const w = c.watch(); w.tryNext(); c.insertOne({_id: 7}); let e = null; for (let i = 0; i < 20 && !e; i++) { e = w.tryNext(); } JSON.stringify([e.operationType, e.documentKey])' \
     equals '["insert",{"_id":7}]'
 
+expect_eval "mongosh: setProfilingLevel(2) makes a capped system.profile; stats() and \$natural: -1" \
+    'const d = db.getSiblingDB("cairn_mongosh_prof"); d.setProfilingLevel(2); d.c.findOne(); d.setProfilingLevel(0); const s = d.system.profile.stats(); JSON.stringify([s.capped, s.maxSize, d.system.profile.find().sort({$natural: -1}).limit(1).next().command.profile])' \
+    equals '[true,1048576,0]'
+
 if out="$(HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
     timeout 180 "$PY" "$HERE/mongosh_interactive.py" "$MONGOSH" "$URI" 2>&1)"; then
     ok "mongosh interactive session in a pty: $out"
