@@ -1,7 +1,8 @@
 //! Command-line and environment configuration.
 //!
 //! Every flag can also be given as a `CAIRN_*` environment variable; a flag on the command
-//! line wins over the environment, which wins over the default. [`Config::explicit`] records
+//! line wins over a `--config` file ([`crate::config_file`]), which wins over the environment,
+//! which wins over the default. [`Config::explicit`] records
 //! which options the operator actually set, which `getCmdLineOpts` reports as `parsed`.
 
 use std::path::PathBuf;
@@ -190,6 +191,11 @@ pub struct Config {
     )]
     pub shutdown_timeout_secs: u64,
 
+    /// A mongod-style YAML configuration file ([`crate::config_file`]); options on the
+    /// command line win over it.
+    #[arg(long = "config", short = 'f', value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+
     /// Options that were set explicitly (command line or environment), as (name, value).
     #[arg(skip)]
     pub explicit: Vec<(String, String)>,
@@ -217,7 +223,8 @@ pub enum Cmd {
 #[command(
     name = "cairn",
     version,
-    about = "A MongoDB-wire-compatible document database"
+    about = "A MongoDB-wire-compatible document database",
+    args_override_self = true
 )]
 pub struct Cli {
     /// Server options.
@@ -236,6 +243,15 @@ impl Cli {
         T: Into<std::ffi::OsString> + Clone,
     {
         use clap::CommandFactory;
+        let mut args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        // A configuration file's options go before the real arguments, which override them.
+        if let Some(path) = crate::config_file::config_path(&args) {
+            let from_file = crate::config_file::flags_from_file(std::path::Path::new(&path))
+                .map_err(|msg| Cli::command().error(clap::error::ErrorKind::InvalidValue, msg))?;
+            let rest = args.split_off(1.min(args.len()));
+            args.extend(from_file);
+            args.extend(rest);
+        }
         let matches = Cli::command().try_get_matches_from(args)?;
         let mut cli = Cli::from_arg_matches(&matches)?;
         cli.config.explicit = explicit_options(&matches);

@@ -36,6 +36,7 @@ pub mod blocking;
 pub mod client;
 pub mod commands;
 pub mod config;
+pub mod config_file;
 pub mod connection;
 pub mod cursor;
 pub mod deadline;

@@ -77,6 +77,77 @@ async fn test_commands_exist_only_when_enabled() {
     }
 }
 
+/// A mongod-style YAML config file: `setParameter` and mongod options, the command line
+/// winning over it; unknown options stop the server.
+#[tokio::test]
+async fn config_file_parameters_and_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cairn.yaml");
+    std::fs::write(
+        &path,
+        "setParameter:\n  enableTestCommands: 1\n  transactionLifetimeLimitSeconds: 9\n\
+         operationProfiling:\n  mode: all\n  slowOpThresholdMs: 12\n",
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let s = TestServer::start_with(&["--config", p, "--slowms", "15"]);
+    let c = s.client().await;
+    let r = admin(
+        &c,
+        doc! {"getParameter": 1, "enableTestCommands": 1, "transactionLifetimeLimitSeconds": 1},
+    )
+    .await
+    .unwrap();
+    assert!(r.get_bool("enableTestCommands").unwrap());
+    assert_eq!(r.get_i32("transactionLifetimeLimitSeconds").unwrap(), 9);
+    // Test commands are on.
+    admin(&c, doc! {"sleep": 1, "millis": 1}).await.unwrap();
+    let prof = c
+        .database("cfg")
+        .run_command(doc! {"profile": -1})
+        .await
+        .unwrap();
+    assert_eq!(prof.get_i32("was").unwrap(), 2);
+    assert_eq!(prof.get_i32("slowms").unwrap(), 15, "the command line wins");
+    let opts = admin(&c, doc! {"getCmdLineOpts": 1}).await.unwrap();
+    let parsed = opts.get_document("parsed").unwrap();
+    assert_eq!(parsed.get_str("config").unwrap(), p);
+    assert_eq!(
+        parsed
+            .get_document("setParameter")
+            .unwrap()
+            .get_str("transactionLifetimeLimitSeconds")
+            .unwrap(),
+        "9"
+    );
+    assert_eq!(
+        parsed
+            .get_document("operationProfiling")
+            .unwrap()
+            .get_i32("slowOpThresholdMs")
+            .unwrap(),
+        15
+    );
+
+    for (text, want) in [
+        ("net:\n  portt: 1\n", "Unrecognized option: net.portt"),
+        (
+            "setParameter:\n  noSuchParameter: 1\n",
+            "Unknown --setParameter 'noSuchParameter'",
+        ),
+        ("net: [1\n", "Error parsing YAML config file"),
+    ] {
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(cairn_compat_tests::cairn_bin())
+            .args(["--port", "0", "-f", p])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}
+
 #[tokio::test]
 async fn bad_startup_parameters_stop_the_server() {
     for (arg, want) in [

@@ -4,7 +4,8 @@
 //! explicitly (flag or `CAIRN_*` variable), laid out like MongoDB's option tree where a
 //! MongoDB equivalent exists (`net.port`, `net.bindIp`, `storage.dbPath`, …) and under
 //! `cairn.<flag>` otherwise; `--setParameter a=b` and `--enable-test-commands` appear as
-//! `setParameter: {a: "b", enableTestCommands: "1"}`.
+//! `setParameter: {a: "b", enableTestCommands: "1"}`; a `--config` file is `config: <path>`
+//! and its options appear like the same options given as flags.
 
 use bson::{RawArrayBuf, RawBson, RawDocumentBuf, rawdoc};
 
@@ -49,7 +50,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         }
         // Group explicit options by their top-level section, preserving first-seen order.
         let mut sections: Vec<(&'static str, RawDocumentBuf)> = Vec::new();
+        let mut config_file = None;
         for (flag, value) in &inv.server.config.explicit {
+            if flag == "config_file" {
+                config_file = Some(value.as_str());
+                continue;
+            }
             // `--setParameter a=b` (repeatable) and `--enable-test-commands` appear as
             // MongoDB's `setParameter: {a: "b"}`.
             let assignments: Vec<(String, String)> = match flag.as_str() {
@@ -120,6 +126,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             }
         }
         let mut parsed = RawDocumentBuf::new();
+        if let Some(path) = config_file {
+            parsed.append(bson::raw::cstr!("config"), path);
+        }
         for (section, doc) in sections {
             parsed.append(key(section)?, doc);
         }
