@@ -508,11 +508,86 @@ async fn app_name_selects_the_client() {
     assert_eq!(r.get_i32("code").unwrap(), 2, "{r:?}");
     let r = s.raw().await.command(hello("other")).await;
     assert_eq!(r.get_f64("ok").unwrap(), 1.0);
+    // failInternalCommands: every Cairn client is external, so either value selects them.
+    for internal in [true, false] {
+        fail_point(
+            &c,
+            doc! {"configureFailPoint": "failCommand", "mode": {"times": 1},
+            "data": {"failCommands": ["find"], "errorCode": 2,
+                     "failInternalCommands": internal}},
+        )
+        .await;
+        let e = coll(&c).find(doc! {}).await.unwrap_err();
+        assert_eq!(code_of(&e), 2, "failInternalCommands: {internal}");
+        collect(coll(&c).find(doc! {}).await.unwrap()).await;
+    }
     fail_point(
         &c,
         doc! {"configureFailPoint": "failCommand", "mode": "off"},
     )
     .await;
+}
+
+/// `getParameter` with `allParameters` and `showDetails`, and `setParameter`'s errors.
+#[tokio::test]
+async fn get_parameter_all_with_details_and_set_parameter_errors() {
+    let s = test_server();
+    let c = s.client().await;
+    let all = admin(
+        &c,
+        doc! {"getParameter": {"allParameters": true, "showDetails": true}},
+    )
+    .await
+    .unwrap();
+    let star = admin(&c, doc! {"getParameter": "*"}).await.unwrap();
+    let names = |d: &Document| -> Vec<String> {
+        d.keys()
+            .filter(|k| !matches!(k.as_str(), "ok" | "$clusterTime" | "operationTime"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(names(&all), names(&star));
+    assert!(names(&all).len() > 5, "{all}");
+    for name in names(&all) {
+        let d = all.get_document(&name).unwrap();
+        assert_eq!(Some(d.get("value").unwrap()), star.get(&name), "{name}");
+        d.get_bool("settableAtRuntime").unwrap();
+        d.get_bool("settableAtStartup").unwrap();
+    }
+    let t = all.get_document("enableTestCommands").unwrap();
+    assert!(t.get_bool("value").unwrap());
+    // setParameter: unknown names, startup-only parameters, wrong types, nothing to set.
+    let code = |cmd: Document| {
+        let c = c.clone();
+        async move { code_of(&admin(&c, cmd).await.unwrap_err()) }
+    };
+    assert_eq!(
+        code(doc! {"setParameter": 1, "noSuchParameter": 1}).await,
+        72
+    );
+    assert_eq!(
+        code(doc! {"setParameter": 1, "enableTestCommands": 0}).await,
+        72
+    );
+    assert_eq!(
+        code(doc! {"setParameter": 1, "transactionLifetimeLimitSeconds": "x"}).await,
+        2
+    );
+    assert_eq!(code(doc! {"setParameter": 1}).await, 72);
+    let old = admin(
+        &c,
+        doc! {"setParameter": 1, "transactionLifetimeLimitSeconds": 45},
+    )
+    .await
+    .unwrap();
+    assert_eq!(old.get_i32("was").unwrap(), 60);
+    let r = admin(
+        &c,
+        doc! {"getParameter": 1, "transactionLifetimeLimitSeconds": 1},
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.get_i32("transactionLifetimeLimitSeconds").unwrap(), 45);
 }
 
 #[tokio::test]
