@@ -27,6 +27,9 @@ pub struct Client {
     pub close_requested: bool,
     /// The connection's record in the running-operation registry (set by its first command).
     pub conn: Option<std::sync::Arc<crate::ops::Connection>>,
+    /// Whether the last command is logged as "Slow query", when its database's profile
+    /// `filter` decided it (instead of `slowms`/`sampleRate`).
+    pub slow_log: Option<bool>,
 }
 
 impl Client {
@@ -40,6 +43,7 @@ impl Client {
             metadata: None,
             close_requested: false,
             conn: None,
+            slow_log: None,
         }
     }
 

@@ -372,7 +372,12 @@ impl Connection {
         match &result {
             Some((reply, _)) => {
                 let ok = reply.get_f64("ok").unwrap_or(0.0) == 1.0;
-                if !awaitable && self.server.profiler.is_slow(millis) {
+                // A database's profile filter decides instead of slowms/sampleRate.
+                let slow = match self.client.slow_log.take() {
+                    Some(decided) => decided,
+                    None => self.server.profiler.is_slow(millis),
+                };
+                if !awaitable && slow {
                     info!(id = 51803, ns = %format!("{db}.$cmd"), command = %name,
                           durationMillis = millis, ok, "Slow query");
                 } else {

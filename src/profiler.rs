@@ -15,7 +15,8 @@
 //!   `planSummary`, `ts`, `client`, `appName`, `user`…) and writes it before the reply goes out
 //!   (so a client reading `system.profile` right after sees its operation).
 //! - Level 1 profiles operations slower than `slowms`, sampled at `sampleRate`; a database
-//!   `filter` (a query over the entry's fields) replaces both rules, as in MongoDB.
+//!   `filter` (a query over the entry's fields) replaces both rules there, and at every level
+//!   decides what the "Slow query" log shows ([`record`]'s answer), as in MongoDB.
 //!
 //! # Storage
 //! Entries are documents of `<db>.system.profile`, a capped collection as in MongoDB (readable
@@ -137,7 +138,7 @@ impl Profiler {
             return None;
         }
         let s = self.settings(db);
-        (s.level > 0).then_some(s)
+        (s.level > 0 || s.filter.is_some()).then_some(s)
     }
 
     /// Refuses to drop `system.profile` while its database profiles (IllegalOperation, as
@@ -170,7 +171,8 @@ impl Profiler {
         }
         if let Ok(mut m) = self.dbs.write() {
             m.insert(db.to_string(), new);
-            let any = self.default_level > 0 || m.values().any(|s| s.level > 0);
+            let any =
+                self.default_level > 0 || m.values().any(|s| s.level > 0 || s.filter.is_some());
             self.active.store(any, Ordering::Relaxed);
         }
         old
@@ -284,28 +286,29 @@ pub fn entry(
 }
 
 /// Profiles a finished operation when its database's settings say so (see the module doc),
-/// writing the entry before the command's reply is sent.
+/// writing the entry before the command's reply is sent. Returns whether the operation is
+/// logged as slow when the database's `filter` decides that (it replaces `slowms` and
+/// `sampleRate` for the "Slow query" log at every level, as in MongoDB), else `None`.
 pub async fn record(
     server: &Arc<ServerState>,
     settings: Option<DbSettings>,
     op: &Operation,
     body: &RawDocument,
     result: Result<&RawDocument, &CommandError>,
-) {
-    let Some(settings) = settings else {
-        return;
-    };
+) -> Option<bool> {
+    let settings = settings?;
     let millis = u64::try_from(op.started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let e = entry(op, body, result, millis);
+    let passes = settings.filter.as_ref().map(|f| f.filter.matches(&e));
     // Level 2 profiles everything; at level 1 a filter replaces slowms and sampleRate.
-    let profile = match (settings.level, &settings.filter) {
+    let profile = match (settings.level, passes) {
         (2, _) => true,
-        (1, Some(f)) => f.filter.matches(&e),
+        (1, Some(p)) => p,
         (1, None) => server.profiler.is_slow(millis),
         _ => false,
     };
     if !profile {
-        return;
+        return passes;
     }
     let server2 = server.clone();
     let db = op.db.clone();
@@ -318,6 +321,7 @@ pub async fn record(
         tracing::warn!(id = 20703, operation = "op_msg", namespace = %op.ns, assertion = %e,
                        "Caught Assertion while trying to profile operation");
     }
+    passes
 }
 
 /// Makes sure `<db>.system.profile` exists and is capped: creates it `{capped: true, size:

@@ -294,6 +294,50 @@ async fn level_one_slowms_sample_rate_and_filter() {
     run(&db, doc! {"profile": 0}).await;
     coll.insert_one(doc! {"f": 2}).await.unwrap();
     assert_eq!(entries(&db, doc! {"op": "insert"}).await.len(), 1);
+
+    // The filter also decides the "Slow query" log, at any level: with profiling off and a
+    // slowms no command reaches, the filter's inserts are logged and nothing else.
+    let logdb = c.database("prof3log");
+    let logged = |cmd: &str| {
+        s.log()
+            .iter()
+            .filter(|l| {
+                l.contains("\"Slow query\"")
+                    && l.contains("prof3log.$cmd")
+                    && l.contains(&format!("\"command\":\"{cmd}\""))
+            })
+            .count()
+    };
+    run(&logdb, doc! {"profile": 0, "slowms": 100_000}).await;
+    logdb
+        .collection::<Document>("c")
+        .insert_one(doc! {"a": 1})
+        .await
+        .unwrap();
+    assert_eq!(logged("insert"), 0);
+    run(&logdb, doc! {"profile": 0, "filter": {"op": "insert"}}).await;
+    logdb
+        .collection::<Document>("c")
+        .insert_one(doc! {"a": 2})
+        .await
+        .unwrap();
+    collect(
+        logdb
+            .collection::<Document>("c")
+            .find(doc! {})
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(logged("insert"), 1);
+    assert_eq!(logged("find"), 0);
+    assert!(
+        !logdb
+            .list_collection_names()
+            .await
+            .unwrap()
+            .contains(&"system.profile".to_string())
+    );
 }
 
 #[tokio::test]

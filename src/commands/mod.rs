@@ -637,7 +637,7 @@ pub async fn run(
         Ok(r) => Ok(r.body.as_ref()),
         Err(e) => Err(e),
     };
-    crate::profiler::record(server, profiling, &running.op, body, result).await;
+    client.slow_log = crate::profiler::record(server, profiling, &running.op, body, result).await;
     out
 }
 

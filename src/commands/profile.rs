@@ -4,7 +4,8 @@
 //! database to profile. Level 0 turns profiling off, 1 profiles operations slower than
 //! `slowms` (sampled at `sampleRate`), 2 profiles every operation; any other level (e.g. -1)
 //! only reads the settings. `slowms` and `sampleRate` are server-wide (they also drive the
-//! "Slow query" log); `filter` is per database and replaces both rules at level 1 when set.
+//! "Slow query" log); `filter` is per database and, when set, replaces both rules for level 1
+//! and for the log.
 //! Changing settings so that the database profiles creates `<db>.system.profile` capped at
 //! 1 MiB when missing, and fails with NamespaceExists (48), leaving the settings alone, when
 //! a non-capped `system.profile` exists ([`crate::profiler::create_collection`]). Reply: the

@@ -18,6 +18,8 @@
 #   CAIRN_PYMONGO_SUITE_DIR    download and virtualenv cache (default: <repo>/.cache/pymongo-suite)
 #   CAIRN_PYMONGO_SUITE_OUT    results directory (default: a fresh /tmp/cairn-pymongo-suite.XXXXXX)
 #   CAIRN_PYMONGO_TEST_TIMEOUT seconds per test before pytest-timeout fails it (default 300)
+#   CAIRN_PYMONGO_TESTS        test paths to run, relative to PyMongo's source tree, separated
+#                              by spaces (default: test, the whole synchronous suite)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -27,6 +29,7 @@ PYMONGO_VERSION="$(sed -n 's/^pymongo==//p' "$REPO/tests/clients/requirements.tx
 CACHE="${CAIRN_PYMONGO_SUITE_DIR:-$REPO/.cache/pymongo-suite}"
 OUT="${CAIRN_PYMONGO_SUITE_OUT:-$(mktemp -d /tmp/cairn-pymongo-suite.XXXXXX)}"
 TIMEOUT="${CAIRN_PYMONGO_TEST_TIMEOUT:-300}"
+read -r -a TESTS <<<"${CAIRN_PYMONGO_TESTS:-test}"
 mkdir -p "$CACHE" "$OUT"
 log() { printf '[pymongo-suite] %s\n' "$*" >&2; }
 
@@ -90,7 +93,7 @@ log "cairn pid $SERVER_PID on port $PORT; results in $OUT"
 # KeyboardInterrupt then lands in a later test and can hang the run); it is left out — it needs
 # `$where`, which Cairn does not have, so it fails either way.
 rc=0
-(cd "$SRC" && DB_IP=127.0.0.1 DB_PORT="$PORT" "$VENV/bin/python" -m pytest test \
+(cd "$SRC" && DB_IP=127.0.0.1 DB_PORT="$PORT" "$VENV/bin/python" -m pytest "${TESTS[@]}" \
     --ignore=test/asynchronous -m default -p no:cacheprovider -q -rN \
     --deselect test/test_client.py::TestClient::test_interrupt_signal \
     --timeout="$TIMEOUT" --junitxml="$OUT/junit.xml" "$@") >"$OUT/pytest.log" 2>&1 || rc=$?
