@@ -279,3 +279,42 @@ async fn top_counts_per_collection() {
     let top = admin(&c, doc! {"top": 1}).await.unwrap();
     assert!(!top.get_document("totals").unwrap().contains_key("topdb.t"));
 }
+
+/// `killOp` ends a change stream's waiting `getMore` at once (Interrupted) and closes its
+/// cursor.
+#[tokio::test]
+async fn kill_op_interrupts_an_awaiting_change_stream_get_more() {
+    let s = TestServer::start();
+    let c = s.client().await;
+    let db = c.database("killcs");
+    db.create_collection("c").await.unwrap();
+    let r = db
+        .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {}}], "cursor": {}})
+        .await
+        .unwrap();
+    let id = r.get_document("cursor").unwrap().get_i64("id").unwrap();
+    assert_ne!(id, 0);
+    let task = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            db.run_command(doc! {"getMore": id, "collection": "c", "maxTimeMS": 30_000})
+                .await
+        })
+    };
+    let op = wait_for_op(&c, doc! {"command.getMore": id}).await;
+    let t = Instant::now();
+    admin(
+        &c,
+        doc! {"killOp": 1, "op": Bson::Int64(i64::from(opid(&op)))},
+    )
+    .await
+    .unwrap();
+    let e = task.await.unwrap().unwrap_err();
+    assert_eq!(code_of(&e), 11601);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let e = db
+        .run_command(doc! {"getMore": id, "collection": "c"})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 43);
+}

@@ -35,6 +35,7 @@ pub static COMMAND: Command = Command {
 
 /// A `getMore` on an awaitData cursor (a change stream): when no data is ready, waits for
 /// commits until `wait` has passed, then answers with an empty batch and the same cursor.
+/// `killOp` ends the wait (Interrupted, the cursor closed).
 async fn await_batch(
     server: &std::sync::Arc<crate::state::ServerState>,
     cursor: Box<crate::cursor::Cursor>,
@@ -80,7 +81,13 @@ async fn await_batch(
             }
             return Ok(rawdoc! {"cursor": out}.into());
         }
-        let _ = tokio::time::timeout_at(until, commits.changed()).await;
+        // Wake at least every 100 ms to notice killOp while no commit arrives.
+        let slice = until.min(now + std::time::Duration::from_millis(100));
+        let _ = tokio::time::timeout_at(slice, commits.changed()).await;
+        if let Err(e) = crate::deadline::check() {
+            server.cursors.check_in(cursor, true);
+            return Err(e);
+        }
     }
 }
 
