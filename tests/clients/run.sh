@@ -5,8 +5,9 @@
 # driver, the Go driver and mongosh
 # (scripted and interactive through a pseudo-terminal) against a freshly started cairn server;
 # a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
-# same data dir; and PyMongo fail-point and operator checks (ops_pymongo.py) on their own server
-# started with test commands.
+# same data dir; PyMongo fail-point and operator checks (ops_pymongo.py) on their own server
+# started with test commands; and a fixed subset of PyMongo's own test suite
+# (tests/pymongo-suite/ci-subset.txt) on another such server.
 #
 #   bash tests/clients/run.sh
 #
@@ -170,6 +171,20 @@ run_suite storage "$PY" "$HERE/storage_pymongo.py" "$BIN" "$WORK/storage"
 # and the operator commands.
 log "PyMongo: fail points and operator commands"
 run_suite ops "$PY" "$HERE/ops_pymongo.py" "$BIN" "$WORK/ops"
+
+# PyMongo's own test suite, the fixed subset in tests/pymongo-suite/ci-subset.txt, against its
+# own server started with test commands (the whole suite takes hours; see its run.sh).
+log "PyMongo's own test suite (CI subset)"
+SUITE_OUT="$WORK/pymongo-suite"
+mkdir -p "$SUITE_OUT"
+if CAIRN_BIN="$BIN" CAIRN_PYMONGO_SUITE_OUT="$SUITE_OUT" CAIRN_PYMONGO_TEST_TIMEOUT=120 \
+    CAIRN_PYMONGO_TESTS="$(grep -v '^#' "$REPO/tests/pymongo-suite/ci-subset.txt")" \
+    timeout 900 bash "$REPO/tests/pymongo-suite/run.sh" >"$WORK/pymongo-suite.log" 2>&1; then
+    ok "PyMongo's own suite (CI subset): $(head -n 1 "$SUITE_OUT/summary.txt")"
+else
+    sed 's/^/  /' "$WORK/pymongo-suite.log" | tail -n 60
+    bad "PyMongo's own suite (CI subset) failed"
+fi
 
 log "Node.js driver"
 run_suite node node "$HERE/smoke_node.mjs" "$URI"

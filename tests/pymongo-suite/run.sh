@@ -10,8 +10,12 @@
 # summary, then tests/pymongo-suite/summarize.py's counts and failure categories. The junit XML, the
 # pytest output and the server log are kept in $CAIRN_PYMONGO_SUITE_OUT.
 #
-# Not part of ./test.sh or CI: the suite takes tens of minutes. Nothing is fetched at run time
-# beyond PyPI.
+# The whole suite takes hours on a 2-core machine; CI (tests/clients/run.sh) runs the fixed
+# subset listed in tests/pymongo-suite/ci-subset.txt, which passes in full:
+#
+#   CAIRN_PYMONGO_TESTS="$(grep -v '^#' tests/pymongo-suite/ci-subset.txt)" bash tests/pymongo-suite/run.sh
+#
+# Exits with pytest's status. Nothing is fetched at run time beyond PyPI.
 #
 # Environment:
 #   CAIRN_BIN                  server binary (default: <repo>/target/release/cairn, built first)
@@ -19,7 +23,7 @@
 #   CAIRN_PYMONGO_SUITE_OUT    results directory (default: a fresh /tmp/cairn-pymongo-suite.XXXXXX)
 #   CAIRN_PYMONGO_TEST_TIMEOUT seconds per test before pytest-timeout fails it (default 300)
 #   CAIRN_PYMONGO_TESTS        test paths to run, relative to PyMongo's source tree, separated
-#                              by spaces (default: test, the whole synchronous suite)
+#                              by spaces or newlines (default: test, the whole synchronous suite)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -29,7 +33,7 @@ PYMONGO_VERSION="$(sed -n 's/^pymongo==//p' "$REPO/tests/clients/requirements.tx
 CACHE="${CAIRN_PYMONGO_SUITE_DIR:-$REPO/.cache/pymongo-suite}"
 OUT="${CAIRN_PYMONGO_SUITE_OUT:-$(mktemp -d /tmp/cairn-pymongo-suite.XXXXXX)}"
 TIMEOUT="${CAIRN_PYMONGO_TEST_TIMEOUT:-300}"
-read -r -a TESTS <<<"${CAIRN_PYMONGO_TESTS:-test}"
+read -r -d "" -a TESTS <<<"${CAIRN_PYMONGO_TESTS:-test}" || true
 mkdir -p "$CACHE" "$OUT"
 log() { printf '[pymongo-suite] %s\n' "$*" >&2; }
 
@@ -101,3 +105,4 @@ tail -n 5 "$OUT/pytest.log"
 "$VENV/bin/python" "$HERE/summarize.py" "$OUT/junit.xml" | tee "$OUT/summary.txt"
 kill -0 "$SERVER_PID" 2>/dev/null || log "the server died during the suite (see $OUT/server.log)"
 log "pytest exit status $rc; results in $OUT"
+exit "$rc"
