@@ -117,6 +117,11 @@ impl Cursor {
         }
     }
 
+    /// Whether this is a change stream's cursor.
+    pub fn is_change_stream(&self) -> bool {
+        matches!(&self.source, Source::Pipeline(p) if p.is_change_stream())
+    }
+
     /// A change stream's `postBatchResumeToken`.
     pub fn post_batch_resume_token(&self) -> Option<RawDocumentBuf> {
         match &self.source {

@@ -777,6 +777,40 @@ async fn fail_get_more_after_cursor_checkout_kills_the_cursor() {
     .await;
     let r = raw.command(get_more(id)).await;
     assert_eq!(r.get_i32("code").unwrap(), 1, "{r:?}");
+    assert!(r.get("errorLabels").unwrap().is_none(), "{r:?}");
+    // On a change stream's cursor a resumable code carries ResumableChangeStreamError (drivers
+    // resume on it); a find cursor's does not.
+    let labels = |r: &bson::RawDocumentBuf| -> Vec<String> {
+        match r.get_array("errorLabels") {
+            Ok(a) => a
+                .into_iter()
+                .map(|l| l.unwrap().as_str().unwrap().to_string())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    };
+    for (stream, code, want) in [(true, 6, true), (true, 2, false), (false, 6, false)] {
+        let open = if stream {
+            rawdoc! {"aggregate": "g", "pipeline": [{"$changeStream": {}}], "cursor": {}, "$db": "t"}
+        } else {
+            rawdoc! {"find": "g", "batchSize": 2, "$db": "t"}
+        };
+        let r = raw.command(open).await;
+        let id = r.get_document("cursor").unwrap().get_i64("id").unwrap();
+        fail_point(
+            &c,
+            doc! {"configureFailPoint": "failGetMoreAfterCursorCheckout", "mode": {"times": 1},
+            "data": {"errorCode": code}},
+        )
+        .await;
+        let r = raw.command(get_more(id)).await;
+        assert_eq!(r.get_i32("code").unwrap(), code, "{r:?}");
+        assert_eq!(
+            labels(&r).contains(&"ResumableChangeStreamError".to_string()),
+            want,
+            "stream {stream}, code {code}: {r:?}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -91,6 +91,15 @@ async fn await_batch(
     }
 }
 
+/// A change stream's getMore errors carry `ResumableChangeStreamError` where a driver may
+/// resume (MongoDB labels them by the cursor's originating command).
+fn resumable(mut e: CommandError, change_stream: bool) -> CommandError {
+    if change_stream {
+        crate::session::label_resumable_change_stream_error(&mut e);
+    }
+    e
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
@@ -129,9 +138,10 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             session_of(body).as_deref(),
             inv.op.txn_number(),
         )?;
+        let change_stream = cursor.is_change_stream();
         if let Some(e) = crate::failpoint::get_more_after_checkout(&ns, inv.client) {
             inv.server.cursors.check_in(cursor, true);
-            return Err(e);
+            return Err(resumable(e, change_stream));
         }
         let await_data = cursor.awaits_data();
         if body.get("maxTimeMS").ok().flatten().is_some() && !await_data {
@@ -152,7 +162,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 }
             };
             return crate::deadline::scope(None, await_batch(inv.server, cursor, batch, wait, ns))
-                .await;
+                .await
+                .map_err(|e| resumable(e, change_stream));
         }
         let at_cluster_time = match &cursor.target {
             crate::session::target::Target::Snapshot(_, t) => Some(*t),

@@ -930,8 +930,16 @@ fn change_stream_labels(body: &RawDocument, e: &mut CommandError) {
     if p.into_iter().next().and_then(|s| s.ok()).is_some_and(|s| {
         matches!(s, RawBsonRef::Document(d) if d.get("$changeStream").ok().flatten().is_some())
     }));
+    if opens_stream {
+        label_resumable_change_stream_error(e);
+    }
+}
+
+/// Adds `ResumableChangeStreamError` to an error of a command on a change stream (its
+/// `aggregate`, or a `getMore` of its cursor) when the code lets a driver resume.
+pub fn label_resumable_change_stream_error(e: &mut CommandError) {
     let resumable = matches!(
-        code,
+        e.code.code(),
         6 | 7
             | 89
             | 91
@@ -949,7 +957,7 @@ fn change_stream_labels(body: &RawDocument, e: &mut CommandError) {
             | 13435
             | 13436
     );
-    if opens_stream && resumable && !e.labels.contains(&"ResumableChangeStreamError") {
+    if resumable && !e.labels.contains(&"ResumableChangeStreamError") {
         e.labels.push("ResumableChangeStreamError");
     }
 }
