@@ -535,6 +535,20 @@ pub async fn fail_command(
     Ok(())
 }
 
+/// Whether a command takes a write concern: the write and DDL commands, and an `aggregate`
+/// whose pipeline ends in `$out` or `$merge` (as MongoDB decides).
+fn supports_write_concern(cmd: &Command, body: &RawDocument) -> bool {
+    if WRITE_CONCERN_COMMANDS.contains(&cmd.name) {
+        return true;
+    }
+    cmd.name == "aggregate"
+        && matches!(body.get("pipeline"), Ok(Some(bson::RawBsonRef::Array(p)))
+            if p.into_iter().last().and_then(|s| s.ok()).is_some_and(|s| matches!(s,
+                bson::RawBsonRef::Document(d)
+                    if d.get("$out").ok().flatten().is_some()
+                        || d.get("$merge").ok().flatten().is_some())))
+}
+
 /// `failCommand`'s `writeConcernError` for a command that succeeded: the fields to append to
 /// its reply (`writeConcernError`, and `errorLabels` when the point gives a non-empty list).
 pub fn write_concern_error(
@@ -544,7 +558,7 @@ pub fn write_concern_error(
     client: &Client,
 ) -> Option<RawDocumentBuf> {
     let fp = get("failCommand")?;
-    if !fp.is_active() || !WRITE_CONCERN_COMMANDS.contains(&cmd.name) {
+    if !fp.is_active() || !supports_write_concern(cmd, body) {
         return None;
     }
     let ns = command_ns(db, body);

@@ -470,6 +470,30 @@ async fn write_concern_error_reply_shape() {
     .await;
     let r = raw.command(rawdoc! {"find": "w", "$db": "t"}).await;
     assert!(r.get_document("writeConcernError").is_err());
+    // An aggregate takes one when its pipeline writes ($out, $merge), not otherwise.
+    fail_point(
+        &c,
+        doc! {"configureFailPoint": "failCommand", "mode": "alwaysOn",
+        "data": {"failCommands": ["aggregate"], "writeConcernError": {"code": 79, "errmsg": "x"}}},
+    )
+    .await;
+    for (stage, want) in [
+        (rawdoc! {"$out": "w_out"}, true),
+        (rawdoc! {"$merge": {"into": "w_merge"}}, true),
+        (rawdoc! {"$match": {}}, false),
+    ] {
+        let r = raw
+            .command(
+                rawdoc! {"aggregate": "w", "pipeline": [stage.clone()], "cursor": {}, "$db": "t"},
+            )
+            .await;
+        assert_eq!(r.get_f64("ok").unwrap(), 1.0, "{r:?}");
+        assert_eq!(
+            r.get_document("writeConcernError").is_ok(),
+            want,
+            "{stage:?}"
+        );
+    }
     fail_point(
         &c,
         doc! {"configureFailPoint": "failCommand", "mode": "off"},
