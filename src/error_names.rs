@@ -85,7 +85,6 @@ pub static NAMES: &[(i32, &str)] = &[
     (118, "NamespaceNotSharded"),
     (119, "InvalidSyncSource"),
     (120, "OplogStartMissing"),
-    (121, "DocumentValidationFailure"),
     (123, "NotAReplicaSet"),
     (124, "IncompatibleElectionProtocol"),
     (125, "CommandFailed"),

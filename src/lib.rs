@@ -25,7 +25,8 @@
 //! `killOp`, `top`), evaluates fail points ([`failpoint`], test commands only), records
 //! latencies and counters ([`metrics`], also served to Prometheus by [`metrics_http`]) and
 //! writes the profiler's entry ([`profiler`]); [`validate`] is the collection checker behind
-//! `validate`.
+//! `validate` ([`validation`] is document validation, a different thing). Options come from
+//! flags, `CAIRN_*` variables ([`config`]) and mongod-style YAML files ([`config_file`]).
 //!
 //! Invariants: the server answers malformed input with errors and never panics on it; one
 //! connection's failure never affects another; shared state ([`state::ServerState`]) is
@@ -60,4 +61,5 @@ pub mod state;
 pub mod sysinfo;
 pub mod ttl;
 pub mod validate;
+pub mod validation;
 pub mod write_concern;

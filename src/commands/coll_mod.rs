@@ -13,8 +13,14 @@
 //! `processCollModIndexRequest` builds it: the TTL pair as longs whenever `expireAfterSeconds`
 //! is given (`_old` only if the index already had one), the hidden pair only when the setting
 //! changes. The catalog changes as MongoDB's does: the new `expireAfterSeconds` is stored as
-//! a long (`listIndexes` shows an int), unhiding removes the `hidden` field. Collection-level
-//! options (validators, change-stream images, …) are NotImplemented (238), like at `create`.
+//! a long (`listIndexes` shows an int), unhiding removes the `hidden` field.
+//!
+//! `validator`, `validationLevel` and `validationAction` ([`validation_change`]) are checked
+//! as at `create` ([`crate::validation`]) and replace the collection's options atomically
+//! (an empty validator removes it), recorded as a `modify` change; writes from then on are
+//! validated with them; `config.settings` refuses them (72). Every part of a `collMod` is checked
+//! before any of it is applied. Other collection-level options (change-stream images, …) are
+//! NotImplemented (238), like at `create`.
 
 use bson::raw::cstr;
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -59,7 +65,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         for (i, el) in body.iter().enumerate() {
             let (k, _) =
                 el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-            if i > 0 && k.as_str() != "index" && !super::GENERIC_ARGUMENTS.contains(&k.as_str()) {
+            if i > 0
+                && !matches!(
+                    k.as_str(),
+                    "index" | "validator" | "validationLevel" | "validationAction"
+                )
+                && !super::GENERIC_ARGUMENTS.contains(&k.as_str())
+            {
                 return Err(CommandError::new(
                     ErrorCode::NotImplemented,
                     format!(
@@ -69,118 +81,186 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 ));
             }
         }
+        crate::validation::check_config_settings(&db, &coll, body)?;
         let meta = inv.server.store.collection(&db, &coll).ok_or_else(|| {
             CommandError::new(
                 ErrorCode::NamespaceNotFound,
                 format!("ns does not exist: {db}.{coll}"),
             )
         })?;
-        let Some(spec) = body.get("index").ok().flatten() else {
+        // Everything is checked before anything changes.
+        let validation = validation_change(body, &db, &coll, &meta)?;
+        let index = match body.get("index").ok().flatten() {
+            Some(spec) => Some(index_change(spec, &meta, &db, &coll)?),
+            None => None,
+        };
+        if let Some((set, desc)) = validation {
+            let store = inv.server.store.clone();
+            let (db, coll) = (db.clone(), coll.clone());
+            blocking::run(move || {
+                Ok(store.set_collection_options(
+                    &db,
+                    &coll,
+                    |current| crate::validation::replace_options(current, &set),
+                    &desc,
+                )?)
+            })
+            .await?;
+        }
+        let Some((name, set, out)) = index else {
             return Ok(RawDocumentBuf::new().into());
         };
-        let RawBsonRef::Document(spec) = spec else {
-            return Err(CommandError::wrong_type(
-                "collMod.index",
-                type_name(&spec),
-                "object",
-            ));
-        };
-        let request = parse_index_request(spec)?;
-        let ready = || meta.indexes.iter().filter(|i| i.state == IndexState::Ready);
-        let idx = match &request.target {
-            Target::Name(n) => ready().find(|i| i.name == *n).ok_or_else(|| {
-                CommandError::new(
-                    ErrorCode::IndexNotFound,
-                    format!("cannot find index {n} for ns {db}.{coll}"),
-                )
-            })?,
-            Target::KeyPattern(p) => {
-                let found: Vec<&IndexMeta> = ready()
-                    .filter(|i| i.key_pattern().map(|k| k.as_bytes()) == Some(p.as_bytes()))
-                    .collect();
-                match found.as_slice() {
-                    [one] => *one,
-                    [] => {
-                        return Err(CommandError::new(
-                            ErrorCode::IndexNotFound,
-                            format!(
-                                "cannot find index {} for ns {db}.{coll}",
-                                display::document(p)
-                            ),
-                        ));
-                    }
-                    [first, second, ..] => {
-                        return Err(CommandError::new(
-                            ErrorCode::AmbiguousIndexKeyPattern,
-                            format!(
-                                "index keyPattern {} matches {} indexes, must use index name. \
-                                 Conflicting indexes:{}, {}",
-                                display::document(p),
-                                found.len(),
-                                display::document(&first.spec),
-                                display::document(&second.spec)
-                            ),
-                        ));
-                    }
-                }
-            }
-        };
-        let mut set: Vec<(String, Option<RawBson>)> = Vec::new();
-        let mut out = RawDocumentBuf::new();
-        if let Some(n) = request.expire_after_seconds {
-            let old = match idx.spec.get("expireAfterSeconds").ok().flatten() {
-                None if idx.is_id() => {
-                    return Err(CommandError::new(
-                        ErrorCode::InvalidOptions,
-                        "the _id field does not support TTL indexes",
-                    ));
-                }
-                None if idx.fields().len() != 1 => {
-                    return Err(CommandError::new(
-                        ErrorCode::InvalidOptions,
-                        "TTL indexes are single-field indexes, compound indexes do not support TTL",
-                    ));
-                }
-                None => None,
-                Some(_) => Some(idx.expire_after_seconds().ok_or_else(|| {
-                    CommandError::new(
-                        ErrorCode::InvalidOptions,
-                        "existing expireAfterSeconds field is not a number",
-                    )
-                })?),
-            };
-            // `updateTTLSetting` writes a long; an unchanged value is not rewritten.
-            if old != Some(n) {
-                set.push(("expireAfterSeconds".into(), Some(RawBson::Int64(n))));
-            }
-            if let Some(old) = old {
-                out.append(cstr!("expireAfterSeconds_old"), old);
-            }
-            out.append(cstr!("expireAfterSeconds_new"), n);
-        }
-        if let Some(h) = request.hidden {
-            if idx.is_id() {
-                return Err(CommandError::new(
-                    ErrorCode::BadValue,
-                    "can't hide _id index",
-                ));
-            }
-            // Hiding a hidden index or unhiding a visible one is a no-op, left out of the
-            // reply; unhiding removes the field (`updateHiddenSetting(false)`).
-            let old = idx.is_hidden();
-            if old != h {
-                set.push(("hidden".into(), h.then_some(RawBson::Boolean(true))));
-                out.append(cstr!("hidden_old"), old);
-                out.append(cstr!("hidden_new"), h);
-            }
-        }
         if !set.is_empty() {
             let store = inv.server.store.clone();
-            let name = idx.name.clone();
             blocking::run(move || Ok(store.modify_index(&db, &coll, &name, &set)?)).await?;
         }
         Ok(out.into())
     })
+}
+
+/// The index change a `collMod.index` asks for: the index's name, the spec fields to set
+/// (`None` removes one) and the reply.
+type IndexChange = (String, Vec<(String, Option<RawBson>)>, RawDocumentBuf);
+
+/// Checks `collMod.index` against the collection's indexes and works out the change.
+fn index_change(
+    spec: RawBsonRef<'_>,
+    meta: &cairn_storage::catalog::CollectionMeta,
+    db: &str,
+    coll: &str,
+) -> Result<IndexChange, CommandError> {
+    let RawBsonRef::Document(spec) = spec else {
+        return Err(CommandError::wrong_type(
+            "collMod.index",
+            type_name(&spec),
+            "object",
+        ));
+    };
+    let request = parse_index_request(spec)?;
+    let ready = || meta.indexes.iter().filter(|i| i.state == IndexState::Ready);
+    let idx = match &request.target {
+        Target::Name(n) => ready().find(|i| i.name == *n).ok_or_else(|| {
+            CommandError::new(
+                ErrorCode::IndexNotFound,
+                format!("cannot find index {n} for ns {db}.{coll}"),
+            )
+        })?,
+        Target::KeyPattern(p) => {
+            let found: Vec<&IndexMeta> = ready()
+                .filter(|i| i.key_pattern().map(|k| k.as_bytes()) == Some(p.as_bytes()))
+                .collect();
+            match found.as_slice() {
+                [one] => *one,
+                [] => {
+                    return Err(CommandError::new(
+                        ErrorCode::IndexNotFound,
+                        format!(
+                            "cannot find index {} for ns {db}.{coll}",
+                            display::document(p)
+                        ),
+                    ));
+                }
+                [first, second, ..] => {
+                    return Err(CommandError::new(
+                        ErrorCode::AmbiguousIndexKeyPattern,
+                        format!(
+                            "index keyPattern {} matches {} indexes, must use index name. \
+                             Conflicting indexes:{}, {}",
+                            display::document(p),
+                            found.len(),
+                            display::document(&first.spec),
+                            display::document(&second.spec)
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+    let mut set: Vec<(String, Option<RawBson>)> = Vec::new();
+    let mut out = RawDocumentBuf::new();
+    if let Some(n) = request.expire_after_seconds {
+        let old = match idx.spec.get("expireAfterSeconds").ok().flatten() {
+            None if idx.is_id() => {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidOptions,
+                    "the _id field does not support TTL indexes",
+                ));
+            }
+            None if idx.fields().len() != 1 => {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidOptions,
+                    "TTL indexes are single-field indexes, compound indexes do not support TTL",
+                ));
+            }
+            None => None,
+            Some(_) => Some(idx.expire_after_seconds().ok_or_else(|| {
+                CommandError::new(
+                    ErrorCode::InvalidOptions,
+                    "existing expireAfterSeconds field is not a number",
+                )
+            })?),
+        };
+        // `updateTTLSetting` writes a long; an unchanged value is not rewritten.
+        if old != Some(n) {
+            set.push(("expireAfterSeconds".into(), Some(RawBson::Int64(n))));
+        }
+        if let Some(old) = old {
+            out.append(cstr!("expireAfterSeconds_old"), old);
+        }
+        out.append(cstr!("expireAfterSeconds_new"), n);
+    }
+    if let Some(h) = request.hidden {
+        if idx.is_id() {
+            return Err(CommandError::new(
+                ErrorCode::BadValue,
+                "can't hide _id index",
+            ));
+        }
+        // Hiding a hidden index or unhiding a visible one is a no-op, left out of the
+        // reply; unhiding removes the field (`updateHiddenSetting(false)`).
+        let old = idx.is_hidden();
+        if old != h {
+            set.push(("hidden".into(), h.then_some(RawBson::Boolean(true))));
+            out.append(cstr!("hidden_old"), old);
+            out.append(cstr!("hidden_new"), h);
+        }
+    }
+    Ok((idx.name.clone(), set, out))
+}
+
+/// The validation options a `collMod` changes (`None` removes one: an empty validator) and
+/// the `operationDescription` of its `modify` change (the fields as given), checked as
+/// `create` checks them; `None` when it changes none.
+type ValidationChange = (Vec<(&'static str, Option<RawBson>)>, RawDocumentBuf);
+
+/// `collMod`'s `validator`, `validationLevel` and `validationAction`.
+fn validation_change(
+    body: &RawDocument,
+    db: &str,
+    coll: &str,
+    meta: &cairn_storage::catalog::CollectionMeta,
+) -> Result<Option<ValidationChange>, CommandError> {
+    let mut desc = RawDocumentBuf::new();
+    let mut set: Vec<(&'static str, Option<RawBson>)> = Vec::new();
+    for (k, v) in body.iter().flatten() {
+        let Some(field) = crate::validation::OPTIONS
+            .into_iter()
+            .find(|f| *f == k.as_str())
+        else {
+            continue;
+        };
+        let value = if field == "validator" {
+            crate::validation::check_validator("collMod", db, coll, meta.uuid, v)?
+                .map(RawBson::Document)
+        } else {
+            Some(RawBson::String(crate::validation::check_enum(
+                "collMod", field, v,
+            )?))
+        };
+        desc.append(k, v);
+        set.push((field, value));
+    }
+    Ok((!set.is_empty()).then_some((set, desc)))
 }
 
 /// Which index a `collMod` names.

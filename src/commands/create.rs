@@ -4,9 +4,12 @@
 //! rules 72, unknown fields 40415); a capped collection's `size` is rounded up as MongoDB
 //! rounds it ([`capped_limits`]) and cannot be created inside a transaction (263). Options
 //! Cairn cannot enforce yet are refused with NotImplemented (238) instead of being stored
-//! and silently ignored: validators, non-simple collations, views, time series, clustered collections,
-//! change-stream pre-images, encryption, engine-specific options. What is accepted is kept
-//! verbatim in the catalog and reported by `listCollections`. Creating a collection that
+//! and silently ignored: non-simple collations, views, time series, clustered collections,
+//! change-stream pre-images, encryption, engine-specific options. A `validator` is checked as
+//! MongoDB checks it ([`crate::validation::check_validator`]: no system collections, internal
+//! databases or `config.settings`, 72; parse errors "Parsing of collection validator failed
+//! :: caused by :: …"); an empty one is not stored. What is accepted is kept in the catalog
+//! in MongoDB's option order and reported by `listCollections`. Creating a collection that
 //! exists with identical options succeeds (MongoDB 7.0); with other options it is
 //! NamespaceExists (48).
 
@@ -194,7 +197,6 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
         ("timeseries", "time-series collections"),
         ("clusteredIndex", "clustered collections"),
         ("encryptedFields", "queryable encryption"),
-        ("validator", "document validation"),
     ] {
         if get(field).is_some() {
             return Err(not_implemented(what));
@@ -292,25 +294,18 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     {
         return Err(not_implemented("collections without an _id index"));
     }
+    if let Some(v) = get("validator")
+        && !matches!(v, RawBsonRef::Document(_))
+    {
+        return Err(CommandError::wrong_type(
+            "create.validator",
+            type_name(&v),
+            "object",
+        ));
+    }
     for field in ["validationLevel", "validationAction"] {
         if let Some(v) = get(field) {
-            let RawBsonRef::String(s) = v else {
-                return Err(CommandError::wrong_type(
-                    &format!("create.{field}"),
-                    type_name(&v),
-                    "string",
-                ));
-            };
-            let allowed: &[&str] = if field == "validationLevel" {
-                &["off", "strict", "moderate"]
-            } else {
-                &["error", "warn"]
-            };
-            if !allowed.contains(&s) {
-                return Err(CommandError::bad_value(format!(
-                    "Enumeration value '{s}' for field '{field}' is not a valid value."
-                )));
-            }
+            let s = crate::validation::check_enum("create", field, v)?;
             let k: &CStr = crate::error::key(field)?;
             stored.append(k, s);
         }
@@ -318,11 +313,30 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     Ok(stored)
 }
 
+/// Adds the checked `validator` to the options (see [`crate::validation::check_validator`])
+/// and puts them in MongoDB's order.
+fn with_validator(
+    db: &str,
+    name: &str,
+    body: &RawDocument,
+    mut opts: RawDocumentBuf,
+) -> Result<RawDocumentBuf, CommandError> {
+    if let Some(v) = body.get("validator").ok().flatten() {
+        let uuid = bson::Uuid::new().bytes();
+        if let Some(validator) = crate::validation::check_validator("create", db, name, uuid, v)? {
+            opts.append(bson::raw::cstr!("validator"), validator);
+        }
+    }
+    Ok(crate::validation::canonical_options(&opts))
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let name = collection_arg(&inv.req)?.to_string();
         let opts = options(inv.req.body)?;
         let db = inv.req.db.to_string();
+        crate::validation::check_config_settings(&db, &name, inv.req.body)?;
+        let opts = with_validator(&db, &name, inv.req.body, opts)?;
         let store = inv.server.store.clone();
         if let Some(cell) = inv.op.target.txn().cloned() {
             // Inside a transaction: created in it, visible to others when it commits.
