@@ -801,7 +801,8 @@ async fn dropping_a_large_collection_is_fast_and_frees_its_files() {
     let started = Instant::now();
     coll.drop().await.unwrap();
     let took = started.elapsed();
-    assert!(took < Duration::from_millis(500), "drop took {took:?}");
+    // constant time: a shared, loaded machine still drops well inside this
+    assert!(took < Duration::from_secs(3), "drop took {took:?}");
     // the collection's files are deleted once nothing references them
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

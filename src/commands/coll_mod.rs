@@ -18,8 +18,11 @@
 //! `validator`, `validationLevel` and `validationAction` ([`validation_change`]) are checked
 //! as at `create` ([`crate::validation`]) and replace the collection's options atomically
 //! (an empty validator removes it), recorded as a `modify` change; writes from then on are
-//! validated with them; `config.settings` refuses them (72). Every part of a `collMod` is checked
-//! before any of it is applied. Other collection-level options (change-stream images, …) are
+//! validated with them; `config.settings` refuses them (72). `changeStreamPreAndPostImages`
+//! ([`images_change`]) turns image recording on or off; `cappedSize`/`cappedMax`
+//! ([`capped_change`]) set a capped collection's limits, applied by the next insert. All
+//! option changes of one `collMod` are one catalog write and one `modify` change. Every part
+//! of a `collMod` is checked before any of it is applied. Other collection-level options are
 //! NotImplemented (238), like at `create`.
 //!
 //! On a view only `viewOn` and `pipeline` may change (either or both; the other keeps its
@@ -55,6 +58,8 @@ pub static COMMAND: Command = Command {
         "pipeline",
         "expireAfterSeconds",
         "changeStreamPreAndPostImages",
+        "cappedSize",
+        "cappedMax",
         "timeseries",
         "dryRun",
     ]),
@@ -204,7 +209,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             if i > 0
                 && !matches!(
                     k.as_str(),
-                    "index" | "validator" | "validationLevel" | "validationAction"
+                    "index"
+                        | "validator"
+                        | "validationLevel"
+                        | "validationAction"
+                        | "changeStreamPreAndPostImages"
+                        | "cappedSize"
+                        | "cappedMax"
                 )
                 && !super::GENERIC_ARGUMENTS.contains(&k.as_str())
             {
@@ -224,13 +235,17 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 format!("ns does not exist: {db}.{coll}"),
             )
         })?;
-        // Everything is checked before anything changes.
+        // Everything is checked before anything changes: the capped limits' ranges first (the
+        // IDL parses them), then whether the collection is capped, then the rest.
+        let capped = capped_change(body, &meta)?;
         let validation = validation_change(body, &db, &coll, &meta)?;
+        let images = images_change(body, &db)?;
+        let options = merge_changes([capped, validation, images]);
         let index = match body.get("index").ok().flatten() {
             Some(spec) => Some(index_change(spec, &meta, &db, &coll)?),
             None => None,
         };
-        if let Some((set, desc)) = validation {
+        if let Some((set, desc)) = options {
             let store = inv.server.store.clone();
             let (db, coll) = (db.clone(), coll.clone());
             blocking::run(move || {
@@ -367,7 +382,7 @@ fn index_change(
 /// The validation options a `collMod` changes (`None` removes one: an empty validator) and
 /// the `operationDescription` of its `modify` change (the fields as given), checked as
 /// `create` checks them; `None` when it changes none.
-type ValidationChange = (Vec<(&'static str, Option<RawBson>)>, RawDocumentBuf);
+type ValidationChange = OptionsChange;
 
 /// `collMod`'s `validator`, `validationLevel` and `validationAction`.
 fn validation_change(
@@ -397,6 +412,87 @@ fn validation_change(
         set.push((field, value));
     }
     Ok((!set.is_empty()).then_some((set, desc)))
+}
+
+/// Options a `collMod` sets (`None` removes one) and its description for the change log.
+type OptionsChange = (Vec<(&'static str, Option<RawBson>)>, RawDocumentBuf);
+
+/// One options change out of the parts that ask for one.
+fn merge_changes(parts: [Option<OptionsChange>; 3]) -> Option<OptionsChange> {
+    let mut merged: Option<OptionsChange> = None;
+    for (set, desc) in parts.into_iter().flatten() {
+        let (all, all_desc) = merged.get_or_insert_with(|| (Vec::new(), RawDocumentBuf::new()));
+        all.extend(set);
+        for (k, v) in desc.iter().flatten() {
+            all_desc.append(k, v);
+        }
+    }
+    merged
+}
+
+/// `cappedSize` / `cappedMax` (MongoDB 6.0+): new limits for a capped collection. The ranges
+/// are the IDL's (51024: `cappedSize` in 1 byte..1 PB, `cappedMax` below 2^31), then the
+/// collection must be capped (72); the size is rounded as at `create` and a `cappedMax` of 0
+/// or less removes the document limit. Nothing is deleted now: the next insert trims the
+/// collection to the new limits, as in MongoDB.
+fn capped_change(
+    body: &RawDocument,
+    meta: &cairn_storage::catalog::CollectionMeta,
+) -> Result<Option<OptionsChange>, CommandError> {
+    let size = super::args::opt_safe_int64(body, "collMod", "cappedSize")?;
+    let max = super::args::opt_safe_int64(body, "collMod", "cappedMax")?;
+    if size.is_none() && max.is_none() {
+        return Ok(None);
+    }
+    if let Some(n) = size {
+        super::args::check_range("cappedSize", n, Some(1), Some(super::args::ONE_PB))?;
+    }
+    if let Some(n) = max {
+        super::args::check_below("cappedMax", n, 1 << 31)?;
+    }
+    if cairn_storage::capped::limits(meta).is_none() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "Collection must be capped.",
+        ));
+    }
+    let mut set = Vec::new();
+    let mut desc = RawDocumentBuf::new();
+    if let Some(n) = size {
+        let rounded = super::args::round_capped_size(n);
+        set.push(("size", Some(super::args::number_bson(rounded))));
+        desc.append(cstr!("cappedSize"), n);
+    }
+    if let Some(n) = max {
+        set.push(("max", (n > 0).then(|| super::args::number_bson(n))));
+        desc.append(cstr!("cappedMax"), n);
+    }
+    Ok(Some((set, desc)))
+}
+
+/// `changeStreamPreAndPostImages: {enabled}`: turns recording of pre- and post-images for
+/// change streams on or off (off removes the option, as MongoDB stores it); not on `admin`,
+/// `local` or `config` (72).
+fn images_change(body: &RawDocument, db: &str) -> Result<Option<OptionsChange>, CommandError> {
+    let Some(v) = body.get("changeStreamPreAndPostImages").ok().flatten() else {
+        return Ok(None);
+    };
+    let enabled = super::args::pre_and_post_images(v, "collMod")?;
+    if enabled {
+        super::args::check_images_allowed(db)?;
+    }
+    let mut desc = RawDocumentBuf::new();
+    desc.append(
+        cstr!("changeStreamPreAndPostImages"),
+        bson::rawdoc! {"enabled": enabled},
+    );
+    Ok(Some((
+        vec![(
+            "changeStreamPreAndPostImages",
+            enabled.then(|| RawBson::Document(bson::rawdoc! {"enabled": true})),
+        )],
+        desc,
+    )))
 }
 
 /// Which index a `collMod` names.

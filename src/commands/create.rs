@@ -74,64 +74,22 @@ fn invalid(msg: &str) -> CommandError {
     CommandError::new(ErrorCode::InvalidOptions, msg)
 }
 
-fn number(field: &str, v: RawBsonRef<'_>) -> Result<i64, CommandError> {
-    let n = match v {
-        RawBsonRef::Int32(i) => i64::from(i),
-        RawBsonRef::Int64(i) => i,
-        RawBsonRef::Double(d) => d as i64,
-        RawBsonRef::Decimal128(d) => d.to_string().parse::<f64>().map(|f| f as i64).unwrap_or(0),
-        other => {
-            return Err(CommandError::new(
-                ErrorCode::TypeMismatch,
-                format!(
-                    "BSON field 'create.{field}' is the wrong type '{}', expected types '[long, int, decimal, double']",
-                    type_name(&other)
-                ),
-            ));
-        }
-    };
-    Ok(n)
-}
-
-/// A capped collection's `size` (bytes, at least 4096 and rounded up to a multiple of 256,
-/// at most 1 PB) and `max` (documents, below 2^31; 0 or negative means none), checked as
-/// MongoDB checks them (`convertToCapped`/`cloneCollectionAsCapped` use it too).
+/// A capped collection's `size` and `max` as stored (see [`super::args::capped_size`] and
+/// [`super::args::capped_max`]; `convertToCapped`/`cloneCollectionAsCapped` use it too).
 pub fn capped_limits(
     size: RawBsonRef<'_>,
     max: Option<RawBsonRef<'_>>,
 ) -> Result<(i64, Option<i64>), CommandError> {
-    let size = number("size", size)?;
-    if size < 1 {
-        return Err(CommandError::new(
-            ErrorCode::Location(51024),
-            format!("BSON field 'size' value must be >= 1, actual value '{size}'"),
-        ));
-    }
-    if size > 1 << 50 {
-        return Err(CommandError::bad_value("size cannot exceed 1 PB"));
-    }
-    let size = if size <= 4096 {
-        4096
-    } else {
-        (size + 0xff) & !0xff
-    };
+    let size = super::args::capped_size("create", size)?;
     let max = match max {
-        Some(v) => {
-            let m = number("max", v)?;
-            if m >= 1 << 31 {
-                return Err(CommandError::bad_value(
-                    "max in a capped collection has to be < 2^31 or not set",
-                ));
-            }
-            Some(m).filter(|m| *m > 0)
-        }
+        Some(v) => super::args::capped_max("create", v)?,
         None => None,
     };
     Ok((size, max))
 }
 
 /// Validates the options and returns the document stored in the catalog.
-fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
+fn options(body: &RawDocument, db: &str) -> Result<RawDocumentBuf, CommandError> {
     let get = |f: &str| body.get(f).ok().flatten();
     let mut stored = RawDocumentBuf::new();
     let capped = match get("capped") {
@@ -155,12 +113,9 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     };
     for field in ["size", "max"] {
         if let Some(v) = get(field) {
-            let n = number(field, v)?;
-            if field == "size" && n < 1 {
-                return Err(CommandError::new(
-                    ErrorCode::Location(51024),
-                    format!("BSON field 'size' value must be >= 1, actual value '{n}'"),
-                ));
+            let n = super::args::safe_int64("create", field, v)?;
+            if field == "size" {
+                super::args::check_range("size", n, Some(1), None)?;
             }
         }
     }
@@ -175,9 +130,9 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
         };
         let (size, max) = capped_limits(size, get("max"))?;
         stored.append(bson::raw::cstr!("capped"), true);
-        super::coll_stats::append_number(&mut stored, bson::raw::cstr!("size"), size);
+        super::args::append_number(&mut stored, bson::raw::cstr!("size"), size);
         if let Some(m) = max {
-            super::coll_stats::append_number(&mut stored, bson::raw::cstr!("max"), m);
+            super::args::append_number(&mut stored, bson::raw::cstr!("max"), m);
         }
     } else if get("size").is_some() || get("max").is_some() {
         return Err(invalid(
@@ -222,51 +177,14 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
             }
         }
     }
-    if let Some(v) = get("changeStreamPreAndPostImages") {
-        match v {
-            RawBsonRef::Document(d) => {
-                let enabled = match (d.get("enabled"), d.iter().count()) {
-                    (Ok(Some(RawBsonRef::Boolean(b))), 1) => b,
-                    (Ok(Some(other)), 1) => {
-                        return Err(CommandError::wrong_type(
-                            "changeStreamPreAndPostImages.enabled",
-                            type_name(&other),
-                            "bool",
-                        ));
-                    }
-                    (Ok(None), _) => {
-                        return Err(CommandError::missing_field(
-                            "changeStreamPreAndPostImages.enabled",
-                        ));
-                    }
-                    _ => {
-                        let extra = d
-                            .iter()
-                            .flatten()
-                            .map(|(k, _)| k.as_str())
-                            .find(|k| *k != "enabled")
-                            .unwrap_or_default();
-                        return Err(CommandError::unknown_field(
-                            "changeStreamPreAndPostImages",
-                            extra,
-                        ));
-                    }
-                };
-                if enabled {
-                    stored.append(
-                        bson::raw::cstr!("changeStreamPreAndPostImages"),
-                        bson::rawdoc! {"enabled": true},
-                    );
-                }
-            }
-            other => {
-                return Err(CommandError::wrong_type(
-                    "create.changeStreamPreAndPostImages",
-                    type_name(&other),
-                    "object",
-                ));
-            }
-        }
+    if let Some(v) = get("changeStreamPreAndPostImages")
+        && super::args::pre_and_post_images(v, "create")?
+    {
+        super::args::check_images_allowed(db)?;
+        stored.append(
+            bson::raw::cstr!("changeStreamPreAndPostImages"),
+            bson::rawdoc! {"enabled": true},
+        );
     }
     for field in ["storageEngine", "indexOptionDefaults"] {
         match get(field) {
@@ -484,13 +402,13 @@ fn with_validator(
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let name = collection_arg(&inv.req)?.to_string();
+        let db = inv.req.db.to_string();
         let view = view_definition(inv.req.body)?;
-        let opts = options(inv.req.body)?;
+        let opts = options(inv.req.body, &db)?;
         if let Some((view_on, pipeline)) = view {
             create_view(&inv, name, view_on, pipeline).await?;
             return Ok(RawDocumentBuf::new().into());
         }
-        let db = inv.req.db.to_string();
         if crate::views::is_view(inv.server, &db, &name) {
             return Err(CommandError::new(
                 ErrorCode::NamespaceExists,
