@@ -29,8 +29,15 @@
 //! pipelines ($match+$group, $lookup, top-k $sort+$limit, $unwind+$group) next to PostgreSQL
 //! doing the same on JSONB when `CAIRN_BENCH_PG` is set; `bench/agg.sh` starts a throwaway
 //! PostgreSQL 15 and runs it.
+//!
+//! `cargo run -p cairn-bench --release -- compare [--docs N] [--seconds S]`: every everyday
+//! workload (insertMany, insert_one, find_one by `_id`, indexed equality, range+sort+limit,
+//! `$inc`, `$addToSet`, `$match`+`$group`, ping) against Cairn and a throwaway PostgreSQL 15
+//! loaded with the same documents, with ops/s, p50/p99, server and client CPU per operation
+//! and the ratios (see [`compare`]).
 
 mod agg;
+mod compare;
 mod crud;
 mod harness;
 mod indexes;
@@ -43,7 +50,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|compare> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -64,6 +71,7 @@ fn main() {
         "indexes" => rt.block_on(indexes::run(&opts)),
         "txn" => rt.block_on(txn::run(&opts)),
         "agg" => rt.block_on(agg::run(&opts)),
+        "compare" => rt.block_on(compare::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);
