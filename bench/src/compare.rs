@@ -34,7 +34,8 @@
 //!
 //! `cargo build --release -p cairn -p cairn-bench && ./target/release/cairn-bench compare
 //! [--seconds S] [--docs N]` (PostgreSQL 15 is installed with apt when missing; the cluster
-//! lives in a temporary directory and is stopped at the end).
+//! lives in a temporary directory and is stopped at the end). `CAIRN_BENCH_ONLY=<text>` runs
+//! only the workloads whose name contains the text (e.g. to profile one with `perf`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -374,9 +375,18 @@ impl Sample {
     }
 }
 
-/// CPU seconds this process has used.
+/// CPU seconds this process (the clients) has used, without its children (the spawned
+/// Cairn server is one).
 fn own_cpu() -> f64 {
-    cpu_seconds(std::process::id())
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(11) + ticks(12)) as f64 / 100.0
 }
 
 /// Runs `w` on `workers` concurrently for `d`.
@@ -710,7 +720,12 @@ pub async fn run(opts: &Opts) {
     ];
     let half = d / 2;
     let warm = Duration::from_millis(300).min(half);
+    // `CAIRN_BENCH_ONLY=find` runs only the rows whose name contains "find" (profiling).
+    let only = std::env::var("CAIRN_BENCH_ONLY").unwrap_or_default();
     for &(w, clients) in rows {
+        if !w.name().contains(only.as_str()) {
+            continue;
+        }
         cairn.run(w, clients, warm).await;
         pgt.run(w, clients, warm).await;
         let mut c = cairn.run(w, clients, half).await;

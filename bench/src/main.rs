@@ -35,12 +35,17 @@
 //! `$inc`, `$addToSet`, `$match`+`$group`, ping) against Cairn and a throwaway PostgreSQL 15
 //! loaded with the same documents, with ops/s, p50/p99, server and client CPU per operation
 //! and the ratios (see [`compare`]).
+//!
+//! `cargo run -p cairn-bench --release -- pack [--docs N] [--seconds S]`: the storage layer's
+//! insert, point read, `$inc` and `$push` rates by document size and pack threshold (how the
+//! default threshold was chosen; see [`pack`]).
 
 mod agg;
 mod compare;
 mod crud;
 mod harness;
 mod indexes;
+mod pack;
 mod pg;
 mod ping;
 mod storage;
@@ -50,7 +55,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|compare> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|compare|pack> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -72,6 +77,7 @@ fn main() {
         "txn" => rt.block_on(txn::run(&opts)),
         "agg" => rt.block_on(agg::run(&opts)),
         "compare" => rt.block_on(compare::run(&opts)),
+        "pack" => rt.block_on(pack::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);

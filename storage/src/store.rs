@@ -35,7 +35,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
@@ -134,6 +134,8 @@ pub struct Store {
     /// can drop its spaces safely. `NEXT_ID_KEY` persists a lower bound; at open the id is
     /// also raised past every space that exists.
     next_space: AtomicU64,
+    /// The pack threshold given to collections created from now on.
+    pack_threshold: AtomicU32,
     opts: StoreOptions,
 }
 
@@ -210,6 +212,7 @@ impl Store {
             next_space: AtomicU64::new(1),
             intents: Mutex::new(std::collections::HashMap::new()),
             next_txn_id: AtomicU64::new(1),
+            pack_threshold: AtomicU32::new(doc::DEFAULT_PACK_THRESHOLD),
             opts,
         };
         let mut tx = store.engine.begin()?;
@@ -228,6 +231,14 @@ impl Store {
                     return Err(StorageError::Corrupt(format!(
                         "the data directory has catalog version {version}, newer than this server's {SCHEMA_VERSION}; upgrade Cairn"
                     )));
+                }
+                if version < SCHEMA_VERSION {
+                    // Older layouts are subsets of this one (see SCHEMA_VERSION); mark the
+                    // directory so that older servers refuse it once it may hold packed
+                    // documents.
+                    tx.put(CATALOG_SPACE, VERSION_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                    tx.commit()?;
+                    store.engine.sync()?;
                 }
             }
         }
@@ -271,6 +282,19 @@ impl Store {
         }
         store.swap_catalog(cat)?;
         Ok(store)
+    }
+
+    /// Sets the pack threshold of collections created from now on (capped at
+    /// [`doc::MAX_PACK_THRESHOLD`]; 0 stores one key per node). Existing collections keep
+    /// the threshold recorded in their catalog record.
+    pub fn set_pack_threshold(&self, threshold: u32) {
+        self.pack_threshold
+            .store(threshold.min(doc::MAX_PACK_THRESHOLD), Ordering::Relaxed);
+    }
+
+    /// The pack threshold new collections get.
+    pub fn pack_threshold(&self) -> u32 {
+        self.pack_threshold.load(Ordering::Relaxed)
     }
 
     /// Reserves `n` consecutive unused space ids; returns the first.
@@ -385,6 +409,7 @@ impl Store {
             options: options.to_owned(),
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
+            pack_threshold: self.pack_threshold(),
         };
         let next = self.alloc_spaces(1);
         let id = self.ddl_tx(|tx| {
@@ -920,6 +945,7 @@ impl WriteTxn<'_> {
             options: options.to_owned(),
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
+            pack_threshold: self.store.pack_threshold(),
         };
         self.store.engine.open_space(next)?;
         self.created.push(meta.clone());
@@ -970,7 +996,7 @@ impl WriteTxn<'_> {
                 key_value: kv,
             });
         }
-        let enc = doc::encode_document(&key, doc).map_err(doc_error)?;
+        let enc = doc::encode_document_with(&key, doc, &coll.limits()).map_err(doc_error)?;
         // Indexes first: a refused document must leave nothing behind (the caller may
         // commit the transaction with its other documents).
         self.index_document(coll, &key, None, Some(doc))?;
@@ -1000,9 +1026,10 @@ impl WriteTxn<'_> {
         get_document(&*self.tx, coll.id, key)
     }
 
-    /// Reads the root header of the document with key `key` and the subtrees of the named
-    /// top-level fields (one prefix scan each) — what a targeted update needs, and no more.
-    /// `None` when the document does not exist.
+    /// Reads the root of the document with key `key` and the named top-level fields — what a
+    /// targeted update needs, and no more: from a packed document its one value, from a
+    /// spilled one the root header and one prefix scan per field. `None` when the document
+    /// does not exist.
     pub fn read_fields(
         &self,
         coll: &CollectionMeta,
@@ -1019,6 +1046,9 @@ impl WriteTxn<'_> {
                     bson_size,
                     child_count,
                 } => (next_ordinal, bson_size, child_count),
+                doc::Node::PackedRoot { bson } => {
+                    return packed_view(key, bson, names).map(Some);
+                }
                 _ => {
                     return Err(StorageError::Corrupt(
                         "document key without a root header".into(),
@@ -1059,14 +1089,18 @@ impl WriteTxn<'_> {
             bson_size,
             child_count,
             fields,
+            packed: None,
         }))
     }
 
     /// Writes new values for top-level fields of the document `view` was read from:
     /// `(name, Some(value))` sets a field (a new field is appended after the existing ones, in
     /// the order given), `(name, None)` removes it. Every field named must have been read
-    /// into `view`. Only nodes whose bytes change are written; removed nodes are deleted;
-    /// the root header (size, field count, next ordinal) is rewritten only if it changed.
+    /// into `view`. A packed document is rewritten as one value (spilled if it outgrew the
+    /// collection's pack threshold); in a spilled one only nodes whose bytes change are
+    /// written, removed nodes are deleted, and the root header (size, field count, next
+    /// ordinal) is rewritten only if it changed — unless the document shrank enough to be
+    /// packed again, when it is rewritten whole.
     pub fn write_fields(
         &mut self,
         coll: &CollectionMeta,
@@ -1074,6 +1108,28 @@ impl WriteTxn<'_> {
         changes: &[(String, Option<RawBson>)],
     ) -> Result<()> {
         self.claim(coll.id, &view.key)?;
+        if let Some(old) = &view.packed {
+            return self.rewrite_packed(coll, &view.key, old, changes);
+        }
+        let limits = coll.limits();
+        // The size the document will have, to see whether it becomes small enough to pack.
+        let mut size = i64::from(view.bson_size);
+        for (name, new) in changes {
+            if let Some(f) = view.field(name) {
+                size -= element_size(name, f.value.as_raw_bson_ref()) as i64;
+            }
+            if let Some(v) = new {
+                size += element_size(name, v.as_raw_bson_ref()) as i64;
+            }
+        }
+        if size >= 0 && (size as u64) <= u64::from(limits.pack_threshold / 2) {
+            let old = self
+                .get_by_key(coll, &view.key)?
+                .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?;
+            let new = apply_field_changes(&old, changes)?;
+            self.replace(coll, &view.key, &new)?;
+            return Ok(());
+        }
         // Indexes over a changed field need the whole old and new documents for their diff
         // (compound and partial indexes read other fields too); others are untouched.
         let changed: Vec<&str> = changes.iter().map(|(n, _)| n.as_str()).collect();
@@ -1084,7 +1140,6 @@ impl WriteTxn<'_> {
             let new = apply_field_changes(&old, changes)?;
             self.index_document(coll, &view.key, Some(&old), Some(&new))?;
         }
-        let limits = doc::Limits::default();
         let mut next_ordinal = view.next_ordinal;
         let mut size = i64::from(view.bson_size);
         let mut count = i64::from(view.child_count);
@@ -1099,12 +1154,17 @@ impl WriteTxn<'_> {
                     o
                 }
             };
+            let old_nodes: &[(Vec<u8>, Vec<u8>)] = old.map_or(&[], |f| f.nodes.as_slice());
+            let spilled = doc::spilled_keys(old_nodes);
             let new_nodes = match new {
-                Some(v) => doc::encode_subtree(&fk, ordinal, v.as_raw_bson_ref(), 1, &limits)
-                    .map_err(doc_error)?,
+                Some(v) => {
+                    doc::encode_subtree_after(&fk, ordinal, v.as_raw_bson_ref(), 1, &limits, &|k| {
+                        spilled.contains(k)
+                    })
+                    .map_err(doc_error)?
+                }
                 None => Vec::new(),
             };
-            let old_nodes: &[(Vec<u8>, Vec<u8>)] = old.map_or(&[], |f| f.nodes.as_slice());
             let stored: std::collections::HashMap<&[u8], &[u8]> = old_nodes
                 .iter()
                 .map(|(k, v)| (k.as_slice(), v.as_slice()))
@@ -1159,6 +1219,49 @@ impl WriteTxn<'_> {
         Ok(())
     }
 
+    /// [`WriteTxn::write_fields`] on a packed document `old`: the new document is encoded
+    /// whole (packed while it stays within the threshold, else spilled) over the one stored
+    /// value.
+    fn rewrite_packed(
+        &mut self,
+        coll: &CollectionMeta,
+        key: &[u8],
+        old: &RawDocument,
+        changes: &[(String, Option<RawBson>)],
+    ) -> Result<()> {
+        let new = apply_field_changes(old, changes)?;
+        let size = new.as_bytes().len();
+        if size > doc::MAX_BSON_SIZE {
+            return Err(StorageError::DocumentTooLarge {
+                size,
+                max: doc::MAX_BSON_SIZE,
+            });
+        }
+        let changed: Vec<&str> = changes.iter().map(|(n, _)| n.as_str()).collect();
+        if self.indexes_affected(coll, &changed) {
+            self.index_document(coll, key, Some(old), Some(&new))?;
+        }
+        // A packed document has no spilled nodes.
+        let enc =
+            doc::encode_document_after(key, &new, &coll.limits(), &|_| false).map_err(doc_error)?;
+        for (k, v) in &enc.nodes {
+            let unchanged = k.as_slice() == key
+                && v.first() == Some(&doc::KIND_PACKED_ROOT)
+                && v.get(1..) == Some(old.as_bytes());
+            if !unchanged {
+                self.tx.put(coll.id, k, v)?;
+            }
+        }
+        let delta = i64::from(enc.bson_size) - old.as_bytes().len() as i64;
+        if delta != 0 {
+            self.deltas.entry(coll.id).or_default().add(Stats {
+                count: 0,
+                size: delta,
+            });
+        }
+        Ok(())
+    }
+
     /// Replaces the document whose key is `key` with `new` (same `_id`), writing only the
     /// nodes whose bytes change and deleting the ones that disappear. Returns false when no
     /// document has that key.
@@ -1179,6 +1282,7 @@ impl WriteTxn<'_> {
         };
         let old_size = match doc::parse_value(root).map_err(doc_error)? {
             doc::Node::Root { bson_size, .. } => i64::from(bson_size),
+            doc::Node::PackedRoot { bson } => bson.len() as i64,
             _ => {
                 return Err(StorageError::Corrupt(
                     "document key without a root header".into(),
@@ -1190,7 +1294,9 @@ impl WriteTxn<'_> {
                 .map_err(doc_error)?;
             self.index_document(coll, key, Some(&old_doc), Some(new))?;
         }
-        let enc = doc::encode_document(key, new).map_err(doc_error)?;
+        let spilled = doc::spilled_keys(&stored);
+        let enc = doc::encode_document_after(key, new, &coll.limits(), &|k| spilled.contains(k))
+            .map_err(doc_error)?;
         let old: std::collections::HashMap<&[u8], &[u8]> = stored
             .iter()
             .map(|(k, v)| (k.as_slice(), v.as_slice()))
@@ -1230,6 +1336,7 @@ impl WriteTxn<'_> {
         };
         let size = match doc::parse_value(root).map_err(doc_error)? {
             doc::Node::Root { bson_size, .. } => i64::from(bson_size),
+            doc::Node::PackedRoot { bson } => bson.len() as i64,
             _ => {
                 return Err(StorageError::Corrupt(
                     "document without a root header".into(),
@@ -1347,6 +1454,15 @@ pub(crate) fn get_document(
     space: SpaceId,
     key: &[u8],
 ) -> Result<Option<RawDocumentBuf>> {
+    // The root first: a packed document is that one value (a point read, no scan).
+    let Some(root) = r.get(space, key)? else {
+        return Ok(None);
+    };
+    if root.first() == Some(&doc::KIND_PACKED_ROOT) {
+        return doc::decode_document(key.len(), [(key, &*root)])
+            .map(Some)
+            .map_err(doc_error);
+    }
     let nodes: Vec<(crate::engine::Bytes, crate::engine::Bytes)> =
         r.prefix(space, key)?
             .collect::<std::result::Result<_, _>>()?;
@@ -1381,6 +1497,8 @@ pub struct DocView {
     child_count: u32,
     /// The requested fields that exist, in request order.
     pub fields: Vec<FieldState>,
+    /// The whole document, when it is stored packed.
+    packed: Option<RawDocumentBuf>,
 }
 
 impl DocView {
@@ -1398,6 +1516,37 @@ impl DocView {
     pub fn field_count(&self) -> u32 {
         self.child_count
     }
+}
+
+/// The [`DocView`] of a packed document (`bson`, validated by the codec): the named fields
+/// with their positions as ordinals.
+fn packed_view(key: &[u8], bson: &[u8], names: &[&str]) -> Result<DocView> {
+    let whole = RawDocumentBuf::from_bytes(bson.to_vec())
+        .map_err(|e| StorageError::Corrupt(e.to_string()))?;
+    let mut fields: Vec<FieldState> = Vec::new();
+    let mut count = 0u32;
+    for (i, el) in whole.iter().enumerate() {
+        let (k, v) = el.map_err(|e| StorageError::Corrupt(e.to_string()))?;
+        count += 1;
+        if names.contains(&k.as_str()) && !fields.iter().any(|f| f.name == k.as_str()) {
+            fields.push(FieldState {
+                name: k.as_str().to_string(),
+                ordinal: i as u64,
+                value: doc::owned_value(v),
+                nodes: Vec::new(),
+            });
+        }
+    }
+    // Request order, as for spilled documents.
+    fields.sort_by_key(|f| names.iter().position(|n| *n == f.name));
+    Ok(DocView {
+        key: key.to_vec(),
+        next_ordinal: u64::from(count),
+        bson_size: u32::try_from(bson.len()).unwrap_or(u32::MAX),
+        child_count: count,
+        fields,
+        packed: Some(whole),
+    })
 }
 
 /// `doc` with top-level fields changed as [`WriteTxn::write_fields`] changes them: replaced in
