@@ -1482,3 +1482,73 @@ fn corrupt_packed_values_are_errors() {
     ));
     assert!(is_corrupt(decode(&id, &sorted(n))));
 }
+
+/// The packed-array rule byte for byte: `0x24`, the ordinal, then the array's BSON with
+/// canonical element names; a spilled parent's header counts it as one child.
+#[test]
+fn packed_array_value_bytes() {
+    let doc = rawdoc! { "x": 7, "t": [1, 2] };
+    let id = b"K".to_vec();
+    // The document (31 bytes) spills at 20; the array (19 bytes) packs.
+    let enc = encode_document_with(&id, &doc, &Limits::packing(20)).unwrap();
+    let t = node_key(&id, &[PathPart::Field("t")]).unwrap();
+    let (_, v) = enc.nodes.iter().find(|(k, _)| *k == t).unwrap();
+    let want: Vec<u8> = vec![
+        0x24, 0x01, // packed array, ordinal 1
+        0x13, 0x00, 0x00, 0x00, // BSON length 19
+        0x10, b'0', 0x00, 0x01, 0x00, 0x00, 0x00, // "0": int32 1
+        0x10, b'1', 0x00, 0x02, 0x00, 0x00, 0x00, // "1": int32 2
+        0x00,
+    ];
+    assert_eq!(v, &want);
+    assert_eq!(
+        enc.nodes[0].1,
+        vec![0x00, 0x01, 0x02, doc.as_bytes().len() as u8, 0x02]
+    );
+    assert_eq!(enc.nodes.len(), 3, "root header, leaf x, packed t");
+    assert_eq!(
+        decode(&id, &sorted(enc.nodes)).unwrap().as_bytes(),
+        doc.as_bytes()
+    );
+}
+
+/// The hysteresis rule at its edges: a container of size s with T/2 < s <= T packs when new,
+/// stays spilled when it was spilled, and packs again at s <= T/2; above T it never packs.
+#[test]
+fn hysteresis_edges() {
+    let doc = rawdoc! { "a": [1, 2] }; // 27 bytes; the array is 19
+    let id = b"K".to_vec();
+    let kinds = |t: u32, spilled: bool| -> Vec<u8> {
+        let all = encode_document(&id, &doc).unwrap().nodes;
+        let was = doc::spilled_keys(&all);
+        let enc = doc::encode_document_after(&id, &doc, &Limits::packing(t), &|k| {
+            spilled && was.contains(k)
+        })
+        .unwrap();
+        sorted(enc.nodes).iter().map(|(_, v)| v[0]).collect()
+    };
+    // T = 27: the whole document fits.
+    assert_eq!(kinds(27, false), vec![doc::KIND_PACKED_ROOT]);
+    // ... but was spilled, and 27 > 27/2: stays spilled; the array (19 > 13) too.
+    assert_eq!(
+        kinds(27, true),
+        vec![doc::KIND_ROOT, doc::KIND_ARRAY, 0x10, 0x10]
+    );
+    // T = 38: the array (19 <= 19) packs again; the root (27 > 19) stays spilled.
+    assert_eq!(
+        kinds(38, true),
+        vec![doc::KIND_ROOT, doc::KIND_PACKED_ARRAY]
+    );
+    // T = 54: everything is at most half the threshold: packed.
+    assert_eq!(kinds(54, true), vec![doc::KIND_PACKED_ROOT]);
+    // T = 26: the document never packs; the array packs when new.
+    assert_eq!(
+        kinds(26, false),
+        vec![doc::KIND_ROOT, doc::KIND_PACKED_ARRAY]
+    );
+    // The threshold is capped.
+    assert_eq!(
+        Limits::packing(u32::MAX).pack_threshold,
+        doc::MAX_PACK_THRESHOLD
+    );
+}
