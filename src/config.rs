@@ -122,6 +122,26 @@ pub struct Config {
     )]
     pub ttl_monitor_sleep_secs: u64,
 
+    /// Size budget of the change log in megabytes (MongoDB's `oplogSizeMB`): the oldest
+    /// changes beyond it are removed in the background, and change streams can no longer
+    /// resume before them (ChangeStreamHistoryLost).
+    #[arg(
+        long = "oplog-size-mb",
+        env = "CAIRN_OPLOG_SIZE_MB",
+        default_value_t = 1024
+    )]
+    pub oplog_size_mb: u64,
+
+    /// Minimum age in hours of the changes kept in the change log (MongoDB's
+    /// `oplogMinRetentionHours`): younger changes are kept even beyond `--oplog-size-mb`.
+    #[arg(
+        long = "oplog-min-retention-hours",
+        env = "CAIRN_OPLOG_MIN_RETENTION_HOURS",
+        default_value_t = 0.0,
+        value_parser = retention_hours
+    )]
+    pub oplog_min_retention_hours: f64,
+
     /// Seconds to let in-flight commands finish after SIGINT/SIGTERM before closing.
     #[arg(
         long = "shutdown-timeout-secs",
@@ -215,6 +235,16 @@ impl Config {
         let mut cli = Cli::parse_from_args(["cairn", "--port", "0"]).unwrap_or_else(|e| e.exit());
         cli.config.data_dir = data_dir;
         cli.config
+    }
+}
+
+/// `--oplog-min-retention-hours`: a finite, non-negative number of hours.
+fn retention_hours(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(h) if h.is_finite() && h >= 0.0 => Ok(h),
+        _ => Err(format!(
+            "expected a non-negative number of hours, got {s:?}"
+        )),
     }
 }
 

@@ -63,6 +63,22 @@ pub enum Source {
     Buffered(VecDeque<RawDocumentBuf>),
     /// The output of a sort (in memory or merged from spill files).
     Sorted(SortedDocs),
+    /// A tailable cursor on a capped collection: the documents inserted after `last`, in
+    /// insertion order, that match `filter`; it stays open at the end.
+    Tail {
+        /// Database.
+        db: String,
+        /// Collection.
+        coll: String,
+        /// The collection's space id when the cursor was opened.
+        space: u64,
+        /// The last record read (`None`: from the start).
+        last: Option<u64>,
+        /// The query's filter.
+        filter: Arc<Filter>,
+        /// `awaitData`: a `getMore` waits for new documents.
+        await_data: bool,
+    },
     /// An aggregation pipeline being run (each batch on a fresh read view).
     Pipeline(Box<crate::commands::aggregate::PipelineCursor>),
 }
@@ -75,6 +91,7 @@ impl std::fmt::Debug for Source {
             }
             Source::Buffered(q) => write!(f, "Buffered({})", q.len()),
             Source::Sorted(_) => write!(f, "Sorted"),
+            Source::Tail { db, coll, .. } => write!(f, "Tail({db}.{coll})"),
             Source::Pipeline(_) => write!(f, "Pipeline"),
         }
     }
@@ -88,6 +105,25 @@ pub struct Output {
     pub projection: Projection,
     /// The query's filter, for positional projections.
     pub filter: Option<Arc<Filter>>,
+}
+
+impl Cursor {
+    /// Whether `getMore` waits for new data (`maxTimeMS` is then the wait): change streams.
+    pub fn awaits_data(&self) -> bool {
+        match &self.source {
+            Source::Pipeline(p) => p.is_change_stream(),
+            Source::Tail { await_data, .. } => *await_data,
+            _ => false,
+        }
+    }
+
+    /// A change stream's `postBatchResumeToken`.
+    pub fn post_batch_resume_token(&self) -> Option<RawDocumentBuf> {
+        match &self.source {
+            Source::Pipeline(p) => p.post_batch_resume_token(),
+            _ => None,
+        }
+    }
 }
 
 impl Output {
@@ -430,6 +466,57 @@ pub fn next_batch(
             (out, done)
         }
         Source::Pipeline(p) => crate::commands::aggregate::next_batch(p, max_docs)?,
+        Source::Tail {
+            db,
+            coll,
+            space,
+            last,
+            filter,
+            ..
+        } => {
+            let meta = store
+                .collection(db, coll)
+                .filter(|m| m.id == *space)
+                .ok_or_else(|| {
+                    CommandError::new(
+                        ErrorCode::QueryPlanKilled,
+                        format!("collection dropped or renamed: {db}.{coll}"),
+                    )
+                })?;
+            let read = store.read()?;
+            if let Some(rid) = *last
+                && !cairn_storage::capped::position_exists(read.snapshot(), &meta, rid)?
+            {
+                return Err(CommandError::new(
+                    ErrorCode::CappedPositionLost,
+                    format!(
+                        "Executor error during getMore :: caused by :: CollectionScan died due to position in capped collection being deleted. Last seen record id: RecordId({rid})"
+                    ),
+                ));
+            }
+            let mut out = Vec::new();
+            let mut bytes = 0usize;
+            'read: while out.len() < max_docs && bytes < MAX_BATCH_BYTES / 2 {
+                let docs = cairn_storage::capped::tail(read.snapshot(), &meta, *last, 256)?;
+                if docs.is_empty() {
+                    break;
+                }
+                for (rid, d) in docs {
+                    *last = Some(rid);
+                    if filter
+                        .try_matches(&d)
+                        .map_err(|e| executor_error(e.into()))?
+                    {
+                        bytes += d.as_bytes().len();
+                        out.push(d);
+                        if out.len() >= max_docs {
+                            break 'read;
+                        }
+                    }
+                }
+            }
+            (out, false)
+        }
         Source::Plan {
             db,
             coll,

@@ -128,6 +128,9 @@ error_codes! {
     Interrupted = 11601,
     ExceededTimeLimit = 262,
     InvalidUUID = 207,
+    CappedPositionLost = 136,
+    ChangeStreamFatalError = 280,
+    ChangeStreamHistoryLost = 286,
 }
 
 /// An error to be sent to the client as an error reply.

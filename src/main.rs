@@ -73,6 +73,23 @@ async fn reap_sessions(state: Arc<ServerState>) {
     }
 }
 
+/// Keeps the change log within `--oplog-size-mb` (but never younger than
+/// `--oplog-min-retention-hours`), checking every few seconds.
+async fn trim_change_log(state: Arc<ServerState>) {
+    let budget = state.config.oplog_size_mb.saturating_mul(1024 * 1024);
+    let keep_secs = (state.config.oplog_min_retention_hours * 3600.0) as u64;
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let s = state.clone();
+        let _ = cairn::blocking::run(move || {
+            while s.store.trim_change_log(budget, keep_secs, 10_000)? > 0 && !s.is_shutting_down() {
+            }
+            Ok(())
+        })
+        .await;
+    }
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let cli = match Cli::parse_from_args(&argv) {
@@ -130,6 +147,7 @@ fn main() -> ExitCode {
             let state = Arc::new(ServerState::new(config, argv, logs, store));
             tokio::spawn(reap_cursors(state.clone()));
             tokio::spawn(reap_sessions(state.clone()));
+            tokio::spawn(trim_change_log(state.clone()));
             tokio::spawn(cairn::ttl::run(state.clone()));
             cairn::index_builds::resume_all(&state);
             startup_warnings(&state);

@@ -119,6 +119,8 @@ pub struct ServerState {
     pub latency: crate::latency::LatencyStats,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
+    /// Ticks after every commit that wrote (awaitData cursors wait on it).
+    commits: Arc<watch::Sender<u64>>,
     next_connection_id: AtomicU64,
 }
 
@@ -141,6 +143,13 @@ impl ServerState {
             counter: 0,
         });
         let (shutdown, _) = watch::channel(false);
+        let commits = Arc::new(watch::channel(0u64).0);
+        {
+            let tx = commits.clone();
+            store.set_on_commit(Arc::new(move || {
+                tx.send_modify(|n| *n = n.wrapping_add(1));
+            }));
+        }
         let host = crate::sysinfo::hostname();
         let cursor_timeout = config.cursor_timeout_ms;
         ServerState {
@@ -165,6 +174,7 @@ impl ServerState {
             latency: crate::latency::LatencyStats::default(),
             topology,
             shutdown,
+            commits,
             next_connection_id: AtomicU64::new(1),
         }
     }
@@ -177,6 +187,11 @@ impl ServerState {
     /// A receiver that observes topology changes.
     pub fn watch_topology(&self) -> watch::Receiver<TopologyVersion> {
         self.topology.subscribe()
+    }
+
+    /// A receiver that changes after every commit that wrote.
+    pub fn watch_commits(&self) -> watch::Receiver<u64> {
+        self.commits.subscribe()
     }
 
     /// A receiver that becomes `true` when shutdown starts.

@@ -39,6 +39,11 @@
 //! `cargo run -p cairn-bench --release -- pack [--docs N] [--seconds S]`: the storage layer's
 //! insert, point read, `$inc` and `$push` rates by document size and pack threshold (how the
 //! default threshold was chosen; see [`pack`]).
+//!
+//! `cargo run -p cairn-bench --release -- streams [--seconds S]`: insert throughput with and
+//! without a change stream draining the events, and commit-to-delivery latency with 1 and 100
+//! open streams, next to PostgreSQL 15 inserts with a `NOTIFY` trigger and `LISTEN`ing
+//! connections.
 
 mod agg;
 mod compare;
@@ -49,13 +54,14 @@ mod pack;
 mod pg;
 mod ping;
 mod storage;
+mod streams;
 mod txn;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|compare|pack> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|compare|pack|streams> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -78,6 +84,7 @@ fn main() {
         "agg" => rt.block_on(agg::run(&opts)),
         "compare" => rt.block_on(compare::run(&opts)),
         "pack" => rt.block_on(pack::run(&opts)),
+        "streams" => rt.block_on(streams::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);

@@ -1,11 +1,17 @@
 //! `cairn-query`: MongoDB's query, update and document semantics on top of `cairn-storage`.
 //!
-//! So far: [`insert::prepare`], which turns a client document into the document that is
-//! stored (`_id` first, empty timestamps filled, illegal `_id`s refused); [`filter`], query
-//! filters (match expressions) over [`path`], MongoDB's dotted-path resolution, and
-//! [`regex`], PCRE-compatible regular expressions. Projections, sorting, updates and the
-//! planner build on this crate (issues 4 and 5); [`agg`] is the aggregation framework
-//! (pipelines, stages, accumulators) on top of [`expr`] and [`plan`].
+//! The map:
+//! - documents: [`insert::prepare`] (the stored form of a client document), [`path`]
+//!   (dotted-path resolution through documents and arrays);
+//! - matching: [`filter`] (match expressions), [`regex`], [`jsonschema`] (`$jsonSchema`, also
+//!   the collection validator), [`expr`] (aggregation expressions, `$expr`);
+//! - shaping: [`projection`], [`sort`] (sort keys, external sorting), [`update`] (update
+//!   documents and pipelines as pure functions over documents);
+//! - access: [`index`] (index keys, specifications, bounds), [`plan`] (planner, plan
+//!   cache, execution, explain);
+//! - [`agg`]: aggregation pipelines, their stages and accumulators, change streams.
+//!
+//! [`plan`]'s module doc walks one `find` end to end, [`agg`]'s one `aggregate`.
 //!
 //! Invariants: the query layer reaches data only through `cairn-storage`'s API and never
 //! panics on client input; every error is a [`error::QueryError`].

@@ -43,6 +43,7 @@ use crate::cursor::{Cursor, MAX_BATCH_BYTES, session_of};
 use crate::error::{CommandError, ErrorCode};
 use crate::session::target::{ReadView, Target};
 use crate::state::ServerState;
+use cairn_query::agg::stages::change_stream::SharedProgress;
 
 /// Default first batch size.
 pub const DEFAULT_BATCH: usize = 101;
@@ -245,6 +246,7 @@ impl AggRequest {
                 .unwrap_or(usize::MAX),
             allow_disk_use: self.allow_disk_use,
             spill_dir: Some(server.config.data_dir.join(crate::cursor::SPILL_DIR)),
+            stream: Default::default(),
         }
     }
 }
@@ -376,6 +378,14 @@ fn query_error(e: CommandError) -> cairn_query::QueryError {
 }
 
 impl Host for ServerHost<'_> {
+    fn change_log(
+        &self,
+        after: Option<(u64, u32)>,
+        max: usize,
+    ) -> cairn_query::Result<(Vec<((u64, u32), RawDocumentBuf)>, u64)> {
+        Ok(self.server.store.read_changes(after, max)?)
+    }
+
     fn sessions(&self) -> cairn_query::Result<Vec<([u8; 16], bson::DateTime)>> {
         Ok(self
             .server
@@ -556,6 +566,65 @@ pub struct PipelineCursor {
     server: Weak<ServerState>,
     durability: Durability,
     target: Target,
+    /// For a change stream: its progress (resume token, invalidation).
+    stream: Option<SharedProgress>,
+}
+
+impl PipelineCursor {
+    /// A change stream's `postBatchResumeToken`.
+    pub fn post_batch_resume_token(&self) -> Option<RawDocumentBuf> {
+        let p = self.stream.as_ref()?;
+        p.lock().ok().and_then(|p| p.pbrt.clone())
+    }
+
+    /// Whether this is a change stream (a tailable, awaitData cursor).
+    pub fn is_change_stream(&self) -> bool {
+        self.stream.is_some()
+    }
+}
+
+/// The change stream error for a pipeline that changed an event's `_id` (its resume token).
+fn id_modified(expected: &RawDocument, found: &RawDocument) -> CommandError {
+    CommandError::new(
+        ErrorCode::ChangeStreamFatalError,
+        format!(
+            "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed. Expected: {} but found: {}",
+            cairn_storage::display::document(&rawdoc! {"_id": expected.to_owned()}),
+            cairn_storage::display::document(found)
+        ),
+    )
+    .with_label("NonResumableChangeStreamError")
+}
+
+/// A change stream's batch: the events, each checked to keep its resume token as `_id`.
+fn stream_batch(
+    server: &ServerState,
+    target: &Target,
+    running: &mut Running,
+    durability: Durability,
+    progress: &SharedProgress,
+    max_docs: usize,
+) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    while out.len() < max_docs {
+        let (docs, eof) = batch(server, target, running, durability, 1)?;
+        for d in docs {
+            let expected = progress.lock().ok().and_then(|p| p.pbrt.clone());
+            match (expected, d.get_document("_id")) {
+                (Some(e), Ok(id)) if e.as_bytes() == id.as_bytes() => {}
+                (Some(e), _) => return Err(id_modified(&e, &d)),
+                (None, _) => {}
+            }
+            bytes += d.as_bytes().len();
+            out.push(d);
+        }
+        let invalidated = progress.lock().map(|p| p.invalidated).unwrap_or(false);
+        if eof || bytes >= MAX_BATCH_BYTES / 2 {
+            return Ok((out, eof && invalidated));
+        }
+    }
+    Ok((out, false))
 }
 
 impl std::fmt::Debug for PipelineCursor {
@@ -574,7 +643,17 @@ pub fn next_batch(
         CommandError::new(ErrorCode::ShutdownInProgress, "the server is shutting down")
     })?;
     let target = p.target.clone();
-    batch(&server, &target, &mut p.running, p.durability, max_docs)
+    match p.stream.clone() {
+        Some(progress) => stream_batch(
+            &server,
+            &target,
+            &mut p.running,
+            p.durability,
+            &progress,
+            max_docs,
+        ),
+        None => batch(&server, &target, &mut p.running, p.durability, max_docs),
+    }
 }
 
 /// Pulls up to `max_docs` documents from `running` on a read view of `target` (a fresh
@@ -641,11 +720,58 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let target = inv.op.target.clone();
         let txn_number = inv.op.txn_number();
         let at_cluster_time = inv.op.at_cluster_time;
-        let (docs, id) = blocking::run(move || {
+        let (docs, id, pbrt) = blocking::run(move || {
             let agg = r.prepare()?;
             let writes = agg.writes();
             check_target(&target, writes)?;
-            let mut running = agg.open(r.options(&server))?;
+            let opts = r.options(&server);
+            let stream = agg.is_change_stream().then(|| opts.stream.clone());
+            if let Some(p) = &stream {
+                if target.in_txn() {
+                    return Err(CommandError::new(
+                        ErrorCode::OperationNotSupportedInTransaction,
+                        "Operation not permitted in transaction :: caused by :: Aggregation stage $changeStream cannot run within a multi-document transaction.",
+                    ));
+                }
+                if let Ok(mut p) = p.lock() {
+                    p.start = Some(server.store.clock.last());
+                }
+            }
+            let mut running = agg.open(opts)?;
+            if let Some(progress) = stream {
+                // A router's first reply establishes the stream and returns no event.
+                let (_, _) = stream_batch(
+                    &server,
+                    &target,
+                    &mut running,
+                    r.durability,
+                    &progress,
+                    0,
+                )?;
+                let pbrt = progress.lock().ok().and_then(|p| p.pbrt.clone());
+                let cursor = Cursor {
+                    id: server.cursors.new_id(),
+                    ns: ns2,
+                    source: crate::cursor::Source::Pipeline(Box::new(PipelineCursor {
+                        running,
+                        server: weak,
+                        durability: r.durability,
+                        target: target.clone(),
+                        stream: Some(progress),
+                    })),
+                    remaining: None,
+                    output: None,
+                    time_budget: None,
+                    lsid,
+                    txn_number,
+                    target,
+                    no_timeout: false,
+                    last_used: Instant::now(),
+                };
+                let id = cursor.id;
+                server.cursors.insert(cursor);
+                return Ok((Vec::new(), id, pbrt));
+            }
             let (docs, exhausted) = if writes {
                 let (_, done) = batch(&server, &target, &mut running, r.durability, usize::MAX)?;
                 (Vec::new(), done)
@@ -653,7 +779,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 batch(&server, &target, &mut running, r.durability, first_max)?
             };
             if exhausted {
-                return Ok((docs, 0));
+                return Ok((docs, 0, None));
             }
             let mut cursor = Cursor {
                 id: server.cursors.new_id(),
@@ -663,6 +789,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     server: weak,
                     durability: r.durability,
                     target: target.clone(),
+                    stream: None,
                 })),
                 remaining: None,
                 output: None,
@@ -676,14 +803,19 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             let id = cursor.id;
             cursor.last_used = Instant::now();
             server.cursors.insert(cursor);
-            Ok((docs, id))
+            Ok((docs, id, None))
         })
         .await?;
         let mut batch = RawArrayBuf::new();
         for d in docs {
             batch.push(d);
         }
-        let mut cursor = rawdoc! {"firstBatch": batch, "id": id, "ns": ns};
+        let mut cursor = rawdoc! {"firstBatch": batch};
+        if let Some(t) = pbrt {
+            cursor.append(cstr!("postBatchResumeToken"), t);
+        }
+        cursor.append(cstr!("id"), id);
+        cursor.append(cstr!("ns"), ns);
         if let Some(t) = at_cluster_time {
             cursor.append(cstr!("atClusterTime"), t);
         }

@@ -61,11 +61,12 @@ pub fn parse_scale(body: &bson::RawDocument, cmd: &str) -> Result<i64, CommandEr
     Ok(n.min(i64::from(i32::MAX)))
 }
 
-/// MongoDB's `appendNumber`: Int32 when it fits, Int64 otherwise.
-pub fn append_number(d: &mut RawDocumentBuf, key: &'static bson::raw::CStr, n: i64) {
-    match i32::try_from(n) {
-        Ok(i) => d.append(key, i),
-        Err(_) => d.append(key, n),
+/// MongoDB's `appendNumber`: an Int32 within ±2^30, an Int64 beyond.
+pub fn append_number(d: &mut RawDocumentBuf, key: &bson::raw::CStr, n: i64) {
+    if n.abs() < (1 << 30) {
+        d.append(key, n as i32);
+    } else {
+        d.append(key, n);
     }
 }
 
@@ -86,7 +87,12 @@ pub fn storage_stats(
     }
     append_number(&mut d, cstr!("numOrphanDocs"), 0);
     append_number(&mut d, cstr!("storageSize"), storage / scale);
-    d.append(cstr!("capped"), false);
+    let capped = cairn_storage::capped::limits(meta);
+    d.append(cstr!("capped"), capped.is_some());
+    if let Some((size, max)) = capped {
+        append_number(&mut d, cstr!("max"), max.unwrap_or(0));
+        append_number(&mut d, cstr!("maxSize"), size / scale);
+    }
     append_number(&mut d, cstr!("nindexes"), meta.indexes.len() as i64);
     d.append(cstr!("indexBuilds"), bson::RawArrayBuf::new());
     append_number(&mut d, cstr!("totalIndexSize"), 0);

@@ -1,9 +1,10 @@
 //! `create`: create a collection explicitly.
 //!
 //! Options are validated as MongoDB validates them (types 14, `size` ≥ 1 51024, capped
-//! rules 72, unknown fields 40415). Options Cairn cannot enforce yet are refused with
-//! NotImplemented (238) instead of being stored and silently ignored: capped collections,
-//! validators, non-simple collations, views, time series, clustered collections,
+//! rules 72, unknown fields 40415); a capped collection's `size` is rounded up as MongoDB
+//! rounds it ([`capped_limits`]) and cannot be created inside a transaction (263). Options
+//! Cairn cannot enforce yet are refused with NotImplemented (238) instead of being stored
+//! and silently ignored: validators, non-simple collations, views, time series, clustered collections,
 //! change-stream pre-images, encryption, engine-specific options. What is accepted is kept
 //! verbatim in the catalog and reported by `listCollections`. Creating a collection that
 //! exists with identical options succeeds (MongoDB 7.0); with other options it is
@@ -84,6 +85,43 @@ fn number(field: &str, v: RawBsonRef<'_>) -> Result<i64, CommandError> {
     Ok(n)
 }
 
+/// A capped collection's `size` (bytes, at least 4096 and rounded up to a multiple of 256,
+/// at most 1 PB) and `max` (documents, below 2^31; 0 or negative means none), checked as
+/// MongoDB checks them (`convertToCapped`/`cloneCollectionAsCapped` use it too).
+pub fn capped_limits(
+    size: RawBsonRef<'_>,
+    max: Option<RawBsonRef<'_>>,
+) -> Result<(i64, Option<i64>), CommandError> {
+    let size = number("size", size)?;
+    if size < 1 {
+        return Err(CommandError::new(
+            ErrorCode::Location(51024),
+            format!("BSON field 'size' value must be >= 1, actual value '{size}'"),
+        ));
+    }
+    if size > 1 << 50 {
+        return Err(CommandError::bad_value("size cannot exceed 1 PB"));
+    }
+    let size = if size <= 4096 {
+        4096
+    } else {
+        (size + 0xff) & !0xff
+    };
+    let max = match max {
+        Some(v) => {
+            let m = number("max", v)?;
+            if m >= 1 << 31 {
+                return Err(CommandError::bad_value(
+                    "max in a capped collection has to be < 2^31 or not set",
+                ));
+            }
+            Some(m).filter(|m| *m > 0)
+        }
+        None => None,
+    };
+    Ok((size, max))
+}
+
 /// Validates the options and returns the document stored in the catalog.
 fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     let get = |f: &str| body.get(f).ok().flatten();
@@ -122,12 +160,18 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
         return Err(invalid("the 'temp' field is an invalid option"));
     }
     if capped {
-        if get("size").is_none() {
-            return Err(invalid("specify size:<n> when capped is true"));
+        let Some(size) = get("size") else {
+            return Err(invalid(
+                "the 'size' field is required when 'capped' is true",
+            ));
+        };
+        let (size, max) = capped_limits(size, get("max"))?;
+        stored.append(bson::raw::cstr!("capped"), true);
+        super::coll_stats::append_number(&mut stored, bson::raw::cstr!("size"), size);
+        if let Some(m) = max {
+            super::coll_stats::append_number(&mut stored, bson::raw::cstr!("max"), m);
         }
-        return Err(not_implemented("capped collections"));
-    }
-    if get("size").is_some() || get("max").is_some() {
+    } else if get("size").is_some() || get("max").is_some() {
         return Err(invalid(
             "the 'capped' field needs to be true when either the 'size' or 'max' fields are present",
         ));
@@ -176,9 +220,40 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     }
     if let Some(v) = get("changeStreamPreAndPostImages") {
         match v {
-            RawBsonRef::Document(d) if matches!(d.get_bool("enabled"), Ok(false)) => {}
-            RawBsonRef::Document(_) => {
-                return Err(not_implemented("change stream pre- and post-images"));
+            RawBsonRef::Document(d) => {
+                let enabled = match (d.get("enabled"), d.iter().count()) {
+                    (Ok(Some(RawBsonRef::Boolean(b))), 1) => b,
+                    (Ok(Some(other)), 1) => {
+                        return Err(CommandError::wrong_type(
+                            "changeStreamPreAndPostImages.enabled",
+                            type_name(&other),
+                            "bool",
+                        ));
+                    }
+                    (Ok(None), _) => {
+                        return Err(CommandError::missing_field(
+                            "changeStreamPreAndPostImages.enabled",
+                        ));
+                    }
+                    _ => {
+                        let extra = d
+                            .iter()
+                            .flatten()
+                            .map(|(k, _)| k.as_str())
+                            .find(|k| *k != "enabled")
+                            .unwrap_or_default();
+                        return Err(CommandError::unknown_field(
+                            "changeStreamPreAndPostImages",
+                            extra,
+                        ));
+                    }
+                };
+                if enabled {
+                    stored.append(
+                        bson::raw::cstr!("changeStreamPreAndPostImages"),
+                        bson::rawdoc! {"enabled": true},
+                    );
+                }
             }
             other => {
                 return Err(CommandError::wrong_type(
@@ -252,6 +327,14 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         if let Some(cell) = inv.op.target.txn().cloned() {
             // Inside a transaction: created in it, visible to others when it commits.
             inv.op.check_txn_ddl("create")?;
+            if opts.get("capped").ok().flatten().is_some() {
+                return Err(CommandError::new(
+                    ErrorCode::OperationNotSupportedInTransaction,
+                    format!(
+                        "Cannot create a capped collection {db}.{name} in a multi-document transaction"
+                    ),
+                ));
+            }
             blocking::run(move || {
                 cell.with(|t| match t.create_collection(&db, &name, &opts) {
                     Err(cairn_storage::StorageError::NamespaceExists(_)) => Err(CommandError::new(

@@ -134,6 +134,8 @@ pub struct FindRequest {
     pub single_batch: bool,
     /// `noCursorTimeout`.
     pub no_timeout: bool,
+    /// `tailable` (with `awaitData`): follow a capped collection.
+    pub tailable: Option<bool>,
     /// Whether a sort may spill to disk.
     pub allow_disk_use: bool,
     /// `hint`.
@@ -158,9 +160,26 @@ impl FindRequest {
         let batch_size = opt_count(body, "find", "batchSize")?;
         let single_batch = opt_strict_bool(body, "find", "singleBatch")?.unwrap_or(false);
         let no_timeout = opt_bool(body, "find", "noCursorTimeout")?.unwrap_or(false);
-        if opt_bool(body, "find", "tailable")?.unwrap_or(false) {
+        let tailable = opt_bool(body, "find", "tailable")?.unwrap_or(false);
+        let await_data = opt_bool(body, "find", "awaitData")?.unwrap_or(false);
+        if await_data && !tailable {
+            return Err(CommandError::new(
+                ErrorCode::FailedToParse,
+                "Cannot set 'awaitData' without also setting 'tailable'",
+            ));
+        }
+        if tailable && single_batch {
             return Err(CommandError::bad_value(
-                "error processing query: tailable cursor requested on non capped collection",
+                "cannot use tailable option with the 'singleBatch' option",
+            ));
+        }
+        if tailable
+            && let Some(s) = sort_doc
+            && !s.is_empty()
+            && s.as_bytes() != rawdoc! {"$natural": 1}.as_bytes()
+        {
+            return Err(CommandError::bad_value(
+                "cannot use tailable option with a sort other than {$natural: 1}",
             ));
         }
         for field in ["returnKey", "showRecordId"] {
@@ -217,6 +236,7 @@ impl FindRequest {
             batch_size,
             single_batch,
             no_timeout,
+            tailable: tailable.then_some(await_data),
             allow_disk_use,
             hint,
             min,
@@ -248,11 +268,85 @@ impl FindRequest {
     }
 }
 
+/// A tailable `find` on a capped collection: the matching documents in insertion order, and
+/// a cursor that stays open at the end (unless the collection is empty, as in MongoDB).
+async fn tail(inv: Invocation<'_>, r: FindRequest, await_data: bool) -> super::CmdResult {
+    let ns = r.ns();
+    let meta = inv
+        .server
+        .store
+        .collection(&r.db, &r.coll)
+        .filter(|m| m.is_capped())
+        .ok_or_else(|| {
+            CommandError::bad_value(format!(
+                "error processing query: ns={ns} tailable cursor requested on non capped collection"
+            ))
+        })?;
+    if inv.op.target.in_txn()
+        || matches!(inv.op.target, crate::session::target::Target::Snapshot(..))
+    {
+        return Err(CommandError::new(
+            ErrorCode::OperationNotSupportedInTransaction,
+            "tailable cursors are not allowed in a transaction or with a snapshot read concern",
+        ));
+    }
+    let first_max = r
+        .batch_size
+        .map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
+    let lsid = session_of(inv.req.body);
+    let server = inv.server.clone();
+    let (docs, id) = blocking::run(move || {
+        let mut cursor = Cursor {
+            id: 0,
+            ns: r.ns(),
+            source: Source::Tail {
+                db: r.db.clone(),
+                coll: r.coll.clone(),
+                space: meta.id,
+                last: None,
+                filter: r.filter.clone(),
+                await_data,
+            },
+            remaining: r.limit.map(|l| l as u64),
+            output: r.output.clone(),
+            time_budget: None,
+            lsid,
+            txn_number: None,
+            target: Default::default(),
+            no_timeout: r.no_timeout,
+            last_used: Instant::now(),
+        };
+        let (docs, exhausted) = if first_max == 0 {
+            (Vec::new(), false)
+        } else {
+            next_batch(&server.store, &mut cursor, first_max)?
+        };
+        let empty = matches!(cursor.source, Source::Tail { last: None, .. })
+            && server.store.stats(&meta)?.count == 0;
+        if exhausted || empty {
+            return Ok((docs, 0));
+        }
+        cursor.id = server.cursors.new_id();
+        let id = cursor.id;
+        server.cursors.insert(cursor);
+        Ok((docs, id))
+    })
+    .await?;
+    let mut batch = RawArrayBuf::new();
+    for d in docs {
+        batch.push(d);
+    }
+    Ok(rawdoc! {"cursor": {"firstBatch": batch, "id": id, "ns": ns}}.into())
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
         let r = FindRequest::parse(&inv.req, inv.server)?;
         let ns = r.ns();
+        if let Some(await_data) = r.tailable {
+            return tail(inv, r, await_data).await;
+        }
         let spill_dir = inv.server.config.data_dir.join(crate::cursor::SPILL_DIR);
         let first_max = r
             .batch_size

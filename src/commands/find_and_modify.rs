@@ -102,7 +102,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
-        super::insert::check_txn_write(inv.op, &db, &coll)?;
+        super::insert::check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let wc = WriteConcern::from_command(body)?;
         let remove = flag(body, "remove");

@@ -33,6 +33,57 @@ pub static COMMAND: Command = Command {
     run,
 };
 
+/// A `getMore` on an awaitData cursor (a change stream): when no data is ready, waits for
+/// commits until `wait` has passed, then answers with an empty batch and the same cursor.
+async fn await_batch(
+    server: &std::sync::Arc<crate::state::ServerState>,
+    cursor: Box<crate::cursor::Cursor>,
+    batch: usize,
+    wait: std::time::Duration,
+    ns: String,
+) -> super::CmdResult {
+    let until = tokio::time::Instant::now() + wait;
+    let mut commits = server.watch_commits();
+    let mut cursor = cursor;
+    let id = cursor.id;
+    loop {
+        commits.borrow_and_update();
+        let s = server.clone();
+        let (back, r) = blocking::run(move || {
+            let r = next_batch(&s.store, &mut cursor, batch);
+            Ok((cursor, r))
+        })
+        .await?;
+        cursor = back;
+        let (docs, exhausted) = match r {
+            Ok(v) => v,
+            Err(e) => {
+                server.cursors.check_in(cursor, true);
+                return Err(e);
+            }
+        };
+        let now = tokio::time::Instant::now();
+        if !docs.is_empty() || exhausted || now >= until || server.is_shutting_down() {
+            let pbrt = cursor.post_batch_resume_token();
+            server.cursors.check_in(cursor, exhausted);
+            let mut arr = RawArrayBuf::new();
+            for d in docs {
+                arr.push(d);
+            }
+            let mut out =
+                rawdoc! {"id": if exhausted { 0 } else { id }, "ns": ns, "nextBatch": arr};
+            if let Some(t) = pbrt {
+                out.append(bson::raw::cstr!("postBatchResumeToken"), t);
+            }
+            if exhausted {
+                out.append(bson::raw::cstr!("invalidated"), true);
+            }
+            return Ok(rawdoc! {"cursor": out}.into());
+        }
+        let _ = tokio::time::timeout_at(until, commits.changed()).await;
+    }
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
@@ -58,16 +109,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             }
             _ => return Err(CommandError::missing_field("getMore.collection")),
         };
-        cairn_storage::namespace::check_collection_name(coll)?;
+        if coll != "$cmd.aggregate" {
+            cairn_storage::namespace::check_collection_name(coll)?;
+        }
         let batch = opt_count(body, "getMore", "batchSize")?
             .filter(|b| *b > 0)
             .map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX));
-        if body.get("maxTimeMS").ok().flatten().is_some() {
-            // Only tailable awaitData cursors take a per-getMore time limit; Cairn has none.
-            return Err(CommandError::bad_value(
-                "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
-            ));
-        }
         let ns = format!("{}.{coll}", inv.req.db);
         let mut cursor = inv.server.cursors.check_out(
             id,
@@ -75,6 +122,27 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             session_of(body).as_deref(),
             inv.op.txn_number(),
         )?;
+        let await_data = cursor.awaits_data();
+        if body.get("maxTimeMS").ok().flatten().is_some() && !await_data {
+            inv.server.cursors.check_in(cursor, false);
+            // Only tailable awaitData cursors take a per-getMore wait.
+            return Err(CommandError::bad_value(
+                "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+            ));
+        }
+        if await_data {
+            // maxTimeMS is how long to wait for new data (1 s by default), not a deadline.
+            let wait = match crate::deadline::parse(body) {
+                Ok(Some(d)) => d.saturating_duration_since(std::time::Instant::now()),
+                Ok(None) => std::time::Duration::from_secs(1),
+                Err(e) => {
+                    inv.server.cursors.check_in(cursor, false);
+                    return Err(e);
+                }
+            };
+            return crate::deadline::scope(None, await_batch(inv.server, cursor, batch, wait, ns))
+                .await;
+        }
         let at_cluster_time = match &cursor.target {
             crate::session::target::Target::Snapshot(_, t) => Some(*t),
             _ => None,
@@ -101,6 +169,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                             e.code,
                             crate::error::ErrorCode::QueryPlanKilled
                                 | crate::error::ErrorCode::MaxTimeMSExpired
+                                | crate::error::ErrorCode::CappedPositionLost
                         );
                         server.cursors.check_in(cursor, dead);
                         Err(e)

@@ -121,14 +121,30 @@ pub fn append_errors_and_retried(
 
 /// Refuses writes to `system.*` collections inside a transaction (50791), as MongoDB does.
 pub fn check_txn_write(
+    server: &crate::state::ServerState,
     op: &crate::session::OpCtx,
     db: &str,
     coll: &str,
 ) -> Result<(), CommandError> {
-    if op.in_txn() && coll.starts_with("system.") {
+    if !op.in_txn() {
+        return Ok(());
+    }
+    if coll.starts_with("system.") {
         return Err(CommandError::new(
             ErrorCode::Location(50791),
             format!("Cannot write to system collection {db}.{coll} within a transaction."),
+        ));
+    }
+    if server
+        .store
+        .collection(db, coll)
+        .is_some_and(|m| m.is_capped())
+    {
+        return Err(CommandError::new(
+            ErrorCode::OperationNotSupportedInTransaction,
+            format!(
+                "Collection '{db}.{coll}' is a capped collection. Writes in transactions are not allowed on capped collections."
+            ),
         ));
     }
     Ok(())
@@ -139,7 +155,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
-        check_txn_write(inv.op, &db, &coll)?;
+        check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let ordered = opt_strict_bool(body, "insert", "ordered")?.unwrap_or(true);
         let _ = opt_strict_bool(body, "insert", "bypassDocumentValidation")?;

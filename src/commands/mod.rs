@@ -32,10 +32,12 @@ use crate::state::ServerState;
 pub mod abort_transaction;
 pub mod aggregate;
 pub mod build_info;
+pub mod clone_collection_as_capped;
 pub mod coll_mod;
 pub mod coll_stats;
 pub mod commit_transaction;
 pub mod connection_status;
+pub mod convert_to_capped;
 pub mod count;
 pub mod create;
 pub mod create_indexes;
@@ -187,10 +189,12 @@ pub static REGISTRY: &[&Command] = &[
     &abort_transaction::COMMAND,
     &aggregate::COMMAND,
     &build_info::COMMAND,
+    &clone_collection_as_capped::COMMAND,
     &coll_mod::COMMAND,
     &coll_stats::COMMAND,
     &commit_transaction::COMMAND,
     &connection_status::COMMAND,
+    &convert_to_capped::COMMAND,
     &count::COMMAND,
     &create::COMMAND,
     &create_indexes::COMMAND,

@@ -496,7 +496,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
-        super::insert::check_txn_write(inv.op, &db, &coll)?;
+        super::insert::check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let ordered = opt_strict_bool(body, "update", "ordered")?.unwrap_or(true);
         let _ = opt_strict_bool(body, "update", "bypassDocumentValidation")?;

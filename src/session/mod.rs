@@ -81,10 +81,7 @@ pub const RETRYABLE_WRITES: &[&str] = &["delete", "findAndModify", "insert", "up
 pub const SNAPSHOT_READS: &[&str] = &["aggregate", "distinct", "find"];
 
 /// The user digest of sessions when authentication is off: SHA-256 of the empty string.
-pub const NO_AUTH_UID: [u8; 32] = [
-    0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
-    0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
-];
+pub use cairn_storage::sessions::NO_AUTH_UID;
 
 /// The shard id a router names in `recoveryToken`.
 pub const SHARD_ID: &str = "cairn";
@@ -657,10 +654,12 @@ pub async fn begin(
     };
     let store = server.store.clone();
     let state = crate::blocking::run(move || {
-        Ok(match at {
+        let mut state = match at {
             Some(at) => store.begin_txn_at(at)?,
             None => store.begin_txn()?,
-        })
+        };
+        state.set_origin(lsid, n);
+        Ok(state)
     })
     .await?;
     let cell = Arc::new(TxnCell::new(server.store.clone(), n, state));
@@ -915,10 +914,50 @@ pub fn is_transient(code: i32, commit_or_abort: bool, has_wce: bool) -> bool {
     )
 }
 
+/// The change stream labels: `NonResumableChangeStreamError` for ChangeStreamFatalError
+/// (280) and ChangeStreamHistoryLost (286); `ResumableChangeStreamError` for the retriable
+/// codes on an `aggregate` that opens a change stream.
+fn change_stream_labels(body: &RawDocument, e: &mut CommandError) {
+    let code = e.code.code();
+    if matches!(code, 280 | 286) {
+        if !e.labels.contains(&"NonResumableChangeStreamError") {
+            e.labels.push("NonResumableChangeStreamError");
+        }
+        return;
+    }
+    let opens_stream = matches!(body.get("pipeline"), Ok(Some(RawBsonRef::Array(p)))
+    if p.into_iter().next().and_then(|s| s.ok()).is_some_and(|s| {
+        matches!(s, RawBsonRef::Document(d) if d.get("$changeStream").ok().flatten().is_some())
+    }));
+    let resumable = matches!(
+        code,
+        6 | 7
+            | 89
+            | 91
+            | 133
+            | 134
+            | 150
+            | 189
+            | 234
+            | 262
+            | 9001
+            | 10107
+            | 11600
+            | 11602
+            | 13388
+            | 13435
+            | 13436
+    );
+    if opens_stream && resumable && !e.labels.contains(&"ResumableChangeStreamError") {
+        e.labels.push("ResumableChangeStreamError");
+    }
+}
+
 /// Adds `TransientTransactionError` to an error reply of a request inside a transaction
 /// (`txnNumber` and `autocommit` present) where MongoDB does ([`is_transient`]); requests
 /// outside transactions never get it.
 pub fn label_error(body: &RawDocument, e: &mut CommandError) {
+    change_stream_labels(body, e);
     let get = |f: &str| body.get(f).ok().flatten();
     if get("autocommit").is_none() || get("txnNumber").is_none() {
         e.labels.retain(|l| *l != "TransientTransactionError");

@@ -76,6 +76,9 @@ pub struct CollectionMeta {
     pub indexes: Vec<IndexMeta>,
     /// Containers of at most this many BSON bytes are stored packed (0: one key per node).
     pub pack_threshold: u32,
+    /// For a capped collection, the space holding its insertion order (see
+    /// [`crate::capped`]).
+    pub natural: Option<SpaceId>,
 }
 
 impl CollectionMeta {
@@ -125,7 +128,15 @@ impl CollectionMeta {
                 i32::try_from(self.pack_threshold).unwrap_or(i32::MAX),
             );
         }
+        if let Some(n) = self.natural {
+            d.append(cstr!("natural"), n as i64);
+        }
         d
+    }
+
+    /// Whether the collection is capped.
+    pub fn is_capped(&self) -> bool {
+        self.natural.is_some()
     }
 
     /// Decodes a record.
@@ -166,6 +177,13 @@ impl CollectionMeta {
                     .filter(|t| *t <= crate::doc::MAX_PACK_THRESHOLD)
                     .ok_or_else(|| bad("packThreshold"))?,
                 _ => return Err(bad("packThreshold")),
+            },
+            natural: match d.get("natural") {
+                Ok(Some(RawBsonRef::Int64(n))) => {
+                    Some(u64::try_from(n).map_err(|_| bad("natural space"))?)
+                }
+                Ok(None) => None,
+                _ => return Err(bad("natural space")),
             },
         })
     }
@@ -397,6 +415,7 @@ mod tests {
             created: bson::DateTime::from_millis(1234),
             indexes: vec![IndexMeta::id_index()],
             pack_threshold: 0,
+            natural: Some(43),
         };
         assert_eq!(
             CollectionMeta::from_bson(m.to_bson().as_bytes()).unwrap(),

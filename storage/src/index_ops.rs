@@ -31,6 +31,7 @@ use std::sync::Arc;
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::catalog::{CollectionMeta, build_key, collection_key, multikey_key};
+use crate::changelog::Change;
 use crate::engine::{Bytes, CATALOG_SPACE, Read, SpaceId};
 use crate::error::{Result, StorageError};
 use crate::index::{IndexEntry, IndexKeys, IndexMeta, IndexState};
@@ -381,6 +382,11 @@ impl WriteTxn<'_> {
             &collection_key(db, coll),
             next.to_bson().as_bytes(),
         )?;
+        let mut list = bson::RawArrayBuf::new();
+        for i in &added {
+            list.push(i.list_spec());
+        }
+        self.log(Change::on("createIndexes", &next).with("desc", bson::rawdoc! {"indexes": list}));
         out.after = next.indexes.len();
         out.new = added.iter().map(|i| i.name.clone()).collect();
         Ok(out)
@@ -823,7 +829,19 @@ impl Store {
             }
         }
         let Some(space) = space else { return Ok(()) };
-        self.ddl_tx(|tx| {
+        let specs: Vec<RawDocumentBuf> = next
+            .indexes
+            .iter()
+            .filter(|i| i.name == name)
+            .map(IndexMeta::list_spec)
+            .collect();
+        let mut list = bson::RawArrayBuf::new();
+        for sp in specs {
+            list.push(sp);
+        }
+        let change =
+            Change::on("createIndexes", &next).with("desc", bson::rawdoc! {"indexes": list});
+        self.ddl_tx_logged(vec![change], |tx| {
             tx.put(
                 CATALOG_SPACE,
                 &collection_key(db, coll),
@@ -871,7 +889,9 @@ impl Store {
         }
         let mut next = (*meta).clone();
         next.indexes.retain(|i| i.name != name);
-        self.ddl_tx(|tx| {
+        let change = Change::on("dropIndexes", &meta)
+            .with("desc", bson::rawdoc! {"indexes": [idx.list_spec()]});
+        self.ddl_tx_logged(vec![change], |tx| {
             tx.put(
                 CATALOG_SPACE,
                 &collection_key(db, coll),
@@ -940,7 +960,14 @@ impl Store {
                 i.spec = spec.clone();
             }
         }
-        self.ddl_tx(|tx| {
+        let mut index = bson::rawdoc! {"name": name};
+        for (f, v) in set {
+            if let (Some(v), Ok(k)) = (v, <&bson::raw::CStr>::try_from(f.as_str())) {
+                index.append(k, v.clone());
+            }
+        }
+        let change = Change::on("modify", &meta).with("desc", bson::rawdoc! {"index": index});
+        self.ddl_tx_logged(vec![change], |tx| {
             tx.put(
                 CATALOG_SPACE,
                 &collection_key(db, coll),

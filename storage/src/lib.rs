@@ -20,10 +20,13 @@
 //! is one serializable transaction, and every commit that writes takes the next cluster time
 //! under one commit lock; errors are [`error::StorageError`], never panics.
 
+pub mod capped;
 pub mod catalog;
+pub mod changelog;
 pub mod clock;
 pub mod compare;
 pub mod decimal;
+pub mod diff;
 pub mod display;
 pub mod doc;
 pub mod engine;

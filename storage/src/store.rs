@@ -45,6 +45,7 @@ use crate::catalog::{
     Catalog, CollectionMeta, NEXT_ID_KEY, SCHEMA_VERSION, STATS_PREFIX, Stats, VERSION_KEY,
     collection_key, read_stats, stats_key, stats_prefix,
 };
+use crate::changelog::{self, CHANGE_LOG_SPACE, Change};
 use crate::clock::Clock;
 use crate::doc::{self, DocAssembler, DocError};
 use crate::engine::group_commit::GroupCommit;
@@ -129,6 +130,12 @@ pub struct Store {
     /// once with a write conflict, as in MongoDB (first writer wins), instead of at commit.
     intents: Mutex<std::collections::HashMap<(SpaceId, Vec<u8>), u64>>,
     next_txn_id: AtomicU64,
+    /// Called after every commit that wrote (change streams and tailable cursors wait on
+    /// it).
+    on_commit: RwLock<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Bytes of the change log: its space's size at open, plus what was appended since,
+    /// minus what was trimmed.
+    log_bytes: AtomicU64,
     /// The next unused space id. Every creator (DDL, index creation, a transaction creating a
     /// collection) takes ids from here, so two creators never share a space and a failed one
     /// can drop its spaces safely. `NEXT_ID_KEY` persists a lower bound; at open the id is
@@ -172,6 +179,16 @@ fn key_error(e: keys::KeyError) -> StorageError {
     }
 }
 
+/// The `operationDescription` of a `create` change event: the `_id` index, then the
+/// collection's options.
+fn create_description(options: &RawDocument) -> RawDocumentBuf {
+    let mut d = bson::rawdoc! {"idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"}};
+    for (k, v) in options.iter().flatten() {
+        d.append(k, v);
+    }
+    d
+}
+
 /// The document key for an `_id` value.
 pub fn id_key(id: RawBsonRef<'_>) -> Result<Vec<u8>> {
     let mut k = Vec::with_capacity(16);
@@ -213,6 +230,8 @@ impl Store {
             intents: Mutex::new(std::collections::HashMap::new()),
             next_txn_id: AtomicU64::new(1),
             pack_threshold: AtomicU32::new(doc::DEFAULT_PACK_THRESHOLD),
+            on_commit: RwLock::new(None),
+            log_bytes: AtomicU64::new(0),
             opts,
         };
         let mut tx = store.engine.begin()?;
@@ -261,19 +280,34 @@ impl Store {
         }
         let owned: std::collections::HashSet<SpaceId> = cat
             .all()
-            .flat_map(|m| std::iter::once(m.id).chain(m.secondary_indexes().map(|i| i.space)))
+            .flat_map(|m| {
+                std::iter::once(m.id)
+                    .chain(m.natural)
+                    .chain(m.secondary_indexes().map(|i| i.space))
+            })
             .collect();
         let persisted_next = snap
             .get(CATALOG_SPACE, NEXT_ID_KEY)?
             .and_then(|b| be_u64(&b))
             .unwrap_or(1);
         drop(snap);
-        let highest = store.engine.spaces().into_iter().max().unwrap_or(0);
+        let highest = store
+            .engine
+            .spaces()
+            .into_iter()
+            .filter(|s| *s != CHANGE_LOG_SPACE)
+            .max()
+            .unwrap_or(0);
         store
             .next_space
             .store(persisted_next.max(highest + 1), Ordering::Relaxed);
+        store.engine.open_space(CHANGE_LOG_SPACE)?;
+        store.log_bytes.store(
+            store.engine.space_disk_size(CHANGE_LOG_SPACE),
+            Ordering::Relaxed,
+        );
         for space in store.engine.spaces() {
-            if space != CATALOG_SPACE && !owned.contains(&space) {
+            if space != CATALOG_SPACE && space != CHANGE_LOG_SPACE && !owned.contains(&space) {
                 store.engine.drop_space(space)?;
             }
         }
@@ -354,12 +388,21 @@ impl Store {
 
     /// Runs `f` in a DDL transaction with conflict retries, then makes it durable.
     pub(crate) fn ddl_tx<R>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<R>) -> Result<R> {
+        self.ddl_tx_logged(Vec::new(), |tx| f(tx))
+    }
+
+    /// Like [`Store::ddl_tx`], recording `changes` in the change log with the commit.
+    pub(crate) fn ddl_tx_logged<R>(
+        &self,
+        changes: Vec<Change>,
+        mut f: impl FnMut(&mut dyn Tx) -> Result<R>,
+    ) -> Result<R> {
         let mut attempt = 0;
         loop {
             let mut tx = self.engine.begin()?;
             let r = f(&mut *tx);
             let r = match r {
-                Ok(v) => self.commit_engine(tx).map(|_| v),
+                Ok(v) => self.commit_engine(tx, &changes).map(|_| v),
                 Err(e) => Err(e),
             };
             match r {
@@ -410,9 +453,16 @@ impl Store {
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
             pack_threshold: self.pack_threshold(),
+            natural: None,
         };
-        let next = self.alloc_spaces(1);
-        let id = self.ddl_tx(|tx| {
+        let capped = matches!(options.get("capped"), Ok(Some(RawBsonRef::Boolean(true))));
+        let next = self.alloc_spaces(if capped { 2 } else { 1 });
+        if capped {
+            meta.natural = Some(next + 1);
+            self.engine.open_space(next + 1)?;
+        }
+        let change = Change::on("create", &meta).with("desc", create_description(options));
+        let id = self.ddl_tx_logged(vec![change], |tx| {
             tx.put(CATALOG_SPACE, NEXT_ID_KEY, &(next + 1).to_be_bytes())?;
             meta.id = next;
             self.engine.open_space(next)?;
@@ -475,6 +525,9 @@ impl Store {
             }
             self.engine.drop_space(idx.space)?;
         }
+        if let Some(n) = meta.natural {
+            self.engine.drop_space(n)?;
+        }
         self.engine.drop_space(meta.id)?;
         Ok(())
     }
@@ -497,7 +550,7 @@ impl Store {
         let Some(meta) = self.catalog().get(db, name).cloned() else {
             return Ok(false);
         };
-        self.ddl_tx(|tx| {
+        self.ddl_tx_logged(vec![Change::on("drop", &meta)], |tx| {
             tx.delete(CATALOG_SPACE, &collection_key(db, name))?;
             Self::delete_collection_keys(tx, &meta)
         })?;
@@ -514,7 +567,9 @@ impl Store {
         if metas.is_empty() {
             return Ok(());
         }
-        self.ddl_tx(|tx| {
+        let mut changes: Vec<Change> = metas.iter().map(|m| Change::on("drop", m)).collect();
+        changes.push(Change::on_ns("dropDatabase", db));
+        self.ddl_tx_logged(changes, |tx| {
             for m in &metas {
                 tx.delete(CATALOG_SPACE, &collection_key(&m.db, &m.name))?;
                 Self::delete_collection_keys(tx, m)?;
@@ -562,7 +617,20 @@ impl Store {
             // MongoDB gives a collection moved to another database a new UUID.
             renamed.uuid = bson::Uuid::new().bytes();
         }
-        self.ddl_tx(|tx| {
+        let mut desc = bson::rawdoc! {"to": {"db": to.0, "coll": to.1}};
+        if let Some(t) = &target {
+            desc.append(
+                bson::raw::cstr!("dropTarget"),
+                bson::Binary {
+                    subtype: bson::spec::BinarySubtype::Uuid,
+                    bytes: t.uuid.to_vec(),
+                },
+            );
+        }
+        let change = Change::on("rename", &source)
+            .with("to", format!("{}.{}", to.0, to.1))
+            .with("desc", desc);
+        self.ddl_tx_logged(vec![change], |tx| {
             tx.delete(CATALOG_SPACE, &collection_key(from.0, from.1))?;
             if let Some(t) = &target {
                 Self::delete_collection_keys(tx, t)?;
@@ -608,7 +676,7 @@ impl Store {
         Self::delete_stats(&mut *tx, space)?;
         let seq = self.stats_seq.fetch_add(1, Ordering::Relaxed);
         tx.put(CATALOG_SPACE, &stats_key(space, seq), &total.encode())?;
-        self.commit_engine(tx)?;
+        self.commit_engine(tx, &[])?;
         Ok(())
     }
 
@@ -631,6 +699,9 @@ impl Store {
                 deltas: BTreeMap::new(),
                 created: Vec::new(),
                 owner: None,
+                changes: Vec::new(),
+                origin: None,
+                diff_mode: crate::diff::Mode::Operators,
             };
             let r = f(&mut t).and_then(|v| {
                 let (reads, writes, _) = self.finish(t).map_err(E::from)?;
@@ -671,17 +742,105 @@ impl Store {
     }
 
     /// Commits an engine transaction. One that wrote something commits under the commit
-    /// lock and gets the next cluster time, which is returned.
-    pub(crate) fn commit_engine(&self, tx: Box<dyn Tx>) -> Result<Option<bson::Timestamp>> {
-        if tx.writes() == 0 {
+    /// lock and gets the next cluster time, which is returned; its `changes` go into the
+    /// change log under that time, in the same engine transaction (see [`crate::changelog`]).
+    pub(crate) fn commit_engine(
+        &self,
+        mut tx: Box<dyn Tx>,
+        changes: &[Change],
+    ) -> Result<Option<bson::Timestamp>> {
+        if tx.writes() == 0 && changes.is_empty() {
             tx.commit()?;
             return Ok(None);
         }
         let mut history = self.commit_lock()?;
-        tx.commit()?;
         let ts = self.clock.next();
+        if !changes.is_empty() {
+            let at = crate::history::pack(ts);
+            let wall = bson::DateTime::now();
+            for (i, c) in changes.iter().enumerate() {
+                let mut entry = c.0.clone();
+                entry.append(bson::raw::cstr!("wall"), wall);
+                let pos = (at, u32::try_from(i).unwrap_or(u32::MAX));
+                tx.put(CHANGE_LOG_SPACE, &changelog::key(pos), entry.as_bytes())?;
+                self.log_bytes
+                    .fetch_add(entry.as_bytes().len() as u64 + 12, Ordering::Relaxed);
+            }
+        }
+        tx.commit()?;
         history.on_commit(ts);
+        drop(history);
+        let notify = self.on_commit.read().ok().and_then(|g| g.clone());
+        if let Some(f) = notify {
+            f();
+        }
         Ok(Some(ts))
+    }
+
+    /// Sets the function called after every commit that wrote.
+    pub fn set_on_commit(&self, f: Arc<dyn Fn() + Send + Sync>) {
+        if let Ok(mut g) = self.on_commit.write() {
+            *g = Some(f);
+        }
+    }
+
+    /// Change log entries after `after` (from the oldest retained when `None`), at most
+    /// `max`, read on a fresh snapshot; and the packed time through which the log was trimmed.
+    pub fn read_changes(
+        &self,
+        after: Option<changelog::Position>,
+        max: usize,
+    ) -> Result<(Vec<(changelog::Position, RawDocumentBuf)>, u64)> {
+        let r = self.read()?;
+        let entries = changelog::read(r.snapshot(), after, max)?;
+        let trimmed = changelog::trimmed_through(r.snapshot())?;
+        Ok((entries, trimmed))
+    }
+
+    /// Deletes the oldest change log entries while the log holds more than `max_bytes`
+    /// (entry bytes appended since open plus the space's size at open, less what was
+    /// trimmed), up to `batch` entries per call; a commit's entries go together, and commits
+    /// younger than `keep_secs` seconds stay whatever the size (mongod's minimum retention).
+    /// Returns how many were deleted.
+    pub fn trim_change_log(&self, max_bytes: u64, keep_secs: u64, batch: usize) -> Result<usize> {
+        let size = self.log_bytes.load(Ordering::Relaxed);
+        if size <= max_bytes {
+            return Ok(0);
+        }
+        // Commits at or after this second are kept whatever the size (`--oplog-min-retention-hours`).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let keep_from = now.saturating_sub(keep_secs);
+        let mut tx = self.engine.begin()?;
+        let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut freed = 0u64;
+        for kv in tx.range(CHANGE_LOG_SPACE, Bound::Unbounded, Bound::Unbounded, false)? {
+            let (k, v) = kv?;
+            let len = (k.len() + v.len()) as u64;
+            let same_commit = entries
+                .last()
+                .is_some_and(|(p, _)| p.get(..8) == k.get(..8));
+            let young = keep_secs > 0
+                && changelog::position(&k).is_some_and(|(ts, _)| ts >> 32 >= keep_from);
+            if !same_commit
+                && (entries.len() >= batch || size - freed.min(size) <= max_bytes || young)
+            {
+                break;
+            }
+            freed += len;
+            entries.push((k.to_vec(), len));
+        }
+        let Some(last) = entries.last().and_then(|(k, _)| changelog::position(k)) else {
+            return Ok(0);
+        };
+        for (k, _) in &entries {
+            tx.delete(CHANGE_LOG_SPACE, k)?;
+        }
+        tx.put(CATALOG_SPACE, changelog::TRIMMED_KEY, &last.0.to_be_bytes())?;
+        tx.commit()?;
+        self.log_bytes.fetch_sub(freed.min(size), Ordering::Relaxed);
+        Ok(entries.len())
     }
 
     /// A snapshot for a `readConcern: snapshot` read at cluster time `at` (now when `None`),
@@ -729,6 +888,8 @@ impl Store {
                 id: self.next_txn_id.fetch_add(1, Ordering::Relaxed),
                 held: Vec::new(),
             }),
+            changes: Vec::new(),
+            origin: None,
         })
     }
 
@@ -741,6 +902,9 @@ impl Store {
             deltas: state.deltas,
             created: state.created,
             owner: state.owner,
+            changes: state.changes,
+            origin: state.origin,
+            diff_mode: crate::diff::Mode::Operators,
         }
     }
 
@@ -858,6 +1022,13 @@ pub struct WriteTxn<'s> {
     pub(crate) created: Vec<CollectionMeta>,
     /// For a session's transaction: its id and the documents it has written.
     pub(crate) owner: Option<Owner>,
+    /// The changes to record in the change log at commit.
+    pub(crate) changes: Vec<Change>,
+    /// The session and transaction number the changes belong to, for a session's
+    /// transaction.
+    pub(crate) origin: Option<([u8; 16], i64)>,
+    /// How [`WriteTxn::write_fields`] describes array changes in the change log.
+    pub(crate) diff_mode: crate::diff::Mode,
 }
 
 /// A session transaction's claim on the documents it writes (see `Store::intents`).
@@ -873,6 +1044,8 @@ pub struct TxnState {
     deltas: BTreeMap<SpaceId, Stats>,
     created: Vec<CollectionMeta>,
     owner: Option<Owner>,
+    changes: Vec<Change>,
+    origin: Option<([u8; 16], i64)>,
 }
 
 impl std::fmt::Debug for TxnState {
@@ -888,6 +1061,12 @@ impl TxnState {
     /// Keys written so far.
     pub fn writes(&self) -> usize {
         self.tx.writes()
+    }
+
+    /// Names the session and transaction number the transaction's changes belong to (change
+    /// events carry them).
+    pub fn set_origin(&mut self, lsid: [u8; 16], txn_number: i64) {
+        self.origin = Some((lsid, txn_number));
     }
 }
 
@@ -946,9 +1125,11 @@ impl WriteTxn<'_> {
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
             pack_threshold: self.store.pack_threshold(),
+            natural: None,
         };
         self.store.engine.open_space(next)?;
         self.created.push(meta.clone());
+        self.log(Change::on("create", &meta).with("desc", create_description(options)));
         self.tx.put(
             CATALOG_SPACE,
             &collection_key(db, name),
@@ -1007,6 +1188,14 @@ impl WriteTxn<'_> {
             count: 1,
             size: i64::from(enc.bson_size),
         });
+        self.log(
+            Change::on("i", coll)
+                .with("key", changelog::document_key(doc))
+                .with("doc", doc.to_owned()),
+        );
+        if coll.natural.is_some() {
+            self.capped_append(coll, &key)?;
+        }
         Ok(())
     }
 
@@ -1108,37 +1297,69 @@ impl WriteTxn<'_> {
         changes: &[(String, Option<RawBson>)],
     ) -> Result<()> {
         self.claim(coll.id, &view.key)?;
-        if let Some(old) = &view.packed {
-            return self.rewrite_packed(coll, &view.key, old, changes);
-        }
         let limits = coll.limits();
         // The size the document will have, to see whether it becomes small enough to pack.
-        let mut size = i64::from(view.bson_size);
+        let mut new_size = i64::from(view.bson_size);
         for (name, new) in changes {
             if let Some(f) = view.field(name) {
-                size -= element_size(name, f.value.as_raw_bson_ref()) as i64;
+                new_size -= element_size(name, f.value.as_raw_bson_ref()) as i64;
             }
             if let Some(v) = new {
-                size += element_size(name, v.as_raw_bson_ref()) as i64;
+                new_size += element_size(name, v.as_raw_bson_ref()) as i64;
             }
         }
-        if size >= 0 && (size as u64) <= u64::from(limits.pack_threshold / 2) {
-            let old = self
-                .get_by_key(coll, &view.key)?
-                .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?;
-            let new = apply_field_changes(&old, changes)?;
-            self.replace(coll, &view.key, &new)?;
-            return Ok(());
-        }
+        let repack = view.packed.is_none()
+            && new_size >= 0
+            && (new_size as u64) <= u64::from(limits.pack_threshold / 2);
         // Indexes over a changed field need the whole old and new documents for their diff
-        // (compound and partial indexes read other fields too); others are untouched.
+        // (compound and partial indexes read other fields too); others are untouched. So do
+        // a collection's pre- and post-images, and a rewrite of the whole document (a packed
+        // one, or one that shrinks enough to be packed again).
         let changed: Vec<&str> = changes.iter().map(|(n, _)| n.as_str()).collect();
-        if self.indexes_affected(coll, &changed) {
-            let old = self
-                .get_by_key(coll, &view.key)?
-                .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?;
+        let images = changelog::wants_images(coll);
+        let indexed = self.indexes_affected(coll, &changed);
+        let mut whole = None;
+        if images || indexed || repack || view.packed.is_some() {
+            let old = match &view.packed {
+                Some(p) => p.clone(),
+                None => self
+                    .get_by_key(coll, &view.key)?
+                    .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?,
+            };
             let new = apply_field_changes(&old, changes)?;
-            self.index_document(coll, &view.key, Some(&old), Some(&new))?;
+            whole = Some((old, new));
+        }
+        let mut description = crate::diff::Description::default();
+        for (name, new) in changes {
+            crate::diff::describe(
+                &mut description,
+                name,
+                view.field(name).map(|f| f.value.as_raw_bson_ref()),
+                new.as_ref().map(RawBson::as_raw_bson_ref),
+                self.diff_mode,
+            );
+        }
+        if !description.is_empty() {
+            let key = self.document_key_at(coll, view)?;
+            let mut c = Change::on("u", coll)
+                .with("key", key)
+                .with("upd", description.to_document());
+            if let Some((old, new)) = whole.as_ref().filter(|_| images) {
+                c = c.with("pre", old.clone()).with("post", new.clone());
+            }
+            self.log(c);
+        }
+        if let Some((old, new)) = &whole {
+            if view.packed.is_some() {
+                return self.rewrite_packed(coll, &view.key, old, new, indexed);
+            }
+            if repack {
+                self.replace_nodes(coll, &view.key, new, false)?;
+                return Ok(());
+            }
+            if indexed {
+                self.index_document(coll, &view.key, Some(old), Some(new))?;
+            }
         }
         let mut next_ordinal = view.next_ordinal;
         let mut size = i64::from(view.bson_size);
@@ -1219,17 +1440,16 @@ impl WriteTxn<'_> {
         Ok(())
     }
 
-    /// [`WriteTxn::write_fields`] on a packed document `old`: the new document is encoded
-    /// whole (packed while it stays within the threshold, else spilled) over the one stored
-    /// value.
+    /// [`WriteTxn::write_fields`] on a packed document `old`, now `new`: encoded whole
+    /// (packed while it stays within the threshold, else spilled) over the one stored value.
     fn rewrite_packed(
         &mut self,
         coll: &CollectionMeta,
         key: &[u8],
         old: &RawDocument,
-        changes: &[(String, Option<RawBson>)],
+        new: &RawDocument,
+        indexed: bool,
     ) -> Result<()> {
-        let new = apply_field_changes(old, changes)?;
         let size = new.as_bytes().len();
         if size > doc::MAX_BSON_SIZE {
             return Err(StorageError::DocumentTooLarge {
@@ -1237,13 +1457,12 @@ impl WriteTxn<'_> {
                 max: doc::MAX_BSON_SIZE,
             });
         }
-        let changed: Vec<&str> = changes.iter().map(|(n, _)| n.as_str()).collect();
-        if self.indexes_affected(coll, &changed) {
-            self.index_document(coll, key, Some(old), Some(&new))?;
+        if indexed {
+            self.index_document(coll, key, Some(old), Some(new))?;
         }
         // A packed document has no spilled nodes.
         let enc =
-            doc::encode_document_after(key, &new, &coll.limits(), &|_| false).map_err(doc_error)?;
+            doc::encode_document_after(key, new, &coll.limits(), &|_| false).map_err(doc_error)?;
         for (k, v) in &enc.nodes {
             let unchanged = k.as_slice() == key
                 && v.first() == Some(&doc::KIND_PACKED_ROOT)
@@ -1272,6 +1491,18 @@ impl WriteTxn<'_> {
         new: &RawDocument,
     ) -> Result<bool> {
         self.claim(coll.id, key)?;
+        self.replace_nodes(coll, key, new, true)
+    }
+
+    /// [`WriteTxn::replace`] after the claim; `log` records the replacement in the change
+    /// log (an update that rewrites the whole document logs itself as an update).
+    fn replace_nodes(
+        &mut self,
+        coll: &CollectionMeta,
+        key: &[u8],
+        new: &RawDocument,
+        log: bool,
+    ) -> Result<bool> {
         let stored: Vec<(Vec<u8>, Vec<u8>)> = self
             .tx
             .prefix(coll.id, key)?
@@ -1289,10 +1520,28 @@ impl WriteTxn<'_> {
                 ));
             }
         };
-        if coll.secondary_indexes().next().is_some() {
+        let images = log && changelog::wants_images(coll);
+        if images || coll.secondary_indexes().next().is_some() {
             let old_doc = doc::decode_document(key.len(), stored.iter().map(|(k, v)| (k, v)))
                 .map_err(doc_error)?;
-            self.index_document(coll, key, Some(&old_doc), Some(new))?;
+            if coll.secondary_indexes().next().is_some() {
+                self.index_document(coll, key, Some(&old_doc), Some(new))?;
+            }
+            if images {
+                self.log(
+                    Change::on("r", coll)
+                        .with("key", changelog::document_key(new))
+                        .with("doc", new.to_owned())
+                        .with("pre", old_doc),
+                );
+            }
+        }
+        if log && !images {
+            self.log(
+                Change::on("r", coll)
+                    .with("key", changelog::document_key(new))
+                    .with("doc", new.to_owned()),
+            );
         }
         let spilled = doc::spilled_keys(&stored);
         let enc = doc::encode_document_after(key, new, &coll.limits(), &|k| spilled.contains(k))
@@ -1343,14 +1592,22 @@ impl WriteTxn<'_> {
                 ));
             }
         };
+        let old = doc::decode_document(key.len(), nodes.iter().map(|(k, v)| (k, v)))
+            .map_err(doc_error)?;
         if coll.secondary_indexes().next().is_some() {
-            let old = doc::decode_document(key.len(), nodes.iter().map(|(k, v)| (k, v)))
-                .map_err(doc_error)?;
             self.index_document(coll, key, Some(&old), None)?;
         }
         for (k, _) in &nodes {
             self.tx.delete(coll.id, k)?;
         }
+        if coll.natural.is_some() {
+            self.capped_remove(coll, key)?;
+        }
+        let mut c = Change::on("d", coll).with("key", changelog::document_key(&old));
+        if changelog::wants_images(coll) {
+            c = c.with("pre", old);
+        }
+        self.log(c);
         self.deltas.entry(coll.id).or_default().add(Stats {
             count: -1,
             size: -size,
@@ -1404,7 +1661,56 @@ impl WriteTxn<'_> {
             deltas: self.deltas,
             created: self.created,
             owner: self.owner,
+            changes: self.changes,
+            origin: self.origin,
         }
+    }
+
+    /// Makes [`WriteTxn::write_fields`] describe changes as MongoDB's generic document diff
+    /// does (pipeline-style updates) rather than as update operators log them.
+    pub fn set_generic_diff(&mut self, generic: bool) {
+        self.diff_mode = if generic {
+            crate::diff::Mode::Generic
+        } else {
+            crate::diff::Mode::Operators
+        };
+    }
+
+    /// The `{_id}` document key of the document a view was read from.
+    fn document_key_at(&self, coll: &CollectionMeta, view: &DocView) -> Result<RawDocumentBuf> {
+        let mut k = RawDocumentBuf::new();
+        if let Some(f) = view.field("_id") {
+            k.append(bson::raw::cstr!("_id"), f.value.clone());
+            return Ok(k);
+        }
+        if let Some(whole) = &view.packed {
+            if let Some(id) = whole
+                .get("_id")
+                .map_err(|e| StorageError::Corrupt(e.to_string()))?
+            {
+                k.append(bson::raw::cstr!("_id"), id);
+            }
+            return Ok(k);
+        }
+        let fk = doc::node_key(&view.key, &[doc::PathPart::Field("_id")]).map_err(doc_error)?;
+        let nodes: Vec<(Vec<u8>, Vec<u8>)> = self
+            .tx
+            .prefix(coll.id, &fk)?
+            .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<std::result::Result<_, _>>()?;
+        if let Some(id) = doc::decode_subtree(fk.len(), nodes).map_err(doc_error)? {
+            k.append(bson::raw::cstr!("_id"), id);
+        }
+        Ok(k)
+    }
+
+    /// Records a change for the change log (written at commit).
+    pub(crate) fn log(&mut self, c: Change) {
+        let c = match self.origin {
+            Some((lsid, n)) => c.in_txn(&lsid, n),
+            None => c,
+        };
+        self.changes.push(c);
     }
 
     /// In a session's transaction, claims the document `key` of `space` before writing it:
@@ -1436,6 +1742,9 @@ impl WriteTxn<'_> {
             deltas,
             created: _,
             owner: _,
+            changes,
+            origin: _,
+            diff_mode: _,
         } = self;
         for (space, delta) in deltas {
             if !delta.is_zero() {
@@ -1444,7 +1753,7 @@ impl WriteTxn<'_> {
             }
         }
         let (reads, writes) = (tx.reads(), tx.writes());
-        let ts = store.commit_engine(tx)?;
+        let ts = store.commit_engine(tx, &changes)?;
         Ok((reads, writes, ts))
     }
 }
@@ -1819,6 +2128,10 @@ fn scan_range(
             Take::More
         }
     };
+    if let (Some(space), (Bound::Unbounded, Bound::Unbounded)) = (coll.natural, range) {
+        // A whole capped collection is read in insertion order.
+        return crate::capped::scan_natural(r, coll, space, resume, reverse, limits, pred);
+    }
     if limits.max_docs == 0 {
         return Err(StorageError::BadValue(
             "a scan batch needs max_docs >= 1".into(),

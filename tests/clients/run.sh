@@ -174,6 +174,9 @@ log "PyMongo and Node.js: transactions"
 run_suite txn "$PY" "$HERE/txn_pymongo.py" "$URI"
 run_suite txn_node node "$HERE/txn_node.mjs" "$URI"
 
+log "PyMongo: change streams, capped collections, tailable cursors"
+run_suite streams "$PY" "$HERE/streams_pymongo.py" "$URI"
+
 # The Go driver, as Debian packages it: built offline in GOPATH mode (no module proxy).
 GO_DRIVER=/usr/share/gocode/src/go.mongodb.org/mongo-driver
 if ! command -v go >/dev/null 2>&1 || [ ! -d "$GO_DRIVER" ]; then
@@ -267,6 +270,11 @@ expect_eval "mongosh: countDocuments() with and without a filter, and stats()" \
 expect_eval "mongosh: aggregate with \$group and \$sort" \
     'JSON.stringify(db.getSiblingDB("cairn_mongosh").agg.aggregate([{$group: {_id: {$mod: ["$k", 2]}, n: {$sum: 1}}}, {$sort: {_id: 1}}]).toArray())' \
     equals '[{"_id":0,"n":1},{"_id":1,"n":2}]'
+
+# shellcheck disable=SC2016
+expect_eval "mongosh: watch() and tryNext() see an insert" \
+    'const c = db.getSiblingDB("cairn_mongosh_cs").c; const w = c.watch(); w.tryNext(); c.insertOne({_id: 7}); let e = null; for (let i = 0; i < 20 && !e; i++) { e = w.tryNext(); } JSON.stringify([e.operationType, e.documentKey])' \
+    equals '["insert",{"_id":7}]'
 
 if out="$(HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
     timeout 180 "$PY" "$HERE/mongosh_interactive.py" "$MONGOSH" "$URI" 2>&1)"; then

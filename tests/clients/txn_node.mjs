@@ -81,6 +81,25 @@ await check('concurrent withTransaction increments are not lost', async () => {
   assert.equal((await c.findOne({ _id: 1 })).n, 40);
 });
 
+await check('watch() delivers inserts and updates', async () => {
+  const c = db.collection('watched');
+  const stream = c.watch([], { fullDocument: 'updateLookup' });
+  // The first getMore establishes nothing new: start writing once the stream is open.
+  const first = stream.tryNext();
+  await c.insertOne({ _id: 1, n: 1 });
+  await c.updateOne({ _id: 1 }, { $inc: { n: 1 } });
+  const seen = [];
+  const got = await first;
+  if (got) seen.push(got);
+  while (seen.length < 2) {
+    const e = await stream.tryNext();
+    if (e) seen.push(e);
+  }
+  await stream.close();
+  assert.deepEqual(seen.map((e) => e.operationType), ['insert', 'update']);
+  assert.deepEqual(seen[1].fullDocument, { _id: 1, n: 2 });
+});
+
 await client.close();
 console.log(`node txn: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

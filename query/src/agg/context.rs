@@ -152,6 +152,17 @@ pub trait Host: Send + Sync {
         Err(unsupported("$listLocalSessions"))
     }
 
+    /// Change log entries after `after` (at most `max`), with the packed commit time through
+    /// which the log has been trimmed (`$changeStream`).
+    #[allow(clippy::type_complexity)]
+    fn change_log(
+        &self,
+        _after: Option<(u64, u32)>,
+        _max: usize,
+    ) -> Result<(Vec<((u64, u32), RawDocumentBuf)>, u64)> {
+        Err(unsupported("$changeStream"))
+    }
+
     /// The operations `$currentOp` reports.
     fn current_op(&self, _spec: &CurrentOpSpec) -> Result<Vec<RawDocumentBuf>> {
         Err(unsupported("$currentOp"))
@@ -204,6 +215,9 @@ pub struct Options {
     pub allow_disk_use: bool,
     /// Where spill files go (the system temporary directory when `None`).
     pub spill_dir: Option<PathBuf>,
+    /// A change stream's progress, shared with the command (see
+    /// [`crate::agg::stages::change_stream`]).
+    pub stream: crate::agg::stages::change_stream::SharedProgress,
 }
 
 impl Default for Options {
@@ -212,6 +226,7 @@ impl Default for Options {
             memory_limit: crate::sort::DEFAULT_MEMORY_LIMIT_BYTES,
             allow_disk_use: true,
             spill_dir: None,
+            stream: Default::default(),
         }
     }
 }

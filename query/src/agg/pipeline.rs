@@ -177,6 +177,30 @@ impl Pipeline {
                 ));
             }
         }
+        if self
+            .stages
+            .first()
+            .is_some_and(|s| s.name() == "$changeStream")
+        {
+            const ALLOWED: &[&str] = &[
+                "$addFields",
+                "$match",
+                "$project",
+                "$redact",
+                "$replaceRoot",
+                "$replaceWith",
+                "$set",
+                "$unset",
+            ];
+            for s in self.stages.iter().skip(1) {
+                if !ALLOWED.contains(&s.name()) {
+                    return Err(loc(
+                        20,
+                        format!("{} is not permitted in a $changeStream pipeline", s.name()),
+                    ));
+                }
+            }
+        }
         if cx.coll.is_none() && cx.sub == SubContext::Top {
             match self.stages.first() {
                 Some(s) if s.constraints().collectionless => {}
@@ -314,7 +338,15 @@ impl Aggregation {
         self.cursor.is_some() && self.pipeline.stages.is_empty()
     }
 
-    /// True when the pipeline ends in `$out` or `$merge`.
+    /// Whether the pipeline is a change stream (starts with `$changeStream`).
+    pub fn is_change_stream(&self) -> bool {
+        self.pipeline
+            .stages
+            .first()
+            .is_some_and(|s| s.name() == "$changeStream")
+    }
+
+    /// Whether the pipeline ends in a stage that writes (`$out`, `$merge`).
     pub fn writes(&self) -> bool {
         self.pipeline
             .stages

@@ -16,11 +16,7 @@ use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc, spec::BinarySubtype};
 use crate::agg::{Constraints, Deps, DepsState, DocStream, ExecCx, Options, ParseCx, Stage};
 use crate::error::{QueryError, Result};
 
-/// SHA-256 of the empty string: the user digest of every session without authentication.
-const NO_AUTH_UID: [u8; 32] = [
-    0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
-    0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
-];
+use cairn_storage::sessions::NO_AUTH_UID;
 
 /// A parsed `$listLocalSessions` / `$listSessions`.
 #[derive(Debug)]

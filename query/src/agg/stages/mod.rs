@@ -16,6 +16,7 @@ use crate::error::{QueryError, Result};
 pub mod add_fields;
 pub mod bucket;
 pub mod bucket_auto;
+pub mod change_stream;
 pub mod coll_stats;
 pub mod count;
 pub mod current_op;
@@ -50,6 +51,7 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$addFields", add_fields::parse),
     ("$bucket", bucket::parse),
     ("$bucketAuto", bucket_auto::parse),
+    ("$changeStream", change_stream::parse),
     ("$collStats", coll_stats::parse),
     ("$count", count::parse),
     ("$currentOp", current_op::parse),
@@ -82,7 +84,6 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
 
 /// MongoDB 7.0 stages Cairn does not run (NotImplemented), sorted.
 pub const NOT_IMPLEMENTED: &[&str] = &[
-    "$changeStream",
     "$changeStreamSplitLargeEvent",
     "$densify",
     "$fill",
