@@ -128,6 +128,7 @@ error_codes! {
     Interrupted = 11601,
     ExceededTimeLimit = 262,
     InvalidUUID = 207,
+    DocumentValidationFailure = 121,
     CappedPositionLost = 136,
     ChangeStreamFatalError = 280,
     ChangeStreamHistoryLost = 286,
@@ -335,6 +336,7 @@ impl From<StorageError> for CommandError {
             StorageError::SnapshotTooOld(_) => ErrorCode::SnapshotTooOld,
             StorageError::SnapshotInFuture(_) => ErrorCode::InvalidOptions,
             StorageError::TransactionAborted(_) => ErrorCode::NoSuchTransaction,
+            StorageError::DocumentValidationFailure(_) => ErrorCode::DocumentValidationFailure,
         };
         let message = match &e {
             StorageError::Engine(EngineError::Conflict) => {
@@ -343,14 +345,20 @@ impl From<StorageError> for CommandError {
             other => other.to_string(),
         };
         let mut err = CommandError::new(code, message);
-        if let StorageError::DuplicateKey {
-            key_pattern,
-            key_value,
-            ..
-        } = &e
-        {
-            err.extra =
-                Some(rawdoc! {"keyPattern": key_pattern.clone(), "keyValue": key_value.clone()});
+        match &e {
+            StorageError::DuplicateKey {
+                key_pattern,
+                key_value,
+                ..
+            } => {
+                err.extra = Some(
+                    rawdoc! {"keyPattern": key_pattern.clone(), "keyValue": key_value.clone()},
+                );
+            }
+            StorageError::DocumentValidationFailure(info) => {
+                err.extra = Some(rawdoc! {"errInfo": info.clone()});
+            }
+            _ => {}
         }
         err
     }

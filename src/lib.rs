@@ -46,4 +46,5 @@ pub mod session;
 pub mod state;
 pub mod sysinfo;
 pub mod ttl;
+pub mod validation;
 pub mod write_concern;

@@ -9,7 +9,8 @@
 //! Conventions for events: the message is the MongoDB `msg`; an `id` field is the numeric
 //! log id (MongoDB's own id where the event mirrors one of its messages); a field
 //! `startup_warning = true` tags the line `startupWarnings` and also stores it in that log;
-//! every other field becomes an `attr`. The `ctx` is the `name` field of the innermost
+//! a field `x.json = %text` becomes the attribute `x` holding the JSON value `text` (how
+//! documents are logged); every other field becomes an `attr`. The `ctx` is the `name` field of the innermost
 //! enclosing span called `ctx` (e.g. `conn12`, `listener`).
 //!
 //! Invariants: the ring buffers are bounded (oldest lines dropped) and their mutex is only
@@ -152,6 +153,13 @@ impl Visit for Fields {
             "message" => self.message = s,
             "name" => self.name = Some(s),
             n => {
+                // `x.json = %text`: the attribute `x` is the JSON value `text`.
+                if let Some(base) = n.strip_suffix(".json")
+                    && let Ok(v) = serde_json::from_str::<Value>(&s)
+                {
+                    self.attr.insert(base.to_string(), v);
+                    return;
+                }
                 self.attr.insert(n.to_string(), Value::from(s));
             }
         }

@@ -150,6 +150,7 @@ impl ServerState {
                 tx.send_modify(|n| *n = n.wrapping_add(1));
             }));
         }
+        crate::validation::install(&store);
         let host = crate::sysinfo::hostname();
         let cursor_timeout = config.cursor_timeout_ms;
         ServerState {

@@ -412,3 +412,84 @@ async fn order_and_limits_survive_a_restart() {
         [8, 7, 1]
     );
 }
+
+#[tokio::test]
+async fn coll_mod_changes_the_limits() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("capmod");
+    db.run_command(doc! {"create": "c", "capped": true, "size": 100_000, "max": 10})
+        .await
+        .unwrap();
+    db.run_command(doc! {"create": "plain"}).await.unwrap();
+    let coll = db.collection::<Document>("c");
+    for id in 0..10 {
+        coll.insert_one(doc! {"_id": id}).await.unwrap();
+    }
+    // The IDL's ranges come first, then the collection must be capped.
+    for (command, code, msg) in [
+        (
+            doc! {"collMod": "c", "cappedSize": 0},
+            51024,
+            "BSON field 'cappedSize' value must be >= 1, actual value '0'",
+        ),
+        (
+            doc! {"collMod": "plain", "cappedSize": 0},
+            51024,
+            "BSON field 'cappedSize' value must be >= 1, actual value '0'",
+        ),
+        (
+            doc! {"collMod": "c", "cappedSize": (1_i64 << 50) + 1},
+            51024,
+            "BSON field 'cappedSize' value must be <= 1125899906842624, actual value '1125899906842625'",
+        ),
+        (
+            doc! {"collMod": "c", "cappedMax": 1_i64 << 31},
+            51024,
+            "BSON field 'cappedMax' value must be < 2147483648, actual value '2147483648'",
+        ),
+        (
+            doc! {"collMod": "c", "cappedSize": "x"},
+            14,
+            "BSON field 'collMod.cappedSize' is the wrong type 'string', expected types '[long, int, decimal, double']",
+        ),
+        (
+            doc! {"collMod": "plain", "cappedMax": 5},
+            72,
+            "Collection must be capped.",
+        ),
+    ] {
+        let e = db.run_command(command.clone()).await.unwrap_err();
+        assert_eq!(code_of(&e), code, "{command}");
+        assert!(e.to_string().contains(msg), "{command}: {e}");
+    }
+    // Lower limits take effect at the next insert, which trims to them (MongoDB 6.0+).
+    let r = db
+        .run_command(doc! {"collMod": "c", "cappedMax": 4, "cappedSize": 5000})
+        .await
+        .unwrap();
+    assert_eq!(r.get_f64("ok").unwrap(), 1.0);
+    let opts = options_of(&db, "c").await;
+    assert_eq!(opts, doc! {"capped": true, "size": 5120, "max": 4});
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 10);
+    coll.insert_one(doc! {"_id": 10}).await.unwrap();
+    assert_eq!(
+        ids(&collect(coll.find(doc! {}).await.unwrap()).await),
+        [7, 8, 9, 10]
+    );
+    let stats = db.run_command(doc! {"collStats": "c"}).await.unwrap();
+    assert_eq!(stats.get_i32("max").unwrap(), 4);
+    assert_eq!(stats.get_i32("maxSize").unwrap(), 5120);
+    // A cappedMax of 0 lifts the document limit; the size still holds.
+    db.run_command(doc! {"collMod": "c", "cappedMax": 0})
+        .await
+        .unwrap();
+    assert_eq!(
+        options_of(&db, "c").await,
+        doc! {"capped": true, "size": 5120}
+    );
+    for id in 11..15 {
+        coll.insert_one(doc! {"_id": id}).await.unwrap();
+    }
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 8);
+}

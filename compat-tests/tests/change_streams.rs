@@ -326,6 +326,111 @@ async fn pre_and_post_images() {
 }
 
 #[tokio::test]
+async fn coll_mod_turns_images_on_and_off() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("cs4");
+    db.run_command(doc! {"create": "later"}).await.unwrap();
+    let coll = db.collection::<Document>("later");
+    coll.insert_one(doc! {"_id": 1, "n": 1}).await.unwrap();
+    let options = || async {
+        let r = db
+            .run_command(doc! {"listCollections": 1, "filter": {"name": "later"}})
+            .await
+            .unwrap();
+        r.get_document("cursor")
+            .unwrap()
+            .get_array("firstBatch")
+            .unwrap()[0]
+            .as_document()
+            .unwrap()
+            .get_document("options")
+            .unwrap()
+            .clone()
+    };
+    // Not in admin, local or config; malformed options are the IDL's errors.
+    for (dbname, command, code) in [
+        (
+            "admin",
+            doc! {"create": "x", "changeStreamPreAndPostImages": {"enabled": true}},
+            72,
+        ),
+        (
+            "cs4",
+            doc! {"collMod": "later", "changeStreamPreAndPostImages": {}},
+            40414,
+        ),
+        (
+            "cs4",
+            doc! {"collMod": "later", "changeStreamPreAndPostImages": {"enabled": 1}},
+            14,
+        ),
+        (
+            "cs4",
+            doc! {"collMod": "later", "changeStreamPreAndPostImages": true},
+            14,
+        ),
+    ] {
+        let e = client
+            .database(dbname)
+            .run_command(command.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(cairn_compat_tests::code_of(&e), code, "{command}");
+    }
+    client
+        .database("admin")
+        .run_command(doc! {"create": "y"})
+        .await
+        .unwrap();
+    let e = client
+        .database("admin")
+        .run_command(doc! {"collMod": "y", "changeStreamPreAndPostImages": {"enabled": true}})
+        .await
+        .unwrap_err();
+    assert_eq!(cairn_compat_tests::code_of(&e), 72);
+
+    let mut stream = coll
+        .watch()
+        .full_document_before_change(FullDocumentBeforeChangeType::WhenAvailable)
+        .await
+        .unwrap();
+    db.run_command(doc! {"collMod": "later", "changeStreamPreAndPostImages": {"enabled": true}})
+        .await
+        .unwrap();
+    assert_eq!(
+        options().await,
+        doc! {"changeStreamPreAndPostImages": {"enabled": true}}
+    );
+    // Other options leave it alone.
+    db.run_command(doc! {"collMod": "later", "validationLevel": "off"})
+        .await
+        .unwrap();
+    assert_eq!(
+        options().await,
+        doc! {"changeStreamPreAndPostImages": {"enabled": true}, "validationLevel": "off"}
+    );
+    coll.update_one(doc! {"_id": 1}, doc! {"$inc": {"n": 1}})
+        .await
+        .unwrap();
+    db.run_command(doc! {"collMod": "later", "changeStreamPreAndPostImages": {"enabled": false}})
+        .await
+        .unwrap();
+    assert_eq!(options().await, doc! {"validationLevel": "off"});
+    coll.update_one(doc! {"_id": 1}, doc! {"$inc": {"n": 1}})
+        .await
+        .unwrap();
+    let with_image = next(&mut stream).await;
+    assert_eq!(
+        with_image.full_document_before_change,
+        Some(doc! {"_id": 1, "n": 1})
+    );
+    let without = next(&mut stream).await;
+    assert_eq!(without.operation_type, OperationType::Update);
+    assert_eq!(without.full_document_before_change, None);
+}
+
+#[tokio::test]
 async fn errors_and_restart() {
     let dir = tempfile::tempdir().unwrap();
     let token = {

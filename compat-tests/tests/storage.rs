@@ -442,13 +442,18 @@ async fn ddl_commands() {
         .await
         .unwrap();
     db.run_command(doc! {"drop": "capped_b"}).await.unwrap();
+    // a validator is accepted (validation.rs covers the rest); a malformed one is refused
+    db.run_command(doc! {"create": "validated_b", "validator": {"a": 1}})
+        .await
+        .unwrap();
+    db.run_command(doc! {"drop": "validated_b"}).await.unwrap();
     assert_eq!(
         code_of(
-            &db.run_command(doc! {"create": "b", "validator": {"a": 1}})
+            &db.run_command(doc! {"create": "b", "validator": {"$where": "true"}})
                 .await
                 .unwrap_err()
         ),
-        238
+        2
     );
     assert_eq!(
         code_of(
@@ -796,7 +801,8 @@ async fn dropping_a_large_collection_is_fast_and_frees_its_files() {
     let started = Instant::now();
     coll.drop().await.unwrap();
     let took = started.elapsed();
-    assert!(took < Duration::from_millis(500), "drop took {took:?}");
+    // constant time: a shared, loaded machine still drops well inside this
+    assert!(took < Duration::from_secs(3), "drop took {took:?}");
     // the collection's files are deleted once nothing references them
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

@@ -266,6 +266,12 @@ pub trait Extensions {
         kind: ExtensionKind,
         operand: RawBsonRef<'_>,
     ) -> Result<Arc<dyn DocumentPredicate>>;
+
+    /// Whether `$near`, `$nearSphere` and `$geoNear` may appear (collection validators refuse
+    /// them with 5626500 before parsing their operands).
+    fn geo_near_allowed(&self) -> bool {
+        true
+    }
 }
 
 /// The default [`Extensions`]: every extension operator is NotImplemented.
@@ -1213,6 +1219,17 @@ impl Parser<'_> {
         level: Level,
     ) -> Result<()> {
         self.enter(sub)?;
+        // MongoDB hands a leading `$near` the whole document; where it is not allowed, that
+        // is refused first.
+        if let Some(first) = first_key(sub)
+            && matches!(first, "$near" | "$nearSphere" | "$geoNear")
+            && !self.ext.geo_near_allowed()
+        {
+            return Err(QueryError::Location(
+                5626500,
+                "$geoNear, $near, and $nearSphere are not allowed in this context".into(),
+            ));
+        }
         for el in sub.iter() {
             let (k, v) = el.map_err(malformed)?;
             if let Some(e) = self.parse_sub_field(sub, path, k.as_str(), v, level)? {

@@ -58,6 +58,12 @@
 //!
 //! [`JsonSchemaExtensions`] plugs `$jsonSchema` into [`crate::filter::Filter::parse_with`];
 //! [`Chain`] and [`WithJsonSchema`] combine it with other [`Extensions`] (e.g. `$expr`).
+//!
+//! For a collection validator, `JsonSchema::parse_annotated` builds the same tree with
+//! MongoDB's error annotations (`json_schema_parser.cpp`'s `createAnnotation` calls: each
+//! keyword's node tagged with the keyword and `specifiedAs`, subschemas `_subschema` with
+//! their `title`/`description`, properties `_property`, the restriction wrappers ignored but
+//! descended), which [`crate::validation::explain`] walks to explain a failure.
 
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
@@ -74,6 +80,7 @@ use crate::error::{QueryError, Result};
 use crate::filter::{CmpOp, DocumentPredicate, ExtensionKind, Extensions, NoExtensions, Predicate};
 use crate::path::{self, FieldPath, LeafArrays};
 use crate::regex::Regex;
+use crate::validation::tree::{Annotation, Mode};
 
 /// Deepest nesting of schemas (`properties` inside `items` inside `anyOf` …) accepted. Each
 /// level is at least two BSON levels, so this is beyond what MongoDB's own BSON depth limit
@@ -103,12 +110,50 @@ impl JsonSchema {
 
     /// Parses a schema with non-default options.
     pub fn parse_with_options(schema: &RawDocument, options: JsonSchemaOptions) -> Result<Self> {
-        let mut p = Parser { options, depth: 0 };
+        let mut p = Parser {
+            options,
+            depth: 0,
+            annotate: false,
+        };
         let root = p.schema(None, schema).map_err(|e| *e)?;
         Ok(JsonSchema {
             source: Arc::new(schema.to_owned()),
             root: Arc::new(root),
         })
+    }
+
+    /// Parses a schema of a collection validator: the tree carries MongoDB's error annotations
+    /// (see [`crate::validation`]), the root tagged `$jsonSchema`.
+    pub(crate) fn parse_annotated(
+        schema: &RawDocument,
+        options: JsonSchemaOptions,
+    ) -> Result<Self> {
+        let mut p = Parser {
+            options,
+            depth: 0,
+            annotate: true,
+        };
+        let root = p.schema(None, schema).map_err(|e| *e)?;
+        // `JSONSchemaParser::parse` retags the top-level node, keeping its annotation.
+        let root = match root {
+            Node::Annotated(b) => {
+                let (ann, inner) = *b;
+                Node::Annotated(Box::new((
+                    Annotation::generate("$jsonSchema", ann.spec).with_schema(schema),
+                    inner,
+                )))
+            }
+            other => other,
+        };
+        Ok(JsonSchema {
+            source: Arc::new(schema.to_owned()),
+            root: Arc::new(root),
+        })
+    }
+
+    /// The translated tree (annotated when parsed by [`JsonSchema::parse_annotated`]).
+    pub(crate) fn root(&self) -> &Node {
+        &self.root
     }
 
     /// Whether `doc` satisfies the schema.
@@ -207,7 +252,7 @@ impl Extensions for WithJsonSchema<'_> {
 
 /// What a value test applies to, relative to the scope it is evaluated in.
 #[derive(Clone, Debug)]
-enum Subject {
+pub(crate) enum Subject {
     /// A (dotted) field of the object in scope: a property of the enclosing schema.
     Field(FieldPath),
     /// The value in scope itself (MongoDB's `ExpressionWithPlaceholder` "i": array elements
@@ -218,7 +263,10 @@ enum Subject {
 
 /// A node of a translated schema (MongoDB's match expressions, internal schema ones included).
 #[derive(Clone, Debug)]
-enum Node {
+pub(crate) enum Node {
+    /// A node with its error annotation (only in validators' trees; see
+    /// [`JsonSchema::parse_annotated`]). Unannotated nodes are ignored by error generation.
+    Annotated(Box<(Annotation, Node)>),
     True,
     False,
     And(Vec<Node>),
@@ -245,9 +293,9 @@ enum Node {
 }
 
 #[derive(Clone, Debug)]
-struct ValueTest {
-    at: Subject,
-    test: Test,
+pub(crate) struct ValueTest {
+    pub(crate) at: Subject,
+    pub(crate) test: Test,
 }
 
 fn value(at: Subject, test: Test) -> Node {
@@ -255,18 +303,19 @@ fn value(at: Subject, test: Test) -> Node {
 }
 
 #[derive(Clone, Debug)]
-struct AllowedProperties {
+pub(crate) struct AllowedProperties {
     /// Names listed in `properties`, sorted, without duplicates.
-    properties: Vec<String>,
-    /// `patternProperties`: each regex with the schema its matching fields' values must match.
-    patterns: Vec<(Regex, Node)>,
+    pub(crate) properties: Vec<String>,
+    /// `patternProperties`: each regex (as written, compiled) with the schema its matching
+    /// fields' values must match.
+    pub(crate) patterns: Vec<(String, Regex, Node)>,
     /// `additionalProperties`: for the fields neither list covers.
-    otherwise: Node,
+    pub(crate) otherwise: Node,
 }
 
 /// A test of one value.
 #[derive(Clone, Debug)]
-enum Test {
+pub(crate) enum Test {
     /// `$_internalSchemaType`: the value's own BSON type (arrays are not traversed).
     Type(Types),
     /// A MongoDB leaf predicate (`$lt`/`$lte`/`$gt`/`$gte` for minimum/maximum, `$regex` for
@@ -299,7 +348,7 @@ enum Test {
 }
 
 impl Test {
-    fn leaf_arrays(&self) -> LeafArrays {
+    pub(crate) fn leaf_arrays(&self) -> LeafArrays {
         match self {
             Test::Leaf(_)
             | Test::MultipleOf(_)
@@ -321,7 +370,7 @@ impl Test {
 
 /// A set of BSON types (MongoDB's `MatcherTypeSet`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Types {
+pub(crate) struct Types {
     /// `"number"`: int, long, double and decimal.
     all_numbers: bool,
     types: Vec<ElementType>,
@@ -342,7 +391,7 @@ impl Types {
         }
     }
 
-    fn has(&self, t: ElementType) -> bool {
+    pub(crate) fn has(&self, t: ElementType) -> bool {
         (self.all_numbers && is_numeric_type(t)) || self.types.contains(&t)
     }
 
@@ -370,7 +419,7 @@ fn is_numeric_type(t: ElementType) -> bool {
 
 /// A positive finite decimal `coefficient × 10^exponent` (`multipleOf`'s divisor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Dec {
+pub(crate) struct Dec {
     coefficient: u128,
     exponent: i32,
 }
@@ -382,8 +431,8 @@ struct Dec {
 /// What a node is evaluated against: an object whose fields [`Subject::Field`] names, or a
 /// single value that [`Subject::Placeholder`] names. The parser only ever puts field subjects
 /// under object scopes and placeholder subjects under value scopes.
-#[derive(Clone, Copy)]
-enum Scope<'a> {
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Scope<'a> {
     Doc(&'a RawDocument),
     Elem(RawBsonRef<'a>),
 }
@@ -391,7 +440,7 @@ enum Scope<'a> {
 impl<'a> Scope<'a> {
     /// The object in scope, for the object-level expressions (MongoDB's `matchesSingleElement`
     /// of them accepts only objects).
-    fn object(self) -> Option<&'a RawDocument> {
+    pub(crate) fn object(self) -> Option<&'a RawDocument> {
         match self {
             Scope::Doc(d) | Scope::Elem(RawBsonRef::Document(d)) => Some(d),
             Scope::Elem(_) => None,
@@ -400,8 +449,9 @@ impl<'a> Scope<'a> {
 }
 
 impl Node {
-    fn eval(&self, scope: Scope<'_>) -> bool {
+    pub(crate) fn eval(&self, scope: Scope<'_>) -> bool {
         match self {
+            Node::Annotated(b) => b.1.eval(scope),
             Node::True => true,
             Node::False => false,
             Node::And(cs) => cs.iter().all(|c| c.eval(scope)),
@@ -431,7 +481,7 @@ impl Node {
     }
 }
 
-fn eval_value(at: &Subject, test: &Test, scope: Scope<'_>) -> bool {
+pub(crate) fn eval_value(at: &Subject, test: &Test, scope: Scope<'_>) -> bool {
     match (at, scope) {
         (Subject::Field(p), Scope::Doc(d)) => path::visit(d, p, test.leaf_arrays(), |pv| {
             if test.matches(pv.value) {
@@ -459,7 +509,7 @@ fn eval_value(at: &Subject, test: &Test, scope: Scope<'_>) -> bool {
 }
 
 impl Test {
-    fn matches(&self, v: Option<RawBsonRef<'_>>) -> bool {
+    pub(crate) fn matches(&self, v: Option<RawBsonRef<'_>>) -> bool {
         match self {
             Test::Type(t) => v.is_some_and(|v| t.has(v.element_type())),
             Test::Leaf(p) => p.matches_single(v, &mut None),
@@ -512,12 +562,12 @@ impl Test {
 
 impl AllowedProperties {
     /// `InternalSchemaAllowedPropertiesMatchExpression::_matchesBSONObj`.
-    fn matches(&self, obj: &RawDocument) -> bool {
+    pub(crate) fn matches(&self, obj: &RawDocument) -> bool {
         for el in obj.iter() {
             let Ok((name, value)) = el else { break };
             let name = name.as_str();
             let mut check_otherwise = true;
-            for (re, schema) in &self.patterns {
+            for (_, re, schema) in &self.patterns {
                 if re.is_match(name) {
                     check_otherwise = false;
                     if !schema.eval(Scope::Elem(value)) {
@@ -552,7 +602,7 @@ fn encrypted_original_type(bytes: &[u8]) -> Option<ElementType> {
     ElementType::from(*bytes.get(17)?)
 }
 
-fn field_count(d: &RawDocument) -> u64 {
+pub(crate) fn field_count(d: &RawDocument) -> u64 {
     let mut n = 0u64;
     for el in d.iter() {
         if el.is_err() {
@@ -590,7 +640,7 @@ fn all_unique(a: &RawArray) -> bool {
 /// canonical type class first; objects compare their fields sorted by name (type class, name,
 /// value), arrays element by element, both recursively under the same rule; everything else as
 /// [`compare_values`]. A total order whose equality is the one `enum` and `uniqueItems` use.
-fn unordered_cmp(a: RawBsonRef<'_>, b: RawBsonRef<'_>, depth: usize) -> Ordering {
+pub(crate) fn unordered_cmp(a: RawBsonRef<'_>, b: RawBsonRef<'_>, depth: usize) -> Ordering {
     let (ca, cb) = (TypeClass::of(a), TypeClass::of(b));
     if ca != cb {
         return ca.cmp(&cb);
@@ -851,11 +901,6 @@ impl Restrict {
     }
 }
 
-/// MongoDB's `makeRestriction`: `test` applies only to values of the restriction's type.
-fn restrict(kind: Restrict, at: &Subject, test: Test, stated: Option<&Types>) -> Node {
-    restrict_node(kind, at, value(at.clone(), test), stated)
-}
-
 fn exists(name: &str) -> Node {
     value(
         Subject::Field(FieldPath::new(name)),
@@ -1069,9 +1114,81 @@ fn to_decimal(v: RawBsonRef<'_>) -> Option<(bool, Decimal)> {
 struct Parser {
     options: JsonSchemaOptions,
     depth: usize,
+    /// Build the error annotations of a collection validator (`Node::Annotated`).
+    annotate: bool,
+}
+
+/// `{name: v}`: a keyword as written, MongoDB's `BSONElement::wrap`.
+fn wrap(name: &str, v: RawBsonRef<'_>) -> RawDocumentBuf {
+    let mut d = RawDocumentBuf::new();
+    if let Ok(k) = <&bson::raw::CStr>::try_from(name) {
+        d.append(k, v);
+    }
+    d
 }
 
 impl Parser {
+    /// `node` with `ann` when building a validator's tree.
+    fn ann(&self, node: Node, ann: impl FnOnce() -> Annotation) -> Node {
+        if self.annotate {
+            Node::Annotated(Box::new((ann(), node)))
+        } else {
+            node
+        }
+    }
+
+    /// `node` tagged as a keyword: `tag` with `specifiedAs` `{keyword: v}`.
+    fn keyword_node(&self, node: Node, tag: &'static str, v: RawBsonRef<'_>) -> Node {
+        self.ann(node, || Annotation::generate(tag, wrap(tag, v)))
+    }
+
+    /// `node` that generates no error itself but whose children may
+    /// (`kIgnoreButDescend`).
+    fn descend(&self, node: Node) -> Node {
+        self.ann(node, || Annotation::mode(Mode::IgnoreButDescend))
+    }
+
+    /// `makeRestriction`: `expr` applies only to values of the restriction's type.
+    fn restrict(&self, kind: Restrict, at: &Subject, expr: Node, stated: Option<&Types>) -> Node {
+        let types = kind.types();
+        if let Some(stated) = stated.and_then(Types::single) {
+            return if types.has(stated) { expr } else { Node::True };
+        }
+        self.descend(Node::Or(vec![
+            Node::Not(Box::new(value(at.clone(), Test::Type(types)))),
+            expr,
+        ]))
+    }
+
+    /// A restriction on the object at `at` (`InternalSchemaObjectMatch` under
+    /// `makeRestriction`), or `e` itself at the top level.
+    fn object_restriction(&self, at: Option<&Subject>, e: Node, stated: Option<&Types>) -> Node {
+        match at {
+            None => e,
+            Some(at) => {
+                let object = self.descend(value(at.clone(), Test::Object(Box::new(e))));
+                self.restrict(Restrict::Object, at, object, stated)
+            }
+        }
+    }
+
+    /// `{$exists: name}` reporting the name as missing (`_propertyExists`).
+    fn property_exists(&self, name: &str) -> Node {
+        self.ann(exists(name), || {
+            Annotation::generate("_propertyExists", RawDocumentBuf::new())
+        })
+    }
+
+    /// `makeDependencyExistsClause` (annotated like the `then` branch of a property
+    /// dependency).
+    fn exists_clause(&self, at: Option<&Subject>, name: &str) -> Node {
+        let e = self.property_exists(name);
+        match at {
+            None => e,
+            Some(at) => self.descend(value(at.clone(), Test::Object(Box::new(e)))),
+        }
+    }
+
     /// `_parse`: one (sub)schema whose values are at `at` (`None`: the top level, where the
     /// scope is the document itself).
     fn schema(&mut self, at: Option<&Subject>, schema: &RawDocument) -> PResult<Node> {
@@ -1131,17 +1248,31 @@ impl Parser {
         let mut and = Vec::new();
         self.scalar_keywords(&kws, at, stated_ref, &mut and)?;
         self.array_keywords(&kws, at, stated_ref, &mut and)?;
-        encryption_keywords(&kws, at, &mut and)?;
+        encryption_keywords(&kws, at, &mut and, self.annotate)?;
         self.object_keywords(&kws, at, stated_ref, &mut and)?;
         self.logical_keywords(&kws, at, &mut and)?;
 
         match (at, stated) {
             // A top-level schema stating a type other than object matches nothing.
-            (None, Some(t)) if !t.has(ElementType::EmbeddedDocument) => return Ok(Node::False),
-            (Some(at), Some(t)) => and.push(value(at.clone(), Test::Type(t))),
+            (None, Some(t)) if !t.has(ElementType::EmbeddedDocument) => {
+                let mut spec = RawDocumentBuf::new();
+                spec.append(bson::raw::cstr!("$jsonSchema"), schema.to_owned());
+                return Ok(self.ann(Node::False, || Annotation::generate("$jsonSchema", spec)));
+            }
+            (Some(at), Some(t)) => {
+                let node = value(at.clone(), Test::Type(t));
+                and.push(match (ty, bson_ty) {
+                    (Some(v), _) => self.keyword_node(node, "type", v),
+                    (None, Some(v)) => self.keyword_node(node, "bsonType", v),
+                    // Implied by `encrypt`: reported by the encryption nodes.
+                    (None, None) => node,
+                });
+            }
             _ => {}
         }
-        Ok(Node::And(and))
+        Ok(self.ann(Node::And(and), || {
+            Annotation::generate("_subschema", RawDocumentBuf::new()).with_schema(schema)
+        }))
     }
 
     /// The keywords of `schema` (boxed: the parser recurses through the caller's frame).
@@ -1189,12 +1320,9 @@ impl Parser {
             };
             if let Some(at) = at {
                 let re = Regex::new(p, "")?;
-                and.push(restrict(
-                    Restrict::String,
-                    at,
-                    Test::Leaf(Predicate::Regex(re)),
-                    stated,
-                ));
+                let node = value(at.clone(), Test::Leaf(Predicate::Regex(re)));
+                let node = self.keyword_node(node, "pattern", v);
+                and.push(self.restrict(Restrict::String, at, node, stated));
             }
         }
         for (kw, name, max) in [
@@ -1209,7 +1337,8 @@ impl Parser {
                     } else {
                         Test::MinLength(n)
                     };
-                    and.push(restrict(Restrict::String, at, test, stated));
+                    let node = self.keyword_node(value(at.clone(), test), name, v);
+                    and.push(self.restrict(Restrict::String, at, node, stated));
                 }
             }
         }
@@ -1238,12 +1367,9 @@ impl Parser {
                         exponent,
                     },
                 };
-                and.push(restrict(
-                    Restrict::Number,
-                    at,
-                    Test::MultipleOf(divisor),
-                    stated,
-                ));
+                let node = value(at.clone(), Test::MultipleOf(divisor));
+                let node = self.keyword_node(node, "multipleOf", v);
+                and.push(self.restrict(Restrict::Number, at, node, stated));
             }
         }
         for (bound, exclusive, name, ex_name, upper) in [
@@ -1291,12 +1417,15 @@ impl Parser {
                     (false, true) => CmpOp::Gt,
                     (false, false) => CmpOp::Gte,
                 };
-                and.push(restrict(
-                    Restrict::Number,
-                    at,
-                    Test::Leaf(Predicate::Cmp(op, v.into())),
-                    stated,
-                ));
+                let node = value(at.clone(), Test::Leaf(Predicate::Cmp(op, v.into())));
+                let node = self.ann(node, || {
+                    let mut spec = wrap(name, v);
+                    if is_exclusive && let Ok(k) = <&bson::raw::CStr>::try_from(ex_name) {
+                        spec.append(k, true);
+                    }
+                    Annotation::generate(name, spec)
+                });
+                and.push(self.restrict(Restrict::Number, at, node, stated));
             }
         }
         Ok(())
@@ -1322,7 +1451,8 @@ impl Parser {
                     } else {
                         Test::MinItems(n)
                     };
-                    and.push(restrict(Restrict::Array, at, test, stated));
+                    let node = self.keyword_node(value(at.clone(), test), name, v);
+                    and.push(self.restrict(Restrict::Array, at, node, stated));
                 }
             }
         }
@@ -1335,7 +1465,9 @@ impl Parser {
             if let Some(at) = at
                 && unique
             {
-                and.push(restrict(Restrict::Array, at, Test::UniqueItems, stated));
+                let node = value(at.clone(), Test::UniqueItems);
+                let node = self.keyword_node(node, "uniqueItems", v);
+                and.push(self.restrict(Restrict::Array, at, node, stated));
             }
         }
 
@@ -1361,26 +1493,23 @@ impl Parser {
                             .into_iter()
                             .enumerate()
                             .map(|(idx, schema)| {
-                                value(at.clone(), Test::ItemAt(idx, Box::new(schema)))
+                                // `items` carries the operator name, not the positions.
+                                self.ann(
+                                    value(at.clone(), Test::ItemAt(idx, Box::new(schema))),
+                                    || Annotation::generate("", RawDocumentBuf::new()),
+                                )
                             })
                             .collect();
-                        and.push(restrict_node(
-                            Restrict::Array,
-                            at,
-                            Node::And(positions),
-                            stated,
-                        ));
+                        let node = self.keyword_node(Node::And(positions), "items", v);
+                        and.push(self.restrict(Restrict::Array, at, node, stated));
                     }
                 }
                 RawBsonRef::Document(sub) => {
                     let schema = self.schema(Some(&Subject::Placeholder), sub)?;
                     if let Some(at) = at {
-                        and.push(restrict(
-                            Restrict::Array,
-                            at,
-                            Test::ItemsFrom(0, Box::new(schema)),
-                            stated,
-                        ));
+                        let node = value(at.clone(), Test::ItemsFrom(0, Box::new(schema)));
+                        let node = self.keyword_node(node, "items", v);
+                        and.push(self.restrict(Restrict::Array, at, node, stated));
                     }
                 }
                 _ => {
@@ -1405,12 +1534,9 @@ impl Parser {
                 }
             };
             if let (Some(from), Some(at)) = (additional_from, at) {
-                and.push(restrict(
-                    Restrict::Array,
-                    at,
-                    Test::ItemsFrom(from, Box::new(otherwise)),
-                    stated,
-                ));
+                let node = value(at.clone(), Test::ItemsFrom(from, Box::new(otherwise)));
+                let node = self.keyword_node(node, "additionalItems", v);
+                and.push(self.restrict(Restrict::Array, at, node, stated));
             }
         }
         Ok(())
@@ -1439,17 +1565,19 @@ impl Parser {
         );
         if patterns.is_some() || additional.is_some() {
             let e = self.allowed_properties(properties, patterns, additional)?;
-            and.push(match at {
-                None => e,
-                Some(at) => restrict(Restrict::Object, at, Test::Object(Box::new(e)), stated),
+            let e = self.ann(e, || {
+                Annotation::generate(
+                    "",
+                    additional
+                        .map_or_else(RawDocumentBuf::new, |v| wrap("additionalProperties", v)),
+                )
             });
+            and.push(self.object_restriction(at, e, stated));
         }
-        if !required.is_empty() {
-            let e = Node::And(required.iter().map(|name| exists(name)).collect());
-            and.push(match at {
-                None => e,
-                Some(at) => restrict(Restrict::Object, at, Test::Object(Box::new(e)), stated),
-            });
+        if let (false, Some(v)) = (required.is_empty(), kws.get(Kw::Required)) {
+            let e = Node::And(required.iter().map(|n| self.property_exists(n)).collect());
+            let e = self.keyword_node(e, "required", v);
+            and.push(self.object_restriction(at, e, stated));
         }
         for (kw, name, max) in [
             (Kw::MinProperties, "minProperties", false),
@@ -1462,10 +1590,8 @@ impl Parser {
                 } else {
                     Node::MinProperties(n)
                 };
-                and.push(match at {
-                    None => e,
-                    Some(at) => restrict(Restrict::Object, at, Test::Object(Box::new(e)), stated),
-                });
+                let e = self.keyword_node(e, name, v);
+                and.push(self.object_restriction(at, e, stated));
             }
         }
         if let Some(v) = kws.get(Kw::Dependencies) {
@@ -1499,17 +1625,26 @@ impl Parser {
             // An empty name is an empty path, which MongoDB parses as a top-level schema.
             let sub_at = (!name.is_empty()).then(|| Subject::Field(FieldPath::new(name)));
             let nested = self.schema(sub_at.as_ref(), sub)?;
+            // The subschema is retagged as the property's.
+            let nested = match nested {
+                Node::Annotated(b) => b.1,
+                other => other,
+            };
+            let nested = self.ann(nested, || {
+                let mut spec = RawDocumentBuf::new();
+                spec.append(bson::raw::cstr!("propertyName"), name);
+                Annotation::generate("_property", spec).with_schema(sub)
+            });
             if required.binary_search_by(|r| r.as_str().cmp(name)).is_ok() {
                 and.push(nested);
             } else {
-                and.push(Node::Or(vec![Node::Not(Box::new(exists(name))), nested]));
+                and.push(self.descend(Node::Or(vec![Node::Not(Box::new(exists(name))), nested])));
             }
         }
-        let e = Node::And(and);
-        Ok(match at {
-            None => e,
-            Some(at) => restrict(Restrict::Object, at, Test::Object(Box::new(e)), stated),
-        })
+        let e = self.ann(Node::And(and), || {
+            Annotation::generate("properties", RawDocumentBuf::new())
+        });
+        Ok(self.object_restriction(at, e, stated))
     }
 
     /// `parseAllowedProperties` (without the object wrapper).
@@ -1563,7 +1698,7 @@ impl Parser {
         for (pattern, schema) in raw_patterns {
             let re = Regex::new(pattern, "")
                 .map_err(|e| bad(format!("Invalid regular expression: {e}")))?;
-            compiled.push((re, schema));
+            compiled.push((pattern.to_string(), re, schema));
         }
         Ok(Node::AllowedProperties(Box::new(AllowedProperties {
             properties: names,
@@ -1604,7 +1739,7 @@ impl Parser {
                             )));
                         }
                         seen.push(s);
-                        clauses.push(exists_clause(at, s));
+                        clauses.push(self.exists_clause(at, s));
                     }
                     if clauses.is_empty() {
                         return Err(failed(format!(
@@ -1612,7 +1747,9 @@ impl Parser {
                              an empty array"
                         )));
                     }
-                    Node::And(clauses)
+                    self.ann(Node::And(clauses), || {
+                        Annotation::generate("_propertiesExistList", wrap(name, dep))
+                    })
                 }
                 // Annotations are allowed among the dependencies.
                 RawBsonRef::String(_) if name == "title" || name == "description" => continue,
@@ -1623,12 +1760,21 @@ impl Parser {
                     )));
                 }
             };
-            and.push(Node::Cond {
+            let tag = if matches!(dep, RawBsonRef::Document(_)) {
+                "_schemaDependency"
+            } else {
+                "_propertyDependency"
+            };
+            // The condition never contributes to an error: it is left unannotated.
+            let cond = Node::Cond {
                 cond: Box::new(exists_clause(at, name)),
                 then: Box::new(then),
-            });
+            };
+            and.push(self.ann(cond, || Annotation::generate(tag, wrap(name, dep))));
         }
-        Ok(Node::And(and))
+        Ok(self.ann(Node::And(and), || {
+            Annotation::generate("dependencies", RawDocumentBuf::new()).with_schema(obj)
+        }))
     }
 
     /// `translateLogicalKeywords`: allOf, anyOf, oneOf, not, enum.
@@ -1638,14 +1784,18 @@ impl Parser {
         at: Option<&Subject>,
         and: &mut Vec<Node>,
     ) -> PResult<()> {
+        let logical = |tag: &'static str| move || Annotation::generate(tag, RawDocumentBuf::new());
         if let Some(v) = kws.get(Kw::AllOf) {
-            and.push(Node::And(self.schema_list("allOf", at, v)?));
+            let node = Node::And(self.schema_list("allOf", at, v)?);
+            and.push(self.ann(node, logical("allOf")));
         }
         if let Some(v) = kws.get(Kw::AnyOf) {
-            and.push(Node::Or(self.schema_list("anyOf", at, v)?));
+            let node = Node::Or(self.schema_list("anyOf", at, v)?);
+            and.push(self.ann(node, logical("anyOf")));
         }
         if let Some(v) = kws.get(Kw::OneOf) {
-            and.push(Node::Xor(self.schema_list("oneOf", at, v)?));
+            let node = Node::Xor(self.schema_list("oneOf", at, v)?);
+            and.push(self.ann(node, logical("oneOf")));
         }
         if let Some(v) = kws.get(Kw::Not) {
             let RawBsonRef::Document(sub) = v else {
@@ -1654,10 +1804,12 @@ impl Parser {
                     type_name(v)
                 )));
             };
-            and.push(Node::Not(Box::new(self.schema(at, sub)?)));
+            let node = Node::Not(Box::new(self.schema(at, sub)?));
+            and.push(self.ann(node, logical("not")));
         }
         if let Some(v) = kws.get(Kw::Enum) {
-            and.push(parse_enum(at, v)?);
+            let node = parse_enum(at, v)?;
+            and.push(self.keyword_node(node, "enum", v));
         }
         Ok(())
     }
@@ -1693,18 +1845,6 @@ impl Parser {
         }
         Ok(out)
     }
-}
-
-/// `makeRestriction` for an already-built node (the array form of `items`).
-fn restrict_node(kind: Restrict, at: &Subject, expr: Node, stated: Option<&Types>) -> Node {
-    let types = kind.types();
-    if let Some(stated) = stated.and_then(Types::single) {
-        return if types.has(stated) { expr } else { Node::True };
-    }
-    Node::Or(vec![
-        Node::Not(Box::new(value(at.clone(), Test::Type(types)))),
-        expr,
-    ])
 }
 
 /// `parseType` / `JSONSchemaParser::parseTypeSet`.
@@ -1869,6 +2009,7 @@ fn encryption_keywords(
     kws: &Keywords<'_>,
     at: Option<&Subject>,
     and: &mut Vec<Node>,
+    annotate: bool,
 ) -> PResult<()> {
     let (encrypt, metadata) = (kws.get(Kw::Encrypt), kws.get(Kw::EncryptMetadata));
     if encrypt.is_some() && metadata.is_some() {
@@ -1895,9 +2036,17 @@ fn encryption_keywords(
         };
         let types = parse_encryption_info("encrypt", obj, true)?;
         if let Some(at) = at {
-            and.push(value(at.clone(), Test::Encrypted));
+            let encrypt = |node: Node| {
+                if annotate {
+                    let ann = Annotation::generate("encrypt", RawDocumentBuf::new());
+                    Node::Annotated(Box::new((ann, node)))
+                } else {
+                    node
+                }
+            };
+            and.push(encrypt(value(at.clone(), Test::Encrypted)));
             if let Some(types) = types {
-                and.push(value(at.clone(), Test::EncryptedType(types)));
+                and.push(encrypt(value(at.clone(), Test::EncryptedType(types))));
             }
         }
     }

@@ -9,7 +9,9 @@
 //!   documents and pipelines as pure functions over documents);
 //! - access: [`index`] (index keys, specifications, bounds), [`plan`] (planner, plan
 //!   cache, execution, explain);
-//! - [`agg`]: aggregation pipelines, their stages and accumulators, change streams.
+//! - [`agg`]: aggregation pipelines, their stages and accumulators, change streams;
+//! - [`validation`]: document validation (collection validators, their levels and actions,
+//!   and MongoDB's explanation of a failure), installed into storage as its write hook.
 //!
 //! [`plan`]'s module doc walks one `find` end to end, [`agg`]'s one `aggregate`.
 //!
@@ -29,6 +31,7 @@ pub mod projection;
 pub mod regex;
 pub mod sort;
 pub mod update;
+pub mod validation;
 
 pub use cairn_storage as storage;
 pub use error::{QueryError, Result};

@@ -18,7 +18,7 @@
 //!   an array that yields nothing at all yields no missing value either;
 //! - an array at the end of the path yields, with [`LeafArrays::Traverse`], each element and
 //!   then the array itself; with [`LeafArrays::Whole`], only the array (used by `$size` and
-//!   `$elemMatch`). Elements that are arrays are not expanded further (one level only).
+//!   `$elemMatch`); with [`LeafArrays::TraverseOmitArray`], only the elements. Elements that are arrays are not expanded further (one level only).
 //!
 //! Each value carries the position in the *outermost* array traversed to reach it (MongoDB's
 //! `arrayOffset`, the positional `$` operator's `elemMatchKey`).
@@ -113,6 +113,9 @@ pub enum LeafArrays {
     Traverse,
     /// Yield only the array itself (`kNoTraversal`: `$size`, `$elemMatch`).
     Whole,
+    /// Yield each element but not the array itself (`kTraverseOmitArray`: the values a
+    /// document validation error reports).
+    TraverseOmitArray,
 }
 
 /// One value reached by a path.
@@ -252,11 +255,14 @@ impl<'a> Walker<'_, 'a> {
 
     /// An array at the end of the path.
     fn leaf_array(&mut self, a: &'a RawArray, outer: Option<usize>) -> ControlFlow<()> {
-        if self.leaf == LeafArrays::Traverse {
+        if self.leaf != LeafArrays::Whole {
             for (idx, el) in a.into_iter().enumerate() {
                 let Ok(el) = el else { break };
                 self.emit(Some(el), outer.or(Some(idx)))?;
             }
+        }
+        if self.leaf == LeafArrays::TraverseOmitArray {
+            return ControlFlow::Continue(());
         }
         self.emit(Some(RawBsonRef::Array(a)), outer)
     }

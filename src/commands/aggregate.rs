@@ -99,6 +99,8 @@ pub struct AggRequest {
     pub lang: crate::lang::Lang,
     /// Durability for `$out`/`$merge`.
     pub durability: Durability,
+    /// `bypassDocumentValidation` for `$out`/`$merge`.
+    pub bypass: bool,
 }
 
 fn invalid_bson(e: impl std::fmt::Display) -> CommandError {
@@ -198,7 +200,8 @@ impl AggRequest {
         };
         let allow_disk_use = opt_strict_bool(body, "aggregate", "allowDiskUse")?
             .unwrap_or(server.config.allow_disk_use_by_default);
-        let _ = opt_strict_bool(body, "aggregate", "bypassDocumentValidation")?;
+        let bypass =
+            opt_strict_bool(body, "aggregate", "bypassDocumentValidation")?.unwrap_or(false);
         if let Some(c) = super::opt_document(body, "aggregate", "collation")?
             && !matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple"))))
         {
@@ -221,6 +224,7 @@ impl AggRequest {
             hint,
             lang,
             durability,
+            bypass,
         })
     }
 
@@ -330,14 +334,19 @@ impl cairn_storage::TxError for WriteError {
 }
 
 /// The one place an aggregation writes (`$out`, `$merge`): `f` runs in a write transaction,
-/// rerun on conflicts.
+/// rerun on conflicts; the target's validator checks every document unless `bypass`
+/// (`bypassDocumentValidation`).
 pub fn write_txn(
     store: &Store,
     durability: Durability,
+    bypass: bool,
     f: &mut dyn FnMut(&mut dyn Writer) -> cairn_query::Result<()>,
 ) -> cairn_query::Result<()> {
     store
-        .write(durability, |tx| f(&mut TxWriter(tx)).map_err(WriteError))
+        .write(durability, |tx| {
+            tx.set_bypass_validation(bypass);
+            f(&mut TxWriter(tx)).map_err(WriteError)
+        })
         .map_err(|e| e.0)
 }
 
@@ -345,12 +354,23 @@ pub fn write_txn(
 pub struct ServerHost<'a> {
     server: &'a ServerState,
     durability: Durability,
+    bypass: bool,
 }
 
 impl<'a> ServerHost<'a> {
     /// The host for one batch.
     pub fn new(server: &'a ServerState, durability: Durability) -> ServerHost<'a> {
-        ServerHost { server, durability }
+        ServerHost {
+            server,
+            durability,
+            bypass: false,
+        }
+    }
+
+    /// Writes (`$out`, `$merge`) skip document validation (`bypassDocumentValidation`).
+    pub fn bypassing_validation(mut self, bypass: bool) -> ServerHost<'a> {
+        self.bypass = bypass;
+        self
     }
 }
 
@@ -518,7 +538,7 @@ impl Host for ServerHost<'_> {
         &self,
         f: &mut dyn FnMut(&mut dyn Writer) -> cairn_query::Result<()>,
     ) -> cairn_query::Result<()> {
-        write_txn(&self.server.store, self.durability, f)
+        write_txn(&self.server.store, self.durability, self.bypass, f)
     }
 
     fn ddl(&self, op: Ddl<'_>) -> cairn_query::Result<()> {
@@ -665,8 +685,20 @@ pub(crate) fn batch(
     durability: Durability,
     max_docs: usize,
 ) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
+    batch_writing(server, target, running, durability, false, max_docs)
+}
+
+/// [`batch`] whose `$out`/`$merge` writes bypass document validation when `bypass`.
+fn batch_writing(
+    server: &ServerState,
+    target: &Target,
+    running: &mut Running,
+    durability: Durability,
+    bypass: bool,
+    max_docs: usize,
+) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
     target.read(&server.store, |view| {
-        let host = ServerHost::new(server, durability);
+        let host = ServerHost::new(server, durability).bypassing_validation(bypass);
         let catalog = ViewCatalog(view);
         let cx = ExecCx {
             source: view.source(),
@@ -773,7 +805,14 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 return Ok((Vec::new(), id, pbrt));
             }
             let (docs, exhausted) = if writes {
-                let (_, done) = batch(&server, &target, &mut running, r.durability, usize::MAX)?;
+                let (_, done) = batch_writing(
+                    &server,
+                    &target,
+                    &mut running,
+                    r.durability,
+                    r.bypass,
+                    usize::MAX,
+                )?;
                 (Vec::new(), done)
             } else {
                 batch(&server, &target, &mut running, r.durability, first_max)?

@@ -13,8 +13,17 @@
 //! `processCollModIndexRequest` builds it: the TTL pair as longs whenever `expireAfterSeconds`
 //! is given (`_old` only if the index already had one), the hidden pair only when the setting
 //! changes. The catalog changes as MongoDB's does: the new `expireAfterSeconds` is stored as
-//! a long (`listIndexes` shows an int), unhiding removes the `hidden` field. Collection-level
-//! options (validators, change-stream images, …) are NotImplemented (238), like at `create`.
+//! a long (`listIndexes` shows an int), unhiding removes the `hidden` field.
+//!
+//! `validator`, `validationLevel` and `validationAction` ([`validation_change`]) are checked
+//! as at `create` ([`crate::validation`]) and replace the collection's options atomically
+//! (an empty validator removes it), recorded as a `modify` change; writes from then on are
+//! validated with them; `config.settings` refuses them (72). `changeStreamPreAndPostImages`
+//! ([`images_change`]) turns image recording on or off; `cappedSize`/`cappedMax`
+//! ([`capped_change`]) set a capped collection's limits, applied by the next insert. All
+//! option changes of one `collMod` are one catalog write and one `modify` change. Every part
+//! of a `collMod` is checked before any of it is applied. Other collection-level options are
+//! NotImplemented (238), like at `create`.
 
 use bson::raw::cstr;
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -43,6 +52,8 @@ pub static COMMAND: Command = Command {
         "pipeline",
         "expireAfterSeconds",
         "changeStreamPreAndPostImages",
+        "cappedSize",
+        "cappedMax",
         "timeseries",
         "dryRun",
     ]),
@@ -59,7 +70,19 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         for (i, el) in body.iter().enumerate() {
             let (k, _) =
                 el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-            if i > 0 && k.as_str() != "index" && !super::GENERIC_ARGUMENTS.contains(&k.as_str()) {
+            if i > 0
+                && !matches!(
+                    k.as_str(),
+                    "index"
+                        | "validator"
+                        | "validationLevel"
+                        | "validationAction"
+                        | "changeStreamPreAndPostImages"
+                        | "cappedSize"
+                        | "cappedMax"
+                )
+                && !super::GENERIC_ARGUMENTS.contains(&k.as_str())
+            {
                 return Err(CommandError::new(
                     ErrorCode::NotImplemented,
                     format!(
@@ -69,118 +92,271 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 ));
             }
         }
+        crate::validation::check_config_settings(&db, &coll, body)?;
         let meta = inv.server.store.collection(&db, &coll).ok_or_else(|| {
             CommandError::new(
                 ErrorCode::NamespaceNotFound,
                 format!("ns does not exist: {db}.{coll}"),
             )
         })?;
-        let Some(spec) = body.get("index").ok().flatten() else {
+        // Everything is checked before anything changes: the capped limits' ranges first (the
+        // IDL parses them), then whether the collection is capped, then the rest.
+        let capped = capped_change(body, &meta)?;
+        let validation = validation_change(body, &db, &coll, &meta)?;
+        let images = images_change(body, &db)?;
+        let options = merge_changes([capped, validation, images]);
+        let index = match body.get("index").ok().flatten() {
+            Some(spec) => Some(index_change(spec, &meta, &db, &coll)?),
+            None => None,
+        };
+        if let Some((set, desc)) = options {
+            let store = inv.server.store.clone();
+            let (db, coll) = (db.clone(), coll.clone());
+            blocking::run(move || {
+                Ok(store.set_collection_options(
+                    &db,
+                    &coll,
+                    |current| crate::validation::replace_options(current, &set),
+                    &desc,
+                )?)
+            })
+            .await?;
+        }
+        let Some((name, set, out)) = index else {
             return Ok(RawDocumentBuf::new().into());
         };
-        let RawBsonRef::Document(spec) = spec else {
-            return Err(CommandError::wrong_type(
-                "collMod.index",
-                type_name(&spec),
-                "object",
-            ));
-        };
-        let request = parse_index_request(spec)?;
-        let ready = || meta.indexes.iter().filter(|i| i.state == IndexState::Ready);
-        let idx = match &request.target {
-            Target::Name(n) => ready().find(|i| i.name == *n).ok_or_else(|| {
-                CommandError::new(
-                    ErrorCode::IndexNotFound,
-                    format!("cannot find index {n} for ns {db}.{coll}"),
-                )
-            })?,
-            Target::KeyPattern(p) => {
-                let found: Vec<&IndexMeta> = ready()
-                    .filter(|i| i.key_pattern().map(|k| k.as_bytes()) == Some(p.as_bytes()))
-                    .collect();
-                match found.as_slice() {
-                    [one] => *one,
-                    [] => {
-                        return Err(CommandError::new(
-                            ErrorCode::IndexNotFound,
-                            format!(
-                                "cannot find index {} for ns {db}.{coll}",
-                                display::document(p)
-                            ),
-                        ));
-                    }
-                    [first, second, ..] => {
-                        return Err(CommandError::new(
-                            ErrorCode::AmbiguousIndexKeyPattern,
-                            format!(
-                                "index keyPattern {} matches {} indexes, must use index name. \
-                                 Conflicting indexes:{}, {}",
-                                display::document(p),
-                                found.len(),
-                                display::document(&first.spec),
-                                display::document(&second.spec)
-                            ),
-                        ));
-                    }
-                }
-            }
-        };
-        let mut set: Vec<(String, Option<RawBson>)> = Vec::new();
-        let mut out = RawDocumentBuf::new();
-        if let Some(n) = request.expire_after_seconds {
-            let old = match idx.spec.get("expireAfterSeconds").ok().flatten() {
-                None if idx.is_id() => {
-                    return Err(CommandError::new(
-                        ErrorCode::InvalidOptions,
-                        "the _id field does not support TTL indexes",
-                    ));
-                }
-                None if idx.fields().len() != 1 => {
-                    return Err(CommandError::new(
-                        ErrorCode::InvalidOptions,
-                        "TTL indexes are single-field indexes, compound indexes do not support TTL",
-                    ));
-                }
-                None => None,
-                Some(_) => Some(idx.expire_after_seconds().ok_or_else(|| {
-                    CommandError::new(
-                        ErrorCode::InvalidOptions,
-                        "existing expireAfterSeconds field is not a number",
-                    )
-                })?),
-            };
-            // `updateTTLSetting` writes a long; an unchanged value is not rewritten.
-            if old != Some(n) {
-                set.push(("expireAfterSeconds".into(), Some(RawBson::Int64(n))));
-            }
-            if let Some(old) = old {
-                out.append(cstr!("expireAfterSeconds_old"), old);
-            }
-            out.append(cstr!("expireAfterSeconds_new"), n);
-        }
-        if let Some(h) = request.hidden {
-            if idx.is_id() {
-                return Err(CommandError::new(
-                    ErrorCode::BadValue,
-                    "can't hide _id index",
-                ));
-            }
-            // Hiding a hidden index or unhiding a visible one is a no-op, left out of the
-            // reply; unhiding removes the field (`updateHiddenSetting(false)`).
-            let old = idx.is_hidden();
-            if old != h {
-                set.push(("hidden".into(), h.then_some(RawBson::Boolean(true))));
-                out.append(cstr!("hidden_old"), old);
-                out.append(cstr!("hidden_new"), h);
-            }
-        }
         if !set.is_empty() {
             let store = inv.server.store.clone();
-            let name = idx.name.clone();
             blocking::run(move || Ok(store.modify_index(&db, &coll, &name, &set)?)).await?;
         }
         Ok(out.into())
     })
+}
+
+/// The index change a `collMod.index` asks for: the index's name, the spec fields to set
+/// (`None` removes one) and the reply.
+type IndexChange = (String, Vec<(String, Option<RawBson>)>, RawDocumentBuf);
+
+/// Checks `collMod.index` against the collection's indexes and works out the change.
+fn index_change(
+    spec: RawBsonRef<'_>,
+    meta: &cairn_storage::catalog::CollectionMeta,
+    db: &str,
+    coll: &str,
+) -> Result<IndexChange, CommandError> {
+    let RawBsonRef::Document(spec) = spec else {
+        return Err(CommandError::wrong_type(
+            "collMod.index",
+            type_name(&spec),
+            "object",
+        ));
+    };
+    let request = parse_index_request(spec)?;
+    let ready = || meta.indexes.iter().filter(|i| i.state == IndexState::Ready);
+    let idx = match &request.target {
+        Target::Name(n) => ready().find(|i| i.name == *n).ok_or_else(|| {
+            CommandError::new(
+                ErrorCode::IndexNotFound,
+                format!("cannot find index {n} for ns {db}.{coll}"),
+            )
+        })?,
+        Target::KeyPattern(p) => {
+            let found: Vec<&IndexMeta> = ready()
+                .filter(|i| i.key_pattern().map(|k| k.as_bytes()) == Some(p.as_bytes()))
+                .collect();
+            match found.as_slice() {
+                [one] => *one,
+                [] => {
+                    return Err(CommandError::new(
+                        ErrorCode::IndexNotFound,
+                        format!(
+                            "cannot find index {} for ns {db}.{coll}",
+                            display::document(p)
+                        ),
+                    ));
+                }
+                [first, second, ..] => {
+                    return Err(CommandError::new(
+                        ErrorCode::AmbiguousIndexKeyPattern,
+                        format!(
+                            "index keyPattern {} matches {} indexes, must use index name. \
+                             Conflicting indexes:{}, {}",
+                            display::document(p),
+                            found.len(),
+                            display::document(&first.spec),
+                            display::document(&second.spec)
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+    let mut set: Vec<(String, Option<RawBson>)> = Vec::new();
+    let mut out = RawDocumentBuf::new();
+    if let Some(n) = request.expire_after_seconds {
+        let old = match idx.spec.get("expireAfterSeconds").ok().flatten() {
+            None if idx.is_id() => {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidOptions,
+                    "the _id field does not support TTL indexes",
+                ));
+            }
+            None if idx.fields().len() != 1 => {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidOptions,
+                    "TTL indexes are single-field indexes, compound indexes do not support TTL",
+                ));
+            }
+            None => None,
+            Some(_) => Some(idx.expire_after_seconds().ok_or_else(|| {
+                CommandError::new(
+                    ErrorCode::InvalidOptions,
+                    "existing expireAfterSeconds field is not a number",
+                )
+            })?),
+        };
+        // `updateTTLSetting` writes a long; an unchanged value is not rewritten.
+        if old != Some(n) {
+            set.push(("expireAfterSeconds".into(), Some(RawBson::Int64(n))));
+        }
+        if let Some(old) = old {
+            out.append(cstr!("expireAfterSeconds_old"), old);
+        }
+        out.append(cstr!("expireAfterSeconds_new"), n);
+    }
+    if let Some(h) = request.hidden {
+        if idx.is_id() {
+            return Err(CommandError::new(
+                ErrorCode::BadValue,
+                "can't hide _id index",
+            ));
+        }
+        // Hiding a hidden index or unhiding a visible one is a no-op, left out of the
+        // reply; unhiding removes the field (`updateHiddenSetting(false)`).
+        let old = idx.is_hidden();
+        if old != h {
+            set.push(("hidden".into(), h.then_some(RawBson::Boolean(true))));
+            out.append(cstr!("hidden_old"), old);
+            out.append(cstr!("hidden_new"), h);
+        }
+    }
+    Ok((idx.name.clone(), set, out))
+}
+
+/// The validation options a `collMod` changes (`None` removes one: an empty validator) and
+/// the `operationDescription` of its `modify` change (the fields as given), checked as
+/// `create` checks them; `None` when it changes none.
+type ValidationChange = OptionsChange;
+
+/// `collMod`'s `validator`, `validationLevel` and `validationAction`.
+fn validation_change(
+    body: &RawDocument,
+    db: &str,
+    coll: &str,
+    meta: &cairn_storage::catalog::CollectionMeta,
+) -> Result<Option<ValidationChange>, CommandError> {
+    let mut desc = RawDocumentBuf::new();
+    let mut set: Vec<(&'static str, Option<RawBson>)> = Vec::new();
+    for (k, v) in body.iter().flatten() {
+        let Some(field) = crate::validation::OPTIONS
+            .into_iter()
+            .find(|f| *f == k.as_str())
+        else {
+            continue;
+        };
+        let value = if field == "validator" {
+            crate::validation::check_validator("collMod", db, coll, meta.uuid, v)?
+                .map(RawBson::Document)
+        } else {
+            Some(RawBson::String(crate::validation::check_enum(
+                "collMod", field, v,
+            )?))
+        };
+        desc.append(k, v);
+        set.push((field, value));
+    }
+    Ok((!set.is_empty()).then_some((set, desc)))
+}
+
+/// Options a `collMod` sets (`None` removes one) and its description for the change log.
+type OptionsChange = (Vec<(&'static str, Option<RawBson>)>, RawDocumentBuf);
+
+/// One options change out of the parts that ask for one.
+fn merge_changes(parts: [Option<OptionsChange>; 3]) -> Option<OptionsChange> {
+    let mut merged: Option<OptionsChange> = None;
+    for (set, desc) in parts.into_iter().flatten() {
+        let (all, all_desc) = merged.get_or_insert_with(|| (Vec::new(), RawDocumentBuf::new()));
+        all.extend(set);
+        for (k, v) in desc.iter().flatten() {
+            all_desc.append(k, v);
+        }
+    }
+    merged
+}
+
+/// `cappedSize` / `cappedMax` (MongoDB 6.0+): new limits for a capped collection. The ranges
+/// are the IDL's (51024: `cappedSize` in 1 byte..1 PB, `cappedMax` below 2^31), then the
+/// collection must be capped (72); the size is rounded as at `create` and a `cappedMax` of 0
+/// or less removes the document limit. Nothing is deleted now: the next insert trims the
+/// collection to the new limits, as in MongoDB.
+fn capped_change(
+    body: &RawDocument,
+    meta: &cairn_storage::catalog::CollectionMeta,
+) -> Result<Option<OptionsChange>, CommandError> {
+    let size = super::args::opt_safe_int64(body, "collMod", "cappedSize")?;
+    let max = super::args::opt_safe_int64(body, "collMod", "cappedMax")?;
+    if size.is_none() && max.is_none() {
+        return Ok(None);
+    }
+    if let Some(n) = size {
+        super::args::check_range("cappedSize", n, Some(1), Some(super::args::ONE_PB))?;
+    }
+    if let Some(n) = max {
+        super::args::check_below("cappedMax", n, 1 << 31)?;
+    }
+    if cairn_storage::capped::limits(meta).is_none() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "Collection must be capped.",
+        ));
+    }
+    let mut set = Vec::new();
+    let mut desc = RawDocumentBuf::new();
+    if let Some(n) = size {
+        let rounded = super::args::round_capped_size(n);
+        set.push(("size", Some(super::args::number_bson(rounded))));
+        desc.append(cstr!("cappedSize"), n);
+    }
+    if let Some(n) = max {
+        set.push(("max", (n > 0).then(|| super::args::number_bson(n))));
+        desc.append(cstr!("cappedMax"), n);
+    }
+    Ok(Some((set, desc)))
+}
+
+/// `changeStreamPreAndPostImages: {enabled}`: turns recording of pre- and post-images for
+/// change streams on or off (off removes the option, as MongoDB stores it); not on `admin`,
+/// `local` or `config` (72).
+fn images_change(body: &RawDocument, db: &str) -> Result<Option<OptionsChange>, CommandError> {
+    let Some(v) = body.get("changeStreamPreAndPostImages").ok().flatten() else {
+        return Ok(None);
+    };
+    let enabled = super::args::pre_and_post_images(v, "collMod")?;
+    if enabled {
+        super::args::check_images_allowed(db)?;
+    }
+    let mut desc = RawDocumentBuf::new();
+    desc.append(
+        cstr!("changeStreamPreAndPostImages"),
+        bson::rawdoc! {"enabled": enabled},
+    );
+    Ok(Some((
+        vec![(
+            "changeStreamPreAndPostImages",
+            enabled.then(|| RawBson::Document(bson::rawdoc! {"enabled": true})),
+        )],
+        desc,
+    )))
 }
 
 /// Which index a `collMod` names.

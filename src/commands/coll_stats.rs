@@ -61,14 +61,7 @@ pub fn parse_scale(body: &bson::RawDocument, cmd: &str) -> Result<i64, CommandEr
     Ok(n.min(i64::from(i32::MAX)))
 }
 
-/// MongoDB's `appendNumber`: an Int32 within ±2^30, an Int64 beyond.
-pub fn append_number(d: &mut RawDocumentBuf, key: &bson::raw::CStr, n: i64) {
-    if n.abs() < (1 << 30) {
-        d.append(key, n as i32);
-    } else {
-        d.append(key, n);
-    }
-}
+pub use super::args::append_number;
 
 /// The storage statistics of a collection (`collStats` after `ns`, and `$collStats`'
 /// `storageStats`), sizes divided by `scale`.

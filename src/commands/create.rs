@@ -4,9 +4,12 @@
 //! rules 72, unknown fields 40415); a capped collection's `size` is rounded up as MongoDB
 //! rounds it ([`capped_limits`]) and cannot be created inside a transaction (263). Options
 //! Cairn cannot enforce yet are refused with NotImplemented (238) instead of being stored
-//! and silently ignored: validators, non-simple collations, views, time series, clustered collections,
-//! change-stream pre-images, encryption, engine-specific options. What is accepted is kept
-//! verbatim in the catalog and reported by `listCollections`. Creating a collection that
+//! and silently ignored: non-simple collations, views, time series, clustered collections,
+//! change-stream pre-images, encryption, engine-specific options. A `validator` is checked as
+//! MongoDB checks it ([`crate::validation::check_validator`]: no system collections, internal
+//! databases or `config.settings`, 72; parse errors "Parsing of collection validator failed
+//! :: caused by :: …"); an empty one is not stored. What is accepted is kept in the catalog
+//! in MongoDB's option order and reported by `listCollections`. Creating a collection that
 //! exists with identical options succeeds (MongoDB 7.0); with other options it is
 //! NamespaceExists (48).
 
@@ -66,64 +69,22 @@ fn invalid(msg: &str) -> CommandError {
     CommandError::new(ErrorCode::InvalidOptions, msg)
 }
 
-fn number(field: &str, v: RawBsonRef<'_>) -> Result<i64, CommandError> {
-    let n = match v {
-        RawBsonRef::Int32(i) => i64::from(i),
-        RawBsonRef::Int64(i) => i,
-        RawBsonRef::Double(d) => d as i64,
-        RawBsonRef::Decimal128(d) => d.to_string().parse::<f64>().map(|f| f as i64).unwrap_or(0),
-        other => {
-            return Err(CommandError::new(
-                ErrorCode::TypeMismatch,
-                format!(
-                    "BSON field 'create.{field}' is the wrong type '{}', expected types '[long, int, decimal, double']",
-                    type_name(&other)
-                ),
-            ));
-        }
-    };
-    Ok(n)
-}
-
-/// A capped collection's `size` (bytes, at least 4096 and rounded up to a multiple of 256,
-/// at most 1 PB) and `max` (documents, below 2^31; 0 or negative means none), checked as
-/// MongoDB checks them (`convertToCapped`/`cloneCollectionAsCapped` use it too).
+/// A capped collection's `size` and `max` as stored (see [`super::args::capped_size`] and
+/// [`super::args::capped_max`]; `convertToCapped`/`cloneCollectionAsCapped` use it too).
 pub fn capped_limits(
     size: RawBsonRef<'_>,
     max: Option<RawBsonRef<'_>>,
 ) -> Result<(i64, Option<i64>), CommandError> {
-    let size = number("size", size)?;
-    if size < 1 {
-        return Err(CommandError::new(
-            ErrorCode::Location(51024),
-            format!("BSON field 'size' value must be >= 1, actual value '{size}'"),
-        ));
-    }
-    if size > 1 << 50 {
-        return Err(CommandError::bad_value("size cannot exceed 1 PB"));
-    }
-    let size = if size <= 4096 {
-        4096
-    } else {
-        (size + 0xff) & !0xff
-    };
+    let size = super::args::capped_size("create", size)?;
     let max = match max {
-        Some(v) => {
-            let m = number("max", v)?;
-            if m >= 1 << 31 {
-                return Err(CommandError::bad_value(
-                    "max in a capped collection has to be < 2^31 or not set",
-                ));
-            }
-            Some(m).filter(|m| *m > 0)
-        }
+        Some(v) => super::args::capped_max("create", v)?,
         None => None,
     };
     Ok((size, max))
 }
 
 /// Validates the options and returns the document stored in the catalog.
-fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
+fn options(body: &RawDocument, db: &str) -> Result<RawDocumentBuf, CommandError> {
     let get = |f: &str| body.get(f).ok().flatten();
     let mut stored = RawDocumentBuf::new();
     let capped = match get("capped") {
@@ -147,12 +108,9 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     };
     for field in ["size", "max"] {
         if let Some(v) = get(field) {
-            let n = number(field, v)?;
-            if field == "size" && n < 1 {
-                return Err(CommandError::new(
-                    ErrorCode::Location(51024),
-                    format!("BSON field 'size' value must be >= 1, actual value '{n}'"),
-                ));
+            let n = super::args::safe_int64("create", field, v)?;
+            if field == "size" {
+                super::args::check_range("size", n, Some(1), None)?;
             }
         }
     }
@@ -167,9 +125,9 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
         };
         let (size, max) = capped_limits(size, get("max"))?;
         stored.append(bson::raw::cstr!("capped"), true);
-        super::coll_stats::append_number(&mut stored, bson::raw::cstr!("size"), size);
+        super::args::append_number(&mut stored, bson::raw::cstr!("size"), size);
         if let Some(m) = max {
-            super::coll_stats::append_number(&mut stored, bson::raw::cstr!("max"), m);
+            super::args::append_number(&mut stored, bson::raw::cstr!("max"), m);
         }
     } else if get("size").is_some() || get("max").is_some() {
         return Err(invalid(
@@ -194,7 +152,6 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
         ("timeseries", "time-series collections"),
         ("clusteredIndex", "clustered collections"),
         ("encryptedFields", "queryable encryption"),
-        ("validator", "document validation"),
     ] {
         if get(field).is_some() {
             return Err(not_implemented(what));
@@ -218,51 +175,14 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
             }
         }
     }
-    if let Some(v) = get("changeStreamPreAndPostImages") {
-        match v {
-            RawBsonRef::Document(d) => {
-                let enabled = match (d.get("enabled"), d.iter().count()) {
-                    (Ok(Some(RawBsonRef::Boolean(b))), 1) => b,
-                    (Ok(Some(other)), 1) => {
-                        return Err(CommandError::wrong_type(
-                            "changeStreamPreAndPostImages.enabled",
-                            type_name(&other),
-                            "bool",
-                        ));
-                    }
-                    (Ok(None), _) => {
-                        return Err(CommandError::missing_field(
-                            "changeStreamPreAndPostImages.enabled",
-                        ));
-                    }
-                    _ => {
-                        let extra = d
-                            .iter()
-                            .flatten()
-                            .map(|(k, _)| k.as_str())
-                            .find(|k| *k != "enabled")
-                            .unwrap_or_default();
-                        return Err(CommandError::unknown_field(
-                            "changeStreamPreAndPostImages",
-                            extra,
-                        ));
-                    }
-                };
-                if enabled {
-                    stored.append(
-                        bson::raw::cstr!("changeStreamPreAndPostImages"),
-                        bson::rawdoc! {"enabled": true},
-                    );
-                }
-            }
-            other => {
-                return Err(CommandError::wrong_type(
-                    "create.changeStreamPreAndPostImages",
-                    type_name(&other),
-                    "object",
-                ));
-            }
-        }
+    if let Some(v) = get("changeStreamPreAndPostImages")
+        && super::args::pre_and_post_images(v, "create")?
+    {
+        super::args::check_images_allowed(db)?;
+        stored.append(
+            bson::raw::cstr!("changeStreamPreAndPostImages"),
+            bson::rawdoc! {"enabled": true},
+        );
     }
     for field in ["storageEngine", "indexOptionDefaults"] {
         match get(field) {
@@ -292,25 +212,18 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     {
         return Err(not_implemented("collections without an _id index"));
     }
+    if let Some(v) = get("validator")
+        && !matches!(v, RawBsonRef::Document(_))
+    {
+        return Err(CommandError::wrong_type(
+            "create.validator",
+            type_name(&v),
+            "object",
+        ));
+    }
     for field in ["validationLevel", "validationAction"] {
         if let Some(v) = get(field) {
-            let RawBsonRef::String(s) = v else {
-                return Err(CommandError::wrong_type(
-                    &format!("create.{field}"),
-                    type_name(&v),
-                    "string",
-                ));
-            };
-            let allowed: &[&str] = if field == "validationLevel" {
-                &["off", "strict", "moderate"]
-            } else {
-                &["error", "warn"]
-            };
-            if !allowed.contains(&s) {
-                return Err(CommandError::bad_value(format!(
-                    "Enumeration value '{s}' for field '{field}' is not a valid value."
-                )));
-            }
+            let s = crate::validation::check_enum("create", field, v)?;
             let k: &CStr = crate::error::key(field)?;
             stored.append(k, s);
         }
@@ -318,11 +231,30 @@ fn options(body: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
     Ok(stored)
 }
 
+/// Adds the checked `validator` to the options (see [`crate::validation::check_validator`])
+/// and puts them in MongoDB's order.
+fn with_validator(
+    db: &str,
+    name: &str,
+    body: &RawDocument,
+    mut opts: RawDocumentBuf,
+) -> Result<RawDocumentBuf, CommandError> {
+    if let Some(v) = body.get("validator").ok().flatten() {
+        let uuid = bson::Uuid::new().bytes();
+        if let Some(validator) = crate::validation::check_validator("create", db, name, uuid, v)? {
+            opts.append(bson::raw::cstr!("validator"), validator);
+        }
+    }
+    Ok(crate::validation::canonical_options(&opts))
+}
+
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let name = collection_arg(&inv.req)?.to_string();
-        let opts = options(inv.req.body)?;
         let db = inv.req.db.to_string();
+        let opts = options(inv.req.body, &db)?;
+        crate::validation::check_config_settings(&db, &name, inv.req.body)?;
+        let opts = with_validator(&db, &name, inv.req.body, opts)?;
         let store = inv.server.store.clone();
         if let Some(cell) = inv.op.target.txn().cloned() {
             // Inside a transaction: created in it, visible to others when it commits.

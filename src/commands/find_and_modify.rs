@@ -8,6 +8,8 @@
 //! matching document is read in that transaction and the first in sort order kept (O(1)
 //! memory), so a concurrent change to what was read makes the transaction rerun. `value` is
 //! the document before the change, or after it with `new: true`, projected by `fields`.
+//! A document the collection's validator refuses fails the command with 121 and `errInfo`
+//! (unless `bypassDocumentValidation`).
 
 use std::sync::Arc;
 
@@ -108,6 +110,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let remove = flag(body, "remove");
         let new = flag(body, "new");
         let upsert = flag(body, "upsert");
+        let bypass = super::opt_strict_bool(body, "findAndModify", "bypassDocumentValidation")?
+            .unwrap_or(false);
         let update_spec = body.get("update").ok().flatten();
         match (remove, update_spec.is_some()) {
             (false, false) => {
@@ -214,6 +218,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 store,
                 durability,
                 |tx| -> Result<Option<(RawDocumentBuf, RawDocumentBuf)>, CommandError> {
+                    tx.set_bypass_validation(bypass);
                     let Some(meta) = tx.collection(&db, &coll)? else {
                         return Ok(None);
                     };
@@ -328,6 +333,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         value: if new { Some(prepared.clone()) } else { None },
                     };
                     target.write(store, durability, |tx| -> Result<(), StorageError> {
+                        tx.set_bypass_validation(bypass);
                         tx.insert(&meta, &prepared)?;
                         record(tx, &outcome)
                     })?;

@@ -7,8 +7,9 @@
 //!    document's write error.
 //! 3. The collection is created if missing; documents are written in transactions of up to
 //!    [`CHUNK_DOCS`] documents / [`CHUNK_BYTES`] bytes. Each document is atomic; a duplicate
-//!    `_id` is write error 11000 with `keyPattern`/`keyValue`. Ordered inserts stop at the
-//!    first error, unordered ones carry on.
+//!    `_id` is write error 11000 with `keyPattern`/`keyValue`, a document the collection's
+//!    validator refuses write error 121 with `errInfo` (unless `bypassDocumentValidation`).
+//!    Ordered inserts stop at the first error, unordered ones carry on.
 //! 4. The write concern decides durability (`j`/majority → fsync via group commit) and
 //!    whether a `writeConcernError` is attached.
 //!
@@ -158,7 +159,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let ordered = opt_strict_bool(body, "insert", "ordered")?.unwrap_or(true);
-        let _ = opt_strict_bool(body, "insert", "bypassDocumentValidation")?;
+        let bypass = opt_strict_bool(body, "insert", "bypassDocumentValidation")?.unwrap_or(false);
         let wc = WriteConcern::from_command(body)?;
         let docs = match body.get("documents") {
             Ok(Some(RawBsonRef::Array(a))) => a,
@@ -245,6 +246,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 let outcome = loop {
                     let meta = target.ensure_collection(&store, &db, &coll)?;
                     let r = target.write(&store, durability, |tx| {
+                        tx.set_bypass_validation(bypass);
                         let Some(meta) = tx.collection(&db, &coll)?.filter(|m| m.id == meta.id)
                         else {
                             return Err(StorageError::Engine(EngineError::NoSuchSpace(meta.id)));

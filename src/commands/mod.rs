@@ -29,8 +29,13 @@ use crate::client::Client;
 use crate::error::{CommandError, ErrorCode, ok_reply};
 use crate::state::ServerState;
 
+pub use args::{
+    collection_arg, opt_bool, opt_count, opt_document, opt_strict_bool, truthy, type_name,
+};
+
 pub mod abort_transaction;
 pub mod aggregate;
+pub mod args;
 pub mod build_info;
 pub mod clone_collection_as_capped;
 pub mod coll_mod;
@@ -290,144 +295,6 @@ fn index() -> &'static HashMap<&'static str, &'static Command> {
 /// Finds a command by the name a client used (case-sensitive, aliases included).
 pub fn lookup(name: &str) -> Option<&'static Command> {
     index().get(name).copied()
-}
-
-/// The BSON type name MongoDB uses in error messages.
-pub fn type_name(v: &RawBsonRef<'_>) -> &'static str {
-    cairn_storage::display::type_name(*v)
-}
-
-/// MongoDB's truthiness for flag fields: numbers are true unless zero, booleans as is,
-/// null/undefined false, anything else true.
-pub fn truthy(v: &RawBsonRef<'_>) -> bool {
-    match v {
-        RawBsonRef::Boolean(b) => *b,
-        RawBsonRef::Int32(i) => *i != 0,
-        RawBsonRef::Int64(i) => *i != 0,
-        RawBsonRef::Double(d) => *d != 0.0,
-        RawBsonRef::Null | RawBsonRef::Undefined => false,
-        _ => true,
-    }
-}
-
-/// The collection name a command names in its first field (`{find: "coll"}`), checked as
-/// MongoDB checks it (73 for a non-string or invalid name).
-pub fn collection_arg<'a>(req: &Request<'a>) -> Result<&'a str, CommandError> {
-    match req.body.iter().next() {
-        Some(Ok((_, RawBsonRef::String(name)))) => {
-            cairn_storage::namespace::check_collection_name(name).map_err(|_| {
-                CommandError::new(
-                    ErrorCode::InvalidNamespace,
-                    format!("Invalid namespace specified '{}.{name}'", req.db),
-                )
-            })?;
-            Ok(name)
-        }
-        Some(Ok((_, other))) => Err(CommandError::new(
-            ErrorCode::InvalidNamespace,
-            format!("collection name has invalid type {}", type_name(&other)),
-        )),
-        _ => Err(CommandError::new(
-            ErrorCode::InvalidNamespace,
-            "no collection name",
-        )),
-    }
-}
-
-/// An optional non-negative integer field (`batchSize`, `limit`, `skip`): numbers are
-/// truncated; negatives are 51024; other types 14.
-pub fn opt_count(body: &RawDocument, cmd: &str, field: &str) -> Result<Option<i64>, CommandError> {
-    let v = match body.get(field) {
-        Ok(None) | Ok(Some(RawBsonRef::Null)) => return Ok(None),
-        Ok(Some(v)) => v,
-        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
-    };
-    let n = match v {
-        RawBsonRef::Int32(i) => i64::from(i),
-        RawBsonRef::Int64(i) => i,
-        RawBsonRef::Double(d) if d.is_finite() => d.trunc() as i64,
-        RawBsonRef::Double(d) if d.is_nan() => 0,
-        RawBsonRef::Double(d) => {
-            if d > 0.0 {
-                i64::MAX
-            } else {
-                i64::MIN
-            }
-        }
-        RawBsonRef::Decimal128(d) => d.to_string().parse::<f64>().map(|f| f as i64).unwrap_or(0),
-        other => {
-            return Err(CommandError::new(
-                ErrorCode::TypeMismatch,
-                format!(
-                    "BSON field '{cmd}.{field}' is the wrong type '{}', expected types '[long, int, decimal, double']",
-                    type_name(&other)
-                ),
-            ));
-        }
-    };
-    if n < 0 {
-        return Err(CommandError::new(
-            ErrorCode::Location(51024),
-            format!("BSON field '{field}' value must be >= 0, actual value '{n}'"),
-        ));
-    }
-    Ok(Some(n))
-}
-
-/// An optional document field (14 when present with another type).
-pub fn opt_document<'a>(
-    body: &'a RawDocument,
-    cmd: &str,
-    field: &str,
-) -> Result<Option<&'a RawDocument>, CommandError> {
-    match body.get(field) {
-        Ok(None) => Ok(None),
-        Ok(Some(RawBsonRef::Document(d))) => Ok(Some(d)),
-        Ok(Some(other)) => Err(CommandError::wrong_type(
-            &format!("{cmd}.{field}"),
-            type_name(&other),
-            "object",
-        )),
-        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
-    }
-}
-
-/// An optional strictly boolean field (`ordered`, `singleBatch`...).
-pub fn opt_strict_bool(
-    body: &RawDocument,
-    cmd: &str,
-    field: &str,
-) -> Result<Option<bool>, CommandError> {
-    match body.get(field) {
-        Ok(None) => Ok(None),
-        Ok(Some(RawBsonRef::Boolean(b))) => Ok(Some(b)),
-        Ok(Some(other)) => Err(CommandError::wrong_type(
-            &format!("{cmd}.{field}"),
-            type_name(&other),
-            "bool",
-        )),
-        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
-    }
-}
-
-/// Reads an optional boolean-ish IDL field (`safeBool`: bool or number).
-pub fn opt_bool(body: &RawDocument, cmd: &str, field: &str) -> Result<Option<bool>, CommandError> {
-    match body.get(field) {
-        Ok(None) => Ok(None),
-        Ok(Some(
-            v @ (RawBsonRef::Boolean(_)
-            | RawBsonRef::Int32(_)
-            | RawBsonRef::Int64(_)
-            | RawBsonRef::Double(_)
-            | RawBsonRef::Decimal128(_)),
-        )) => Ok(Some(truthy(&v))),
-        Ok(Some(v)) => Err(CommandError::wrong_type(
-            &format!("{cmd}.{field}"),
-            type_name(&v),
-            "bool",
-        )),
-        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
-    }
 }
 
 fn check_api_parameters(cmd: &Command, body: &RawDocument) -> Result<(), CommandError> {

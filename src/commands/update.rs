@@ -16,7 +16,9 @@
 //!    equalities and the update is inserted (a concurrent insert of the same `_id` makes the
 //!    statement retry as an update).
 //!
-//! `n` counts matched documents (plus upserts), `nModified` only those that changed.
+//! `n` counts matched documents (plus upserts), `nModified` only those that changed. Every
+//! write is checked against the collection's validator in storage (write error 121 with
+//! `errInfo`) unless `bypassDocumentValidation` is set.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -254,6 +256,8 @@ pub struct Ctx<'a> {
     pub retry: Option<(Retry, i32)>,
     /// Durability of auto-commit writes.
     pub durability: Durability,
+    /// `bypassDocumentValidation`.
+    pub bypass: bool,
 }
 
 impl Ctx<'_> {
@@ -337,6 +341,7 @@ pub fn execute(
             store,
             durability,
             |tx| -> Result<(usize, usize), CommandError> {
+                tx.set_bypass_validation(ctx.bypass);
                 let Some(meta) = tx.collection(db, coll)? else {
                     return Ok((0, 0));
                 };
@@ -389,6 +394,7 @@ pub fn execute(
             durability,
             !st.multi,
             |tx, meta, key, doc| {
+                tx.set_bypass_validation(ctx.bypass);
                 let details = if st.update.is_positional() {
                     st.filter.try_match_details(doc)?
                 } else {
@@ -433,6 +439,7 @@ pub fn execute(
             upserted: Some(id.clone()),
         };
         match target.write(store, durability, |tx| -> Result<(), StorageError> {
+            tx.set_bypass_validation(ctx.bypass);
             tx.insert(&meta, &prepared)?;
             ctx.record(tx, &upserted)
         }) {
@@ -499,7 +506,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         super::insert::check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
         let ordered = opt_strict_bool(body, "update", "ordered")?.unwrap_or(true);
-        let _ = opt_strict_bool(body, "update", "bypassDocumentValidation")?;
+        let bypass = opt_strict_bool(body, "update", "bypassDocumentValidation")?.unwrap_or(false);
         let wc = WriteConcern::from_command(body)?;
         let lang = Lang::for_command(body, "update", crate::lang::cluster_time(inv.server))?;
         let stmts = match body.get("updates") {
@@ -551,6 +558,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     target: &target,
                     retry: retry.map(|r| (r, stmt)),
                     durability,
+                    bypass,
                 };
                 let r = match done.get(i) {
                     Some(Some(rec)) => {

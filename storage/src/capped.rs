@@ -264,7 +264,8 @@ pub fn position_exists(r: &dyn Read, coll: &CollectionMeta, rid: u64) -> Result<
 impl crate::store::Store {
     /// Creates capped collection `db.to` (`size` bytes, already validated) and copies
     /// `db.from`'s documents into it in `from`'s natural order, chunk by chunk; the oldest are
-    /// dropped as the limit requires. `from` must exist and `to` must not (NamespaceExists).
+    /// dropped as the limit requires. `to` keeps `from`'s validation options; the copied
+    /// documents are not validated. `from` must exist and `to` must not (NamespaceExists).
     pub fn clone_as_capped(&self, db: &str, from: &str, to: &str, size: i64) -> Result<()> {
         let Some(src) = self.collection(db, from) else {
             return Err(StorageError::NamespaceNotFound(format!(
@@ -281,6 +282,16 @@ impl crate::store::Store {
         match i32::try_from(size) {
             Ok(s) if s.abs() < 1 << 30 => options.append(bson::raw::cstr!("size"), s),
             _ => options.append(bson::raw::cstr!("size"), size),
+        }
+        // The source's validation options carry over (MongoDB copies the collection's options);
+        // the copy itself is not validated.
+        for (k, v) in src.options.iter().flatten() {
+            if matches!(
+                k.as_str(),
+                "validator" | "validationLevel" | "validationAction"
+            ) {
+                options.append(k, v);
+            }
         }
         self.create_collection(db, to, &options)?;
         let Some(dst) = self.collection(db, to) else {
@@ -300,6 +311,7 @@ impl crate::store::Store {
             )?;
             drop(read);
             self.write(crate::Durability::Buffered, |tx| -> Result<()> {
+                tx.set_bypass_validation(true);
                 for d in &batch.docs {
                     tx.insert(&dst, d)?;
                 }

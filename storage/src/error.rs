@@ -92,6 +92,10 @@ pub enum StorageError {
     /// A snapshot read at a time later than the cluster time (InvalidOptions, 72).
     #[error("{0}")]
     SnapshotInFuture(String),
+    /// A document refused by its collection's validator (DocumentValidationFailure, 121),
+    /// with MongoDB's `errInfo` (`{failingDocumentId, details}`).
+    #[error("Document failed validation")]
+    DocumentValidationFailure(RawDocumentBuf),
 }
 
 impl StorageError {

@@ -15,6 +15,8 @@
 //! - [`clock`] and [`history`]: the cluster clock whose ticks are commits, and the snapshots
 //!   retained by cluster time for `readConcern: snapshot` reads.
 //! - [`sessions`]: the durable records of retryable writes and committed transactions.
+//! - [`validation`]: the hook through which every document write is checked against its
+//!   collection's validator.
 //!
 //! Invariants: every read of a document comes from one snapshot (never torn); every write
 //! is one serializable transaction, and every commit that writes takes the next cluster time
@@ -38,6 +40,7 @@ pub mod keys;
 pub mod namespace;
 pub mod sessions;
 pub mod store;
+pub mod validation;
 
 pub use error::{Result, StorageError};
 pub use store::{

@@ -9,7 +9,9 @@
 //! 3. [`WriteTxn::insert`] encodes `_id` with [`crate::keys`] (the document key), reads that
 //!    key (an insert must read what it could collide with: fjall's blind writes never
 //!    conflict), encodes the nodes with [`crate::doc::encode_document`] and writes them, and
-//!    adds to the collection's statistics delta.
+//!    adds to the collection's statistics delta. Before anything is written, the
+//!    collection's validator is consulted ([`crate::validation`]); so it is for updates and
+//!    replacements.
 //! 4. On commit the deltas are written as blind keys (no counter contention), the engine
 //!    commits (a conflict reruns the closure, up to a limit), and for durable writes
 //!    [`GroupCommit`] waits for an fsync shared with concurrent writers.
@@ -53,6 +55,7 @@ use crate::engine::{CATALOG_SPACE, Engine, EngineError, Read, SpaceId, Tx, prefi
 use crate::error::{Result, StorageError};
 use crate::history::History;
 use crate::index::IndexKeyGen;
+use crate::validation::DocumentValidator;
 use crate::{display, keys, namespace};
 
 /// How many times a conflicting transaction is rerun before giving up.
@@ -133,6 +136,9 @@ pub struct Store {
     /// Called after every commit that wrote (change streams and tailable cursors wait on
     /// it).
     on_commit: RwLock<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Checks every document write against its collection's validator (see
+    /// [`crate::validation`]).
+    validator: RwLock<Option<Arc<dyn DocumentValidator>>>,
     /// Bytes of the change log: its space's size at open, plus what was appended since,
     /// minus what was trimmed.
     log_bytes: AtomicU64,
@@ -231,6 +237,7 @@ impl Store {
             next_txn_id: AtomicU64::new(1),
             pack_threshold: AtomicU32::new(doc::DEFAULT_PACK_THRESHOLD),
             on_commit: RwLock::new(None),
+            validator: RwLock::new(None),
             log_bytes: AtomicU64::new(0),
             opts,
         };
@@ -488,6 +495,40 @@ impl Store {
         Ok(true)
     }
 
+    /// Replaces a collection's options (`collMod`: validator, validation level and action)
+    /// atomically in the catalog: `change` computes the new options from the current ones
+    /// under the DDL lock (so concurrent changes of different options do not lose each other),
+    /// and a `modify` change whose `operationDescription` is `desc` is recorded. Writes that
+    /// resolved the collection before commit conflict and rerun with the new options. Returns
+    /// the options it had.
+    pub fn set_collection_options(
+        &self,
+        db: &str,
+        name: &str,
+        change: impl FnOnce(&RawDocument) -> RawDocumentBuf,
+        desc: &RawDocument,
+    ) -> Result<RawDocumentBuf> {
+        let _ddl = self.ddl.lock().map_err(|_| poisoned())?;
+        let Some(meta) = self.catalog().get(db, name).cloned() else {
+            return Err(StorageError::NamespaceNotFound(format!(
+                "ns does not exist: {db}.{name}"
+            )));
+        };
+        let mut next = (*meta).clone();
+        next.options = change(&meta.options);
+        let change = Change::on("modify", &meta).with("desc", desc.to_owned());
+        self.ddl_tx_logged(vec![change], |tx| {
+            tx.put(
+                CATALOG_SPACE,
+                &collection_key(db, name),
+                next.to_bson().as_bytes(),
+            )?;
+            Ok(())
+        })?;
+        self.swap_catalog(self.catalog().with(next))?;
+        Ok(meta.options.clone())
+    }
+
     /// Returns the collection, creating it with default options if it does not exist
     /// (writes create collections implicitly).
     pub fn ensure_collection(&self, db: &str, name: &str) -> Result<Arc<CollectionMeta>> {
@@ -702,6 +743,7 @@ impl Store {
                 changes: Vec::new(),
                 origin: None,
                 diff_mode: crate::diff::Mode::Operators,
+                bypass_validation: false,
             };
             let r = f(&mut t).and_then(|v| {
                 let (reads, writes, _) = self.finish(t).map_err(E::from)?;
@@ -781,6 +823,13 @@ impl Store {
     pub fn set_on_commit(&self, f: Arc<dyn Fn() + Send + Sync>) {
         if let Ok(mut g) = self.on_commit.write() {
             *g = Some(f);
+        }
+    }
+
+    /// Installs the document validator every write consults (see [`crate::validation`]).
+    pub fn set_validator(&self, v: Arc<dyn DocumentValidator>) {
+        if let Ok(mut g) = self.validator.write() {
+            *g = Some(v);
         }
     }
 
@@ -905,6 +954,7 @@ impl Store {
             changes: state.changes,
             origin: state.origin,
             diff_mode: crate::diff::Mode::Operators,
+            bypass_validation: false,
         }
     }
 
@@ -1029,6 +1079,8 @@ pub struct WriteTxn<'s> {
     pub(crate) origin: Option<([u8; 16], i64)>,
     /// How [`WriteTxn::write_fields`] describes array changes in the change log.
     pub(crate) diff_mode: crate::diff::Mode,
+    /// `bypassDocumentValidation`: writes skip the collection's validator.
+    pub(crate) bypass_validation: bool,
 }
 
 /// A session transaction's claim on the documents it writes (see `Store::intents`).
@@ -1154,7 +1206,9 @@ impl WriteTxn<'_> {
     }
 
     /// Inserts a document whose first field is `_id`. A document with an existing `_id` is
-    /// a [`StorageError::DuplicateKey`] and writes nothing.
+    /// a [`StorageError::DuplicateKey`] and writes nothing; one the collection's validator
+    /// refuses is [`StorageError::DocumentValidationFailure`] (checked first, as MongoDB
+    /// does).
     pub fn insert(&mut self, coll: &CollectionMeta, doc: &RawDocument) -> Result<()> {
         let id = match doc.iter().next() {
             Some(Ok((k, v))) if k.as_str() == "_id" => v,
@@ -1164,6 +1218,9 @@ impl WriteTxn<'_> {
                 ));
             }
         };
+        if let Some(v) = self.validator_for(coll) {
+            v.check(coll, None, doc)?;
+        }
         let key = id_key(id)?;
         self.claim(coll.id, &key)?;
         if self.tx.get(coll.id, &key)?.is_some() {
@@ -1289,7 +1346,8 @@ impl WriteTxn<'_> {
     /// collection's pack threshold); in a spilled one only nodes whose bytes change are
     /// written, removed nodes are deleted, and the root header (size, field count, next
     /// ordinal) is rewritten only if it changed — unless the document shrank enough to be
-    /// packed again, when it is rewritten whole.
+    /// packed again, when it is rewritten whole. When the collection is validated, the whole
+    /// old and new documents are checked first (see [`crate::validation`]).
     pub fn write_fields(
         &mut self,
         coll: &CollectionMeta,
@@ -1318,8 +1376,9 @@ impl WriteTxn<'_> {
         let changed: Vec<&str> = changes.iter().map(|(n, _)| n.as_str()).collect();
         let images = changelog::wants_images(coll);
         let indexed = self.indexes_affected(coll, &changed);
+        let validator = self.validator_for(coll);
         let mut whole = None;
-        if images || indexed || repack || view.packed.is_some() {
+        if images || indexed || repack || view.packed.is_some() || validator.is_some() {
             let old = match &view.packed {
                 Some(p) => p.clone(),
                 None => self
@@ -1327,6 +1386,9 @@ impl WriteTxn<'_> {
                     .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?,
             };
             let new = apply_field_changes(&old, changes)?;
+            if let Some(v) = validator {
+                v.check(coll, Some(&old), &new)?;
+            }
             whole = Some((old, new));
         }
         let mut description = crate::diff::Description::default();
@@ -1483,7 +1545,8 @@ impl WriteTxn<'_> {
 
     /// Replaces the document whose key is `key` with `new` (same `_id`), writing only the
     /// nodes whose bytes change and deleting the ones that disappear. Returns false when no
-    /// document has that key.
+    /// document has that key. The collection's validator checks the new document against the
+    /// old one before anything is written.
     pub fn replace(
         &mut self,
         coll: &CollectionMeta,
@@ -1495,7 +1558,8 @@ impl WriteTxn<'_> {
     }
 
     /// [`WriteTxn::replace`] after the claim; `log` records the replacement in the change
-    /// log (an update that rewrites the whole document logs itself as an update).
+    /// log and validates it (false for an update that rewrites the whole document: it
+    /// validated the document and logs itself as an update).
     fn replace_nodes(
         &mut self,
         coll: &CollectionMeta,
@@ -1521,9 +1585,14 @@ impl WriteTxn<'_> {
             }
         };
         let images = log && changelog::wants_images(coll);
-        if images || coll.secondary_indexes().next().is_some() {
+        // An update that rewrites the whole document (`log` false) has validated it already.
+        let validator = if log { self.validator_for(coll) } else { None };
+        if images || validator.is_some() || coll.secondary_indexes().next().is_some() {
             let old_doc = doc::decode_document(key.len(), stored.iter().map(|(k, v)| (k, v)))
                 .map_err(doc_error)?;
+            if let Some(v) = validator {
+                v.check(coll, Some(&old_doc), new)?;
+            }
             if coll.secondary_indexes().next().is_some() {
                 self.index_document(coll, key, Some(&old_doc), Some(new))?;
             }
@@ -1666,6 +1735,22 @@ impl WriteTxn<'_> {
         }
     }
 
+    /// `bypassDocumentValidation`: the documents this transaction writes from now on skip
+    /// their collections' validators (see [`crate::validation`]).
+    pub fn set_bypass_validation(&mut self, bypass: bool) {
+        self.bypass_validation = bypass;
+    }
+
+    /// The validator to check a write to `coll` with, unless validation is bypassed or does
+    /// not apply to the collection.
+    fn validator_for(&self, coll: &CollectionMeta) -> Option<Arc<dyn DocumentValidator>> {
+        if self.bypass_validation {
+            return None;
+        }
+        let v = self.store.validator.read().ok()?.clone()?;
+        v.applies(coll).then_some(v)
+    }
+
     /// Makes [`WriteTxn::write_fields`] describe changes as MongoDB's generic document diff
     /// does (pipeline-style updates) rather than as update operators log them.
     pub fn set_generic_diff(&mut self, generic: bool) {
@@ -1745,6 +1830,7 @@ impl WriteTxn<'_> {
             changes,
             origin: _,
             diff_mode: _,
+            bypass_validation: _,
         } = self;
         for (space, delta) in deltas {
             if !delta.is_zero() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real-client smoke tests: PyMongo (smoke_pymongo.py; manual_pymongo.py runs the MongoDB
 # manual's operator and query-tutorial examples, manual_agg_pymongo.py its aggregation stage and
-# accumulator examples; mongoengine_agg.py MongoEngine's aggregation helpers), the Node.js
+# accumulator examples; mongoengine_agg.py MongoEngine's aggregation helpers; validation_pymongo.py
+# document validation), the Node.js
 # driver, the Go driver and mongosh
 # (scripted and interactive through a pseudo-terminal) against a freshly started cairn server;
 # and a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
@@ -176,6 +177,11 @@ run_suite txn_node node "$HERE/txn_node.mjs" "$URI"
 
 log "PyMongo: change streams, capped collections, tailable cursors"
 run_suite streams "$PY" "$HERE/streams_pymongo.py" "$URI"
+
+# The manual's $jsonSchema example, errInfo, bypass_document_validation, collMod, warn
+# (database cairn_validation).
+log "PyMongo: document validation"
+run_suite validation "$PY" "$HERE/validation_pymongo.py" "$URI"
 
 # The Go driver, as Debian packages it: built offline in GOPATH mode (no module proxy).
 GO_DRIVER=/usr/share/gocode/src/go.mongodb.org/mongo-driver

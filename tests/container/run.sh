@@ -281,6 +281,37 @@ check(sorted(d["_id"] for d in tx.find()) == [1, 2],
       "pymongo: with_transaction commits and abort_transaction leaves nothing in the container")
 tx.update_one({"_id": 1}, {"$inc": {"n": 1}})
 check(tx.find_one({"_id": 1}) == {"_id": 1, "n": 1}, "pymongo: a retryable update applies once")
+# Change streams and a tailable cursor on a capped collection, on one node.
+cs = client.ctr.streamed
+cs.drop()
+with cs.watch(max_await_time_ms=200) as stream:
+    cs.insert_one({"_id": "e1"})
+    cs.update_one({"_id": "e1"}, {"$set": {"x": 1}})
+    seen = []
+    for _ in range(20):
+        ev = stream.try_next()
+        if ev is not None:
+            seen.append((ev["operationType"], ev["documentKey"]["_id"]))
+        if len(seen) == 2:
+            break
+check(seen == [("insert", "e1"), ("update", "e1")],
+      f"pymongo: watch() sees the insert and the update in the container (got {seen!r})")
+client.ctr.drop_collection("queue")
+q = client.ctr.create_collection("queue", capped=True, size=4096)
+q.insert_one({"n": 0})
+from pymongo import CursorType
+cur = q.find(cursor_type=CursorType.TAILABLE_AWAIT).max_await_time_ms(200)
+got = [cur.next()["n"]]
+q.insert_many([{"n": 1}, {"n": 2}])
+for _ in range(20):
+    if got == [0, 1, 2] or not cur.alive:
+        break
+    try:
+        got.append(cur.next()["n"])
+    except StopIteration:
+        pass
+cur.close()
+check(got == [0, 1, 2], f"pymongo: a tailable cursor follows a capped collection (got {got!r})")
 client.close()
 sys.exit(1 if failures else 0)
 PY

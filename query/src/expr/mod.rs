@@ -94,6 +94,10 @@ pub fn random_unit() -> f64 {
 #[derive(Clone, Debug, Default)]
 pub struct ParseContext {
     user: Vec<String>,
+    /// Parsing a collection validator: `$function` (4660800) and `$_internalJsEmit`
+    /// (4660801) are refused, as MongoDB's `isParsingCollectionValidator` does, and the
+    /// expression is not optimized.
+    pub(crate) validator: bool,
 }
 
 impl ParseContext {
@@ -106,7 +110,14 @@ impl ParseContext {
     pub fn for_variables(vars: &Variables) -> ParseContext {
         ParseContext {
             user: vars.user.iter().map(|(k, _)| k.clone()).collect(),
+            validator: false,
         }
+    }
+
+    /// Marks the context as parsing a collection validator (see the `validator` field).
+    pub fn for_validator(mut self) -> ParseContext {
+        self.validator = true;
+        self
     }
 
     /// Defines a user variable.
@@ -222,6 +233,14 @@ impl Expression {
     /// is an array expression, anything else is a constant.
     pub fn parse(v: RawBsonRef<'_>, ctx: &ParseContext) -> Result<Expression> {
         let parsed = parse::parse(v, ctx)?;
+        // A collection validator is never optimized (MongoDB does not normalize it), so its
+        // constant sub-expressions fail when evaluated, not when the validator is set.
+        if ctx.validator {
+            return Ok(Expression {
+                root: parsed.root,
+                slots: parsed.slots,
+            });
+        }
         let root = optimize::optimize(parsed.root, parsed.slots)?;
         Ok(Expression {
             root,
@@ -325,6 +344,13 @@ impl ExprExtensions {
     /// Parses an expression with this command's variables in scope.
     pub fn parse_expression(&self, v: RawBsonRef<'_>) -> Result<Expression> {
         Expression::parse(v, &self.ctx)
+    }
+
+    /// The same language for a collection validator: `$function` and `$_internalJsEmit` are
+    /// refused with MongoDB's validator codes.
+    pub fn for_validator(mut self) -> ExprExtensions {
+        self.ctx = self.ctx.for_validator();
+        self
     }
 
     /// Parses the operand of `$expr`.

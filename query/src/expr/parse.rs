@@ -718,6 +718,20 @@ impl Parser<'_> {
 
     /// `Expression::parseExpression`: `{$name: arg}`.
     fn expression(&mut self, name: &str, arg: RawBsonRef<'_>) -> Result<Node> {
+        if self.ctx.validator {
+            match name {
+                "$function" => {
+                    return Err(loc(4660800, "$function cannot be used inside a validator."));
+                }
+                "$_internalJsEmit" => {
+                    return Err(loc(
+                        4660801,
+                        "$_internalJsEmit cannot be used inside a validator.",
+                    ));
+                }
+                _ => {}
+            }
+        }
         match name {
             "$literal" | "$const" => Ok(Node::Constant(Some(RawBson::from(arg)))),
             "$cond" if matches!(arg, RawBsonRef::Document(_)) => self.cond_object(arg),
