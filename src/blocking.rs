@@ -19,8 +19,8 @@ where
     F: FnOnce() -> Result<T, CommandError> + Send + 'static,
     T: Send + 'static,
 {
-    let deadline = crate::deadline::current();
-    let f = move || crate::deadline::with_thread_deadline(deadline, f);
+    let ctx = crate::deadline::context();
+    let f = move || crate::deadline::with_thread_context(ctx, f);
     if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
         return tokio::task::block_in_place(f);
     }

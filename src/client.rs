@@ -22,6 +22,14 @@ pub struct Client {
     pub compressors: Vec<Compressor>,
     /// The `client` metadata sent with the first `hello`.
     pub metadata: Option<RawDocumentBuf>,
+    /// Set by a command (the `failCommand` fail point's `closeConnection`) to make the
+    /// connection close instead of replying.
+    pub close_requested: bool,
+    /// The connection's record in the running-operation registry (set by its first command).
+    pub conn: Option<std::sync::Arc<crate::ops::Connection>>,
+    /// Whether the last command is logged as "Slow query", when its database's profile
+    /// `filter` decided it (instead of `slowms`/`sampleRate`).
+    pub slow_log: Option<bool>,
 }
 
 impl Client {
@@ -33,6 +41,14 @@ impl Client {
             local,
             compressors: Vec::new(),
             metadata: None,
+            close_requested: false,
+            conn: None,
+            slow_log: None,
         }
+    }
+
+    /// The application name from the client metadata (`application.name`).
+    pub fn app_name(&self) -> Option<&str> {
+        crate::ops::app_name_of(self.metadata.as_ref()?)
     }
 }

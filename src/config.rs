@@ -1,7 +1,8 @@
 //! Command-line and environment configuration.
 //!
 //! Every flag can also be given as a `CAIRN_*` environment variable; a flag on the command
-//! line wins over the environment, which wins over the default. [`Config::explicit`] records
+//! line wins over a `--config` file ([`crate::config_file`]), which wins over the environment,
+//! which wins over the default. [`Config::explicit`] records
 //! which options the operator actually set, which `getCmdLineOpts` reports as `parsed`.
 
 use std::path::PathBuf;
@@ -51,9 +52,61 @@ pub struct Config {
     #[arg(long = "log-level", env = "CAIRN_LOG", default_value = "info")]
     pub log_level: String,
 
-    /// Commands slower than this many milliseconds are logged as slow.
-    #[arg(long = "slow-ms", env = "CAIRN_SLOW_MS", default_value_t = 100)]
+    /// Also write the log (MongoDB's JSON lines) to this file (MongoDB's `--logpath`);
+    /// `logRotate` and SIGUSR1 rotate it.
+    #[arg(long = "log-path", alias = "logpath", env = "CAIRN_LOG_PATH")]
+    pub log_path: Option<PathBuf>,
+
+    /// Append to an existing log file instead of truncating it (MongoDB's `--logappend`).
+    #[arg(long = "log-append", alias = "logappend", env = "CAIRN_LOG_APPEND")]
+    pub log_append: bool,
+
+    /// How `logRotate` rotates the log file: `rename` it aside with a timestamp, or `reopen`
+    /// the path (MongoDB's `--logRotate`).
+    #[arg(long = "log-rotate", env = "CAIRN_LOG_ROTATE", value_enum,
+          default_value_t = crate::logging::RotateMode::Rename)]
+    pub log_rotate: crate::logging::RotateMode,
+
+    /// Commands slower than this many milliseconds are logged as slow ("Slow query") and,
+    /// at profiling level 1, profiled (MongoDB's `--slowms`).
+    #[arg(
+        long = "slow-ms",
+        alias = "slowms",
+        env = "CAIRN_SLOW_MS",
+        default_value_t = 100
+    )]
     pub slow_ms: u64,
+
+    /// The fraction of slow operations logged and profiled (MongoDB's `--slowOpSampleRate`).
+    #[arg(long = "slow-op-sample-rate", alias = "slowOpSampleRate",
+          env = "CAIRN_SLOW_OP_SAMPLE_RATE", default_value_t = 1.0,
+          value_parser = parse_rate)]
+    pub slow_op_sample_rate: f64,
+
+    /// The database profiler's level for every database (MongoDB's `--profile`): 0 off,
+    /// 1 slow operations, 2 all operations. `profile` changes it per database at runtime.
+    #[arg(long, env = "CAIRN_PROFILE", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub profile: u8,
+
+    /// Enable the test commands (`configureFailPoint`, `sleep`, `waitForFailPoint`), as
+    /// mongod's `--setParameter enableTestCommands=1`. Never in production.
+    #[arg(long = "enable-test-commands", env = "CAIRN_ENABLE_TEST_COMMANDS")]
+    pub enable_test_commands: bool,
+
+    /// Set a server parameter at startup, as `name=value` (MongoDB's `--setParameter`);
+    /// repeatable.
+    #[arg(
+        long = "setParameter",
+        alias = "set-parameter",
+        value_name = "NAME=VALUE"
+    )]
+    pub set_parameter: Vec<String>,
+
+    /// Serve Prometheus metrics over HTTP on this port (`GET /metrics`), on the addresses of
+    /// `--bind`. Off when not given.
+    #[arg(long = "metrics-port", env = "CAIRN_METRICS_PORT")]
+    pub metrics_port: Option<u16>,
 
     /// Wire compressors offered to clients, in preference order (`disabled` for none).
     #[arg(
@@ -150,6 +203,11 @@ pub struct Config {
     )]
     pub shutdown_timeout_secs: u64,
 
+    /// A mongod-style YAML configuration file ([`crate::config_file`]); options on the
+    /// command line win over it.
+    #[arg(long = "config", short = 'f', value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+
     /// Options that were set explicitly (command line or environment), as (name, value).
     #[arg(skip)]
     pub explicit: Vec<(String, String)>,
@@ -177,7 +235,8 @@ pub enum Cmd {
 #[command(
     name = "cairn",
     version,
-    about = "A MongoDB-wire-compatible document database"
+    about = "A MongoDB-wire-compatible document database",
+    args_override_self = true
 )]
 pub struct Cli {
     /// Server options.
@@ -196,10 +255,28 @@ impl Cli {
         T: Into<std::ffi::OsString> + Clone,
     {
         use clap::CommandFactory;
+        let mut args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        // A configuration file's options go before the real arguments, which override them.
+        if let Some(path) = crate::config_file::config_path(&args) {
+            let from_file = crate::config_file::flags_from_file(std::path::Path::new(&path))
+                .map_err(|msg| Cli::command().error(clap::error::ErrorKind::InvalidValue, msg))?;
+            let rest = args.split_off(1.min(args.len()));
+            args.extend(from_file);
+            args.extend(rest);
+        }
         let matches = Cli::command().try_get_matches_from(args)?;
         let mut cli = Cli::from_arg_matches(&matches)?;
         cli.config.explicit = explicit_options(&matches);
+        crate::params::apply_startup(&mut cli.config)
+            .map_err(|msg| Cli::command().error(clap::error::ErrorKind::ValueValidation, msg))?;
         Ok(cli)
+    }
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("'{s}' is not a number between 0 and 1")),
     }
 }
 
@@ -272,6 +349,37 @@ mod tests {
         assert!(c.explicit.contains(&("port".into(), "0".into())));
         assert!(c.explicit.contains(&("bind".into(), "0.0.0.0,::1".into())));
         assert_eq!(c.explicit.len(), 2, "{:?}", c.explicit);
+    }
+
+    #[test]
+    fn set_parameter_and_test_commands() {
+        let c = Cli::parse_from_args(["cairn", "--setParameter", "enableTestCommands=1"])
+            .unwrap()
+            .config;
+        assert!(c.enable_test_commands);
+        assert!(
+            !Cli::parse_from_args(["cairn"])
+                .unwrap()
+                .config
+                .enable_test_commands
+        );
+        assert!(
+            Cli::parse_from_args(["cairn", "--enable-test-commands"])
+                .unwrap()
+                .config
+                .enable_test_commands
+        );
+        let e = Cli::parse_from_args(["cairn", "--setParameter", "bogus=1"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().contains("Unknown --setParameter 'bogus'"),
+            "{e}"
+        );
+        let c = Cli::parse_from_args(["cairn", "--profile", "2", "--slowms", "5"])
+            .unwrap()
+            .config;
+        assert_eq!((c.profile, c.slow_ms), (2, 5));
+        assert!(Cli::parse_from_args(["cairn", "--profile", "3"]).is_err());
     }
 
     #[test]

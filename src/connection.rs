@@ -109,6 +109,7 @@ pub async fn serve(
             }
         }
     }
+    conn.server.ops.disconnect(conn.client.id);
     let _ = conn.stream.shutdown().await;
 }
 
@@ -362,12 +363,21 @@ impl Connection {
             Some(fut.await)
         };
         self.server.connections.active.fetch_sub(1, Relaxed);
+        if self.client.close_requested {
+            debug!(command = %name, "closing the connection as the command asked");
+            return None;
+        }
         let elapsed = started.elapsed();
         let millis = elapsed.as_millis() as u64;
         match &result {
             Some((reply, _)) => {
                 let ok = reply.get_f64("ok").unwrap_or(0.0) == 1.0;
-                if millis >= self.server.config.slow_ms && !awaitable {
+                // A database's profile filter decides instead of slowms/sampleRate.
+                let slow = match self.client.slow_log.take() {
+                    Some(decided) => decided,
+                    None => self.server.profiler.is_slow(millis),
+                };
+                if !awaitable && slow {
                     info!(id = 51803, ns = %format!("{db}.$cmd"), command = %name,
                           durationMillis = millis, ok, "Slow query");
                 } else {

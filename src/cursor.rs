@@ -117,6 +117,11 @@ impl Cursor {
         }
     }
 
+    /// Whether this is a change stream's cursor.
+    pub fn is_change_stream(&self) -> bool {
+        matches!(&self.source, Source::Pipeline(p) if p.is_change_stream())
+    }
+
     /// A change stream's `postBatchResumeToken`.
     pub fn post_batch_resume_token(&self) -> Option<RawDocumentBuf> {
         match &self.source {
@@ -412,6 +417,18 @@ impl CursorManager {
     /// Open cursors.
     pub fn open(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Open cursors as `serverStatus.metrics.cursor.open` counts them: `(total, pinned — in
+    /// use by a getMore right now —, noTimeout)`.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let slots = self.lock();
+        let pinned = slots.values().filter(|s| matches!(s, Slot::InUse)).count();
+        let no_timeout = slots
+            .values()
+            .filter(|s| matches!(s, Slot::Idle(c) if c.no_timeout))
+            .count();
+        (slots.len(), pinned, no_timeout)
     }
 }
 

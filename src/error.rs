@@ -9,7 +9,8 @@
 //! - which labels an error carries depends on the request, not on where the error came from:
 //!   `TransientTransactionError` is decided in [`crate::session::finish`] for requests inside
 //!   a transaction, and nowhere else;
-//! - codes without a name in MongoDB's `error_codes.yml` report `codeName: "Location<code>"`.
+//! - codes without a name in MongoDB's `error_codes.yml` report `codeName: "Location<code>"`;
+//!   named codes without their own variant take their name from [`crate::error_names`].
 
 use std::borrow::Cow;
 use std::fmt;
@@ -51,7 +52,10 @@ macro_rules! error_codes {
             pub fn name(self) -> Cow<'static, str> {
                 match self {
                     $(ErrorCode::$name => Cow::Borrowed(stringify!($name)),)*
-                    ErrorCode::Location(n) => Cow::Owned(format!("Location{n}")),
+                    ErrorCode::Location(n) => match crate::error_names::name(n) {
+                        Some(name) => Cow::Borrowed(name),
+                        None => Cow::Owned(format!("Location{n}")),
+                    },
                 }
             }
         }
@@ -128,6 +132,7 @@ error_codes! {
     Interrupted = 11601,
     ExceededTimeLimit = 262,
     InvalidUUID = 207,
+    FailPointSetFailed = 266,
     DocumentValidationFailure = 121,
     CappedPositionLost = 136,
     ChangeStreamFatalError = 280,

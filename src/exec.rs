@@ -92,9 +92,11 @@ where
                 return Ok(Visited::default());
             };
             let key = id_key(id.as_raw_bson_ref())?;
+            crate::ops::record_plan("IDHACK".into());
             let Some(doc) = tx.get_by_key(&meta, &key)? else {
                 return Ok(Visited::default());
             };
+            crate::ops::record_work(1, 1);
             let (_, counted) = f(tx, &meta, &key, &doc)?;
             Ok(Visited {
                 matched: 1,
@@ -126,7 +128,14 @@ where
     let Some(plan) = plan else {
         return Ok(Visited::default());
     };
+    crate::ops::record_plan(crate::ops::plan_summary(&plan));
     let mut exec = Execution::new(plan, filter.clone(), false);
+    let mut recorded = (0, 0);
+    let mut record = |e: &Execution| {
+        let now = (e.stats.keys_examined, e.stats.docs_examined);
+        crate::ops::record_work(now.0 - recorded.0, now.1 - recorded.1);
+        recorded = now;
+    };
     let mut total = Visited::default();
     loop {
         crate::deadline::check()?;
@@ -165,6 +174,7 @@ where
         let Some(next) = next else {
             return Ok(total);
         };
+        record(&next);
         exec = next;
         if stop || (just_one && total.matched > 0) || exec.is_exhausted() {
             return Ok(total);
@@ -204,15 +214,20 @@ pub fn scan_matching(
             }
         }
         let mut exec = chosen.exec;
-        while !exec.is_exhausted() {
-            crate::deadline::check()?;
-            for d in exec.next(read, &meta, 1000, 16 * 1024 * 1024, BUDGET)? {
-                if !f(d)? {
-                    return Ok(());
+        crate::ops::record_plan(crate::ops::plan_summary(exec.plan()));
+        let result = (|| {
+            while !exec.is_exhausted() {
+                crate::deadline::check()?;
+                for d in exec.next(read, &meta, 1000, 16 * 1024 * 1024, BUDGET)? {
+                    if !f(d)? {
+                        return Ok(());
+                    }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })();
+        crate::ops::record_work(exec.stats.keys_examined, exec.stats.docs_examined);
+        result
     })
 }
 
@@ -244,10 +259,15 @@ pub fn count_matching(
             true,
         )?;
         let mut exec = chosen.exec;
-        while !exec.is_exhausted() && exec.stats.advanced < cap {
-            crate::deadline::check()?;
-            exec.count(read, &meta, BUDGET)?;
-        }
-        Ok(exec.stats.advanced.min(cap))
+        crate::ops::record_plan(crate::ops::plan_summary(exec.plan()));
+        let result = (|| {
+            while !exec.is_exhausted() && exec.stats.advanced < cap {
+                crate::deadline::check()?;
+                exec.count(read, &meta, BUDGET)?;
+            }
+            Ok(exec.stats.advanced.min(cap))
+        })();
+        crate::ops::record_work(exec.stats.keys_examined, exec.stats.docs_examined);
+        result
     })
 }

@@ -20,7 +20,7 @@ use crate::state::ServerState;
 /// One running build.
 #[derive(Debug)]
 pub struct Build {
-    /// Operation id.
+    /// Operation id (from the same sequence as every other operation, [`crate::ops::next_opid`]).
     pub opid: u64,
     /// `db.coll`.
     pub ns: String,
@@ -40,7 +40,6 @@ pub struct Build {
 #[derive(Debug, Default)]
 pub struct IndexBuilds {
     builds: Mutex<HashMap<u64, Arc<Build>>>,
-    next_opid: AtomicU64,
 }
 
 impl IndexBuilds {
@@ -56,7 +55,7 @@ impl IndexBuilds {
     }
 
     fn start(&self, ns: String, index: String, command: RawDocumentBuf, total: u64) -> Arc<Build> {
-        let opid = self.next_opid.fetch_add(1, Ordering::Relaxed) + 1;
+        let opid = u64::try_from(crate::ops::next_opid()).unwrap_or(0);
         let b = Arc::new(Build {
             opid,
             ns,

@@ -21,6 +21,13 @@
 //!    for OP_QUERY), compresses it if the request was compressed, and writes it; exhaust
 //!    `hello` streams keep replying with `moreToCome`.
 //!
+//! Around every command the dispatcher registers the running operation ([`ops`]: `currentOp`,
+//! `killOp`, `top`), evaluates fail points ([`failpoint`], test commands only), records
+//! latencies and counters ([`metrics`], also served to Prometheus by [`metrics_http`]) and
+//! writes the profiler's entry ([`profiler`]); [`validate`] is the collection checker behind
+//! `validate` ([`validation`] is document validation, a different thing). Options come from
+//! flags, `CAIRN_*` variables ([`config`]) and mongod-style YAML files ([`config_file`]).
+//!
 //! Invariants: the server answers malformed input with errors and never panics on it; one
 //! connection's failure never affects another; shared state ([`state::ServerState`]) is
 //! atomics, channels and briefly held locks, never a lock held across an `.await` (a session
@@ -30,21 +37,29 @@ pub mod blocking;
 pub mod client;
 pub mod commands;
 pub mod config;
+pub mod config_file;
 pub mod connection;
 pub mod cursor;
 pub mod deadline;
 pub mod error;
+pub mod error_names;
 pub mod exec;
+pub mod failpoint;
 pub mod healthcheck;
 pub mod index_builds;
 pub mod lang;
 pub mod latency;
 pub mod logging;
+pub mod metrics;
+pub mod metrics_http;
+pub mod ops;
 pub mod params;
+pub mod profiler;
 pub mod server;
 pub mod session;
 pub mod state;
 pub mod sysinfo;
 pub mod ttl;
+pub mod validate;
 pub mod validation;
 pub mod write_concern;

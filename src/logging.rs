@@ -13,8 +13,14 @@
 //! documents are logged); every other field becomes an `attr`. The `ctx` is the `name` field of the innermost
 //! enclosing span called `ctx` (e.g. `conn12`, `listener`).
 //!
+//! With `--log-path` every line also goes to that file ([`LogFile`], MongoDB's `--logpath`),
+//! which `logRotate` (or SIGUSR1) rotates: `rename` moves the current file aside as
+//! `<path>.<UTC timestamp>` and starts a new one, `reopen` reopens the path (for an external
+//! tool such as logrotate that already moved it).
+//!
 //! Invariants: the ring buffers are bounded (oldest lines dropped) and their mutex is only
-//! held to push or copy lines, never across an `.await`.
+//! held to push or copy lines, never across an `.await`; the log file's mutex is held only to
+//! write one line or to swap the file.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -69,13 +75,100 @@ impl RamLog {
     }
 }
 
-/// The logs `getLog` knows, by name.
+/// How `logRotate` treats the log file (MongoDB's `--logRotate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RotateMode {
+    /// Rename the file aside with a timestamp and start a new one.
+    Rename,
+    /// Close and reopen the path (an external tool moved the file).
+    Reopen,
+}
+
+/// The log file (`--log-path`).
+#[derive(Debug)]
+pub struct LogFile {
+    path: std::path::PathBuf,
+    mode: RotateMode,
+    file: Mutex<std::fs::File>,
+}
+
+fn open_log(path: &std::path::Path, append: bool) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true);
+    if append {
+        o.append(true);
+    } else {
+        o.write(true).truncate(true);
+    }
+    o.open(path)
+}
+
+impl LogFile {
+    /// Opens the log file (appending or truncating).
+    pub fn open(
+        path: &std::path::Path,
+        append: bool,
+        mode: RotateMode,
+    ) -> std::io::Result<LogFile> {
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            mode,
+            file: Mutex::new(open_log(path, append)?),
+        })
+    }
+
+    fn write_line(&self, line: &str) {
+        if let Ok(mut f) = self.file.lock() {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+
+    /// Rotates the file; returns the name the old file was renamed to (`rename` mode).
+    pub fn rotate(&self) -> std::io::Result<Option<std::path::PathBuf>> {
+        let mut f = self
+            .file
+            .lock()
+            .map_err(|_| std::io::Error::other("log lock poisoned"))?;
+        let _ = f.flush();
+        let renamed = match self.mode {
+            RotateMode::Rename => {
+                let stamp = timestamp_now()
+                    .get(..19)
+                    .unwrap_or_default()
+                    .replace(':', "-");
+                let mut n = 0;
+                let target = loop {
+                    let mut t = self.path.clone().into_os_string();
+                    if n == 0 {
+                        t.push(format!(".{stamp}"));
+                    } else {
+                        t.push(format!(".{stamp}.{n}"));
+                    }
+                    let t = std::path::PathBuf::from(t);
+                    if !t.exists() {
+                        break t;
+                    }
+                    n += 1;
+                };
+                std::fs::rename(&self.path, &target)?;
+                Some(target)
+            }
+            RotateMode::Reopen => None,
+        };
+        *f = open_log(&self.path, true)?;
+        Ok(renamed)
+    }
+}
+
+/// The logs `getLog` knows, by name, and the log file.
 #[derive(Debug, Default)]
 pub struct RamLogs {
     /// `global`: every line.
     pub global: RamLog,
     /// `startupWarnings`: warnings raised while starting.
     pub startup_warnings: RamLog,
+    /// The log file, when logging to one.
+    pub file: Option<LogFile>,
 }
 
 impl RamLogs {
@@ -286,6 +379,9 @@ where
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
         }
+        if let Some(f) = &self.logs.file {
+            f.write_line(&line);
+        }
         if f.startup_warning {
             self.logs.startup_warnings.push(line.clone());
         }
@@ -293,9 +389,13 @@ where
     }
 }
 
-/// Installs the global subscriber; returns the in-memory logs it feeds.
-pub fn init(format: LogFormat, filter: &str) -> Arc<RamLogs> {
-    let logs = Arc::new(RamLogs::default());
+/// Installs the global subscriber; returns the in-memory logs it feeds (and the log file,
+/// when one is given).
+pub fn init(format: LogFormat, filter: &str, file: Option<LogFile>) -> Arc<RamLogs> {
+    let logs = Arc::new(RamLogs {
+        file,
+        ..RamLogs::default()
+    });
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let mongo = MongoLogLayer {
         logs: logs.clone(),
@@ -357,6 +457,25 @@ mod tests {
         );
         assert!(line.ends_with(",\"tags\":[\"startupWarnings\"]}"));
         serde_json::from_str::<Value>(&line).unwrap();
+    }
+
+    #[test]
+    fn log_file_rotates() {
+        let dir = std::env::temp_dir().join(format!("cairn-logrot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cairn.log");
+        let f = LogFile::open(&path, false, RotateMode::Rename).unwrap();
+        f.write_line("one");
+        let old = f.rotate().unwrap().unwrap();
+        f.write_line("two");
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), "one\n");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "two\n");
+        let r = LogFile::open(&path, true, RotateMode::Reopen).unwrap();
+        assert!(r.rotate().unwrap().is_none());
+        r.write_line("three");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "two\nthree\n");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

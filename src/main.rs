@@ -10,6 +10,8 @@ use cairn::server::Server;
 use cairn::state::ServerState;
 use tracing::{Instrument, error, info, info_span, warn};
 
+/// MongoDB's exit code for invalid options.
+const EXIT_BAD_OPTIONS: u8 = 2;
 /// MongoDB's exit code when the listener cannot be set up.
 const EXIT_NET_ERROR: u8 = 48;
 /// MongoDB's exit code when the data directory cannot be used (e.g. locked by another
@@ -44,6 +46,10 @@ async fn reap_cursors(state: Arc<ServerState>) {
     loop {
         tokio::time::sleep(period).await;
         let n = state.cursors.reap(std::time::Instant::now());
+        state
+            .metrics
+            .cursors_timed_out
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
         if n > 0 {
             info!(id = 20528, count = n, "Cursors timed out");
         }
@@ -111,7 +117,19 @@ fn main() -> ExitCode {
         };
     }
     let config = cli.config;
-    let logs = cairn::logging::init(config.log_format, &config.log_level);
+    let log_file = match &config.log_path {
+        Some(path) => {
+            match cairn::logging::LogFile::open(path, config.log_append, config.log_rotate) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    eprintln!("cannot open the log file {}: {e}", path.display());
+                    return ExitCode::from(EXIT_BAD_OPTIONS);
+                }
+            }
+        }
+        None => None,
+    };
+    let logs = cairn::logging::init(config.log_format, &config.log_level, log_file);
     if let Err(e) = std::fs::create_dir_all(&config.data_dir) {
         error!(id = 20557, path = %config.data_dir.display(), error = %e,
                "cannot create the data directory");
@@ -145,8 +163,13 @@ fn main() -> ExitCode {
     runtime.block_on(
         async move {
             let state = Arc::new(ServerState::new(config, argv, logs, store));
+            if let Err(e) = cairn::params::apply_startup_state(&state) {
+                error!(id = 20574, error = %e, "Error during global initialization");
+                return ExitCode::from(EXIT_BAD_OPTIONS);
+            }
             tokio::spawn(reap_cursors(state.clone()));
             tokio::spawn(reap_sessions(state.clone()));
+            tokio::spawn(rotate_on_sigusr1(state.clone()));
             tokio::spawn(trim_change_log(state.clone()));
             tokio::spawn(cairn::ttl::run(state.clone()));
             cairn::index_builds::resume_all(&state);
@@ -158,6 +181,12 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_NET_ERROR);
                 }
             };
+            if let Some(port) = state.config.metrics_port
+                && let Err(e) = cairn::metrics_http::start(state.clone(), port).await
+            {
+                error!(id = 23024, error = %e, "Failed to set up the metrics endpoint");
+                return ExitCode::from(EXIT_NET_ERROR);
+            }
             info!(id = 4615611, pid = std::process::id(),
                   version = cairn::commands::build_info::MONGODB_VERSION,
                   cairnVersion = env!("CARGO_PKG_VERSION"),
@@ -192,6 +221,19 @@ fn startup_warnings(state: &ServerState) {
     if !exposed.is_empty() {
         warn!(id = 22140, startup_warning = true, bind = ?exposed,
               "This server is bound to a non-loopback address without access control. Anyone who can reach it can read and write all data");
+    }
+}
+
+/// Rotates the log file on SIGUSR1, as mongod does.
+async fn rotate_on_sigusr1(state: Arc<ServerState>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
+        return;
+    };
+    while usr1.recv().await.is_some() {
+        if let Err(e) = cairn::commands::log_rotate::rotate(&state) {
+            warn!(error = %e, "log rotation failed");
+        }
     }
 }
 

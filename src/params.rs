@@ -1,12 +1,19 @@
-//! Server parameters (`getParameter` / `setParameter`): one sorted table with MongoDB's
-//! names, each parameter's current value and, for those settable at runtime, how to change
-//! it with MongoDB's validation.
+//! Server parameters (`getParameter` / `setParameter` / `--setParameter`): one sorted table
+//! with MongoDB's names, each parameter's current value and, for those settable at runtime,
+//! how to change it with MongoDB's validation.
+//!
+//! At startup, `--setParameter name=value` goes through [`apply_startup`]: parameters kept in
+//! the [`Config`] are set there (before anything reads them); parameters kept in live server
+//! state are checked and applied once the state exists ([`apply_startup_state`]), through
+//! the same setters `setParameter` uses. Unknown names and runtime-only parameters stop the
+//! server with MongoDB's messages.
 
 use std::sync::atomic::Ordering;
 
 use bson::{RawBson, RawBsonRef, rawdoc};
 
 use crate::commands::type_name;
+use crate::config::Config;
 use crate::error::CommandError;
 use crate::state::ServerState;
 
@@ -39,16 +46,106 @@ pub fn find(name: &str) -> Option<&'static Parameter> {
     PARAMETERS.iter().find(|p| p.name == name)
 }
 
-/// A parameter: its name, whether it can be set at startup, and how to read it.
+/// How `--setParameter` sets a parameter at startup.
+#[derive(Clone, Copy)]
+pub enum Startup {
+    /// Not settable at startup.
+    No,
+    /// It lives in the configuration: parse the text into it.
+    Config(fn(&mut Config, &str) -> Result<(), String>),
+    /// It lives in server state: the text becomes a BSON value (a number or a boolean when
+    /// it reads as one) given to the runtime setter once the state exists.
+    State,
+}
+
+/// A parameter: its name, how it is set at startup, and how to read it.
 pub struct Parameter {
     /// MongoDB's name.
     pub name: &'static str,
-    /// Whether it can be set at startup.
-    pub settable_at_startup: bool,
+    /// How `--setParameter` sets it.
+    pub startup: Startup,
     /// Its current value.
     pub value: fn(&ServerState) -> RawBson,
     /// How `setParameter` changes it at runtime (`None`: not settable at runtime).
     pub set: Option<Setter>,
+}
+
+impl Parameter {
+    /// Whether `--setParameter` can set it.
+    pub fn settable_at_startup(&self) -> bool {
+        !matches!(self.startup, Startup::No)
+    }
+}
+
+/// A boolean as `--setParameter` takes it (`true`/`false`/`1`/`0`).
+fn parse_bool(name: &str, text: &str) -> Result<bool, String> {
+    match text {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!(
+            "Bad value for parameter \"{name}\": Invalid boolean value: {text}"
+        )),
+    }
+}
+
+/// A non-negative integer as `--setParameter` takes it.
+fn parse_u64(name: &str, text: &str) -> Result<u64, String> {
+    text.parse::<u64>()
+        .map_err(|_| format!("Bad value for parameter \"{name}\": Failed to parse number '{text}'"))
+}
+
+/// The text of a `--setParameter` value as the BSON a runtime setter takes.
+fn text_value(text: &str) -> RawBson {
+    if let Ok(i) = text.parse::<i64>() {
+        RawBson::Int64(i)
+    } else if let Ok(d) = text.parse::<f64>() {
+        RawBson::Double(d)
+    } else if let Ok(b) = parse_bool("", text) {
+        RawBson::Boolean(b)
+    } else {
+        RawBson::String(text.to_string())
+    }
+}
+
+/// Splits `name=value` as mongod does, or says why it cannot.
+fn split_assignment(arg: &str) -> Result<(&str, &str), String> {
+    arg.split_once('=').ok_or_else(|| {
+        format!("Illegal option assignment: \"{arg}\" (expected --setParameter <name>=<value>)")
+    })
+}
+
+/// Applies the `--setParameter` values that live in the configuration, and checks the rest
+/// (unknown names, runtime-only parameters), in command-line order.
+pub fn apply_startup(config: &mut Config) -> Result<(), String> {
+    for arg in config.set_parameter.clone() {
+        let (name, text) = split_assignment(&arg)?;
+        let p = find(name).ok_or_else(|| format!("Unknown --setParameter '{name}'"))?;
+        match p.startup {
+            Startup::No => {
+                return Err(format!(
+                    "Cannot use --setParameter to set \"{name}\" at startup"
+                ));
+            }
+            Startup::Config(set) => set(config, text)?,
+            Startup::State => {}
+        }
+    }
+    Ok(())
+}
+
+/// Applies the `--setParameter` values that live in server state (after [`apply_startup`]
+/// accepted them).
+pub fn apply_startup_state(state: &ServerState) -> Result<(), String> {
+    for arg in &state.config.set_parameter {
+        let (name, text) = split_assignment(arg)?;
+        if let Some(p) = find(name)
+            && let (Startup::State, Some(set)) = (p.startup, p.set)
+        {
+            let v = text_value(text);
+            set(state, v.as_raw_bson_ref()).map_err(|e| e.message)?;
+        }
+    }
+    Ok(())
 }
 
 /// `logLevel`: 0 (info), 1 (debug) or 2 (trace), from the tracing filter.
@@ -83,25 +180,44 @@ pub fn log_component_verbosity(s: &ServerState) -> RawBson {
 pub static PARAMETERS: &[Parameter] = &[
     Parameter {
         name: "allowDiskUseByDefault",
-        settable_at_startup: true,
+        startup: Startup::Config(|c, t| {
+            c.allow_disk_use_by_default = parse_bool("allowDiskUseByDefault", t)?;
+            Ok(())
+        }),
         value: |s| RawBson::Boolean(s.config.allow_disk_use_by_default),
         set: None,
     },
     Parameter {
         name: "cursorTimeoutMillis",
-        settable_at_startup: true,
+        startup: Startup::Config(|c, t| {
+            c.cursor_timeout_ms = parse_u64("cursorTimeoutMillis", t)?;
+            Ok(())
+        }),
         value: |s| RawBson::Int64(i64::try_from(s.config.cursor_timeout_ms).unwrap_or(i64::MAX)),
         set: None,
     },
     Parameter {
+        name: "enableTestCommands",
+        startup: Startup::Config(|c, t| {
+            c.enable_test_commands = parse_bool("enableTestCommands", t)?;
+            Ok(())
+        }),
+        value: |s| RawBson::Boolean(s.config.enable_test_commands),
+        set: None,
+    },
+    Parameter {
         name: "featureCompatibilityVersion",
-        settable_at_startup: false,
+        startup: Startup::No,
         value: |_| RawBson::Document(rawdoc! {"version": "7.0"}),
         set: None,
     },
     Parameter {
         name: "internalQueryMaxBlockingSortMemoryUsageBytes",
-        settable_at_startup: true,
+        startup: Startup::Config(|c, t| {
+            c.sort_memory_limit_bytes =
+                parse_u64("internalQueryMaxBlockingSortMemoryUsageBytes", t)?;
+            Ok(())
+        }),
         value: |s| {
             RawBson::Int64(i64::try_from(s.config.sort_memory_limit_bytes).unwrap_or(i64::MAX))
         },
@@ -109,31 +225,39 @@ pub static PARAMETERS: &[Parameter] = &[
     },
     Parameter {
         name: "localLogicalSessionTimeoutMinutes",
-        settable_at_startup: true,
+        startup: Startup::No,
         value: |s| RawBson::Int32((s.sessions.timeout.as_secs() / 60) as i32),
         set: None,
     },
     Parameter {
         name: "logComponentVerbosity",
-        settable_at_startup: true,
+        startup: Startup::No,
         value: log_component_verbosity,
         set: None,
     },
     Parameter {
         name: "logLevel",
-        settable_at_startup: true,
+        startup: Startup::Config(|c, t| {
+            c.log_level = match parse_u64("logLevel", t)? {
+                0 => "info",
+                1 => "debug",
+                _ => "trace",
+            }
+            .to_string();
+            Ok(())
+        }),
         value: log_level,
         set: None,
     },
     Parameter {
         name: "maxBSONDepth",
-        settable_at_startup: false,
+        startup: Startup::No,
         value: |_| RawBson::Int32(cairn_wire::MAX_BSON_DEPTH as i32),
         set: None,
     },
     Parameter {
         name: "minSnapshotHistoryWindowInSeconds",
-        settable_at_startup: true,
+        startup: Startup::State,
         value: |s| {
             RawBson::Int32(
                 i32::try_from(s.store.history_window_secs.load(Ordering::Relaxed))
@@ -148,7 +272,7 @@ pub static PARAMETERS: &[Parameter] = &[
     },
     Parameter {
         name: "transactionLifetimeLimitSeconds",
-        settable_at_startup: true,
+        startup: Startup::State,
         value: |s| {
             RawBson::Int32(
                 i32::try_from(s.sessions.txn_lifetime_secs.load(Ordering::Relaxed))
@@ -163,13 +287,21 @@ pub static PARAMETERS: &[Parameter] = &[
     },
     Parameter {
         name: "ttlMonitorEnabled",
-        settable_at_startup: true,
+        startup: Startup::Config(|c, t| {
+            if !parse_bool("ttlMonitorEnabled", t)? {
+                c.ttl_monitor_sleep_secs = 0;
+            }
+            Ok(())
+        }),
         value: |s| RawBson::Boolean(s.config.ttl_monitor_sleep_secs > 0),
         set: None,
     },
     Parameter {
         name: "ttlMonitorSleepSecs",
-        settable_at_startup: true,
+        startup: Startup::Config(|c, t| {
+            c.ttl_monitor_sleep_secs = parse_u64("ttlMonitorSleepSecs", t)?;
+            Ok(())
+        }),
         value: |s| {
             RawBson::Int32(i32::try_from(s.config.ttl_monitor_sleep_secs).unwrap_or(i32::MAX))
         },
@@ -180,6 +312,34 @@ pub static PARAMETERS: &[Parameter] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn startup_values() {
+        let mut c = Config::for_tests(std::path::PathBuf::from("/nonexistent"));
+        c.set_parameter = vec![
+            "enableTestCommands=1".into(),
+            "cursorTimeoutMillis=1234".into(),
+            "transactionLifetimeLimitSeconds=5".into(),
+        ];
+        apply_startup(&mut c).unwrap();
+        assert!(c.enable_test_commands);
+        assert_eq!(c.cursor_timeout_ms, 1234);
+        for (arg, msg) in [
+            ("noSuchThing=1", "Unknown --setParameter 'noSuchThing'"),
+            (
+                "maxBSONDepth=3",
+                "Cannot use --setParameter to set \"maxBSONDepth\" at startup",
+            ),
+            ("enableTestCommands", "Illegal option assignment"),
+            ("enableTestCommands=yes", "Invalid boolean value"),
+        ] {
+            c.set_parameter = vec![arg.into()];
+            let e = apply_startup(&mut c).unwrap_err();
+            assert!(e.contains(msg), "{arg}: {e}");
+        }
+        assert_eq!(text_value("12"), RawBson::Int64(12));
+        assert_eq!(text_value("true"), RawBson::Boolean(true));
+    }
 
     #[test]
     fn parameters_sorted() {

@@ -117,6 +117,12 @@ pub struct ServerState {
     pub ttl: crate::ttl::TtlCounters,
     /// Operation latencies per collection (`$collStats` `latencyStats`).
     pub latency: crate::latency::LatencyStats,
+    /// Running operations and open connections (`currentOp`, `killOp`).
+    pub ops: crate::ops::Ops,
+    /// The database profiler's settings.
+    pub profiler: crate::profiler::Profiler,
+    /// Operation latencies and document, query and cursor counters.
+    pub metrics: crate::metrics::Metrics,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     /// Ticks after every commit that wrote (awaitData cursors wait on it).
@@ -153,6 +159,11 @@ impl ServerState {
         crate::validation::install(&store);
         let host = crate::sysinfo::hostname();
         let cursor_timeout = config.cursor_timeout_ms;
+        let profiler = crate::profiler::Profiler::new(
+            config.profile,
+            config.slow_ms,
+            config.slow_op_sample_rate,
+        );
         ServerState {
             config,
             argv,
@@ -173,6 +184,9 @@ impl ServerState {
             plan_cache: cairn_query::plan::PlanCache::default(),
             ttl: crate::ttl::TtlCounters::default(),
             latency: crate::latency::LatencyStats::default(),
+            ops: crate::ops::Ops::default(),
+            profiler,
+            metrics: crate::metrics::Metrics::default(),
             topology,
             shutdown,
             commits,

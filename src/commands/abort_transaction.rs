@@ -24,7 +24,7 @@ pub static COMMAND: Command = Command {
     admin_only: true,
     secondary_ok: false,
     api_v1: true,
-    fields: Fields::Strict(&[]),
+    fields: Fields::Strict(&["recoveryToken"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
     run,

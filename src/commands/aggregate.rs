@@ -504,8 +504,12 @@ impl Host for ServerHost<'_> {
         Ok(out)
     }
 
-    fn current_op(&self, _spec: &CurrentOpSpec) -> cairn_query::Result<Vec<RawDocumentBuf>> {
-        Ok(super::current_op::index_build_ops(self.server))
+    fn current_op(&self, spec: &CurrentOpSpec) -> cairn_query::Result<Vec<RawDocumentBuf>> {
+        Ok(super::current_op::operations(
+            self.server,
+            &self.host_name(),
+            spec.idle_connections,
+        ))
     }
 
     fn plan_cache_stats(

@@ -25,7 +25,7 @@ pub static COMMAND: Command = Command {
     requires_auth: true,
     admin_only: false,
     secondary_ok: true,
-    api_v1: true,
+    api_v1: false,
     fields: Fields::Strict(&["key", "query", "collation"]),
     counter: Counter::Command,
     kill_on_disconnect: false,

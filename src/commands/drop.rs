@@ -4,6 +4,7 @@
 //! collection's size. Replies as a mongos does: `{ok: 1}` whether or not the collection
 //! existed, and `{info: "database does not exist", ok: 1}` when its database has no
 //! collections at all. Open cursors on the collection fail on their next `getMore`.
+//! `system.profile` cannot be dropped while its database profiles (IllegalOperation).
 
 use bson::{RawDocumentBuf, rawdoc};
 
@@ -31,6 +32,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let db = inv.req.db.to_string();
         let store = inv.server.store.clone();
         let db_exists = store.catalog().in_database(&db).next().is_some();
+        if store.collection(&db, &name).is_some() {
+            inv.server.profiler.check_drop(&db, &name)?;
+        }
         blocking::run(move || Ok(store.drop_collection(&db, &name)?)).await?;
         Ok(if db_exists {
             RawDocumentBuf::new()

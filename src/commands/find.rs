@@ -381,6 +381,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     read,
                     false,
                 )?;
+                crate::ops::record_plan(crate::ops::plan_summary(chosen.exec.plan()));
                 Ok(Some(match &r.sort {
                     Some(spec) if !chosen.exec.plan().provides_sort => {
                         let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
@@ -406,6 +407,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                 sorter.push(d).map_err(sort_err)?;
                             }
                         }
+                        crate::ops::record_work(exec.stats.keys_examined, exec.stats.docs_examined);
                         let mut sorted = sorter.finish().map_err(sort_err)?;
                         for _ in 0..skip {
                             match sorted.next() {
@@ -443,12 +445,15 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 last_used: Instant::now(),
             };
             if first_max == 0 {
+                crate::ops::record_source_work(&cursor.source, &mut (0, 0));
                 cursor.id = server.cursors.new_id();
                 let id = cursor.id;
                 server.cursors.insert(cursor);
                 return Ok((Vec::new(), id));
             }
-            let (docs, exhausted) = next_batch(store, &mut cursor, first_max)?;
+            let batch = next_batch(store, &mut cursor, first_max);
+            crate::ops::record_source_work(&cursor.source, &mut (0, 0));
+            let (docs, exhausted) = batch?;
             if exhausted || r.single_batch {
                 return Ok((docs, 0));
             }

@@ -35,6 +35,7 @@ pub static COMMAND: Command = Command {
 
 /// A `getMore` on an awaitData cursor (a change stream): when no data is ready, waits for
 /// commits until `wait` has passed, then answers with an empty batch and the same cursor.
+/// `killOp` ends the wait (Interrupted, the cursor closed).
 async fn await_batch(
     server: &std::sync::Arc<crate::state::ServerState>,
     cursor: Box<crate::cursor::Cursor>,
@@ -80,8 +81,23 @@ async fn await_batch(
             }
             return Ok(rawdoc! {"cursor": out}.into());
         }
-        let _ = tokio::time::timeout_at(until, commits.changed()).await;
+        // Wake at least every 100 ms to notice killOp while no commit arrives.
+        let slice = until.min(now + std::time::Duration::from_millis(100));
+        let _ = tokio::time::timeout_at(slice, commits.changed()).await;
+        if let Err(e) = crate::deadline::check() {
+            server.cursors.check_in(cursor, true);
+            return Err(e);
+        }
     }
+}
+
+/// A change stream's getMore errors carry `ResumableChangeStreamError` where a driver may
+/// resume (MongoDB labels them by the cursor's originating command).
+fn resumable(mut e: CommandError, change_stream: bool) -> CommandError {
+    if change_stream {
+        crate::session::label_resumable_change_stream_error(&mut e);
+    }
+    e
 }
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
@@ -122,6 +138,11 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             session_of(body).as_deref(),
             inv.op.txn_number(),
         )?;
+        let change_stream = cursor.is_change_stream();
+        if let Some(e) = crate::failpoint::get_more_after_checkout(&ns, inv.client) {
+            inv.server.cursors.check_in(cursor, true);
+            return Err(resumable(e, change_stream));
+        }
         let await_data = cursor.awaits_data();
         if body.get("maxTimeMS").ok().flatten().is_some() && !await_data {
             inv.server.cursors.check_in(cursor, false);
@@ -141,7 +162,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 }
             };
             return crate::deadline::scope(None, await_batch(inv.server, cursor, batch, wait, ns))
-                .await;
+                .await
+                .map_err(|e| resumable(e, change_stream));
         }
         let at_cluster_time = match &cursor.target {
             crate::session::target::Target::Snapshot(_, t) => Some(*t),
@@ -153,7 +175,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let result = crate::deadline::scope(
             deadline,
             blocking::run(move || {
+                let mut seen = (0, 0);
+                if let crate::cursor::Source::Plan { exec, .. } = &cursor.source {
+                    seen = (exec.stats.keys_examined, exec.stats.docs_examined);
+                }
                 let r = next_batch(&server.store, &mut cursor, batch);
+                crate::ops::record_source_work(&cursor.source, &mut seen);
                 if let Some(b) = &mut cursor.time_budget {
                     *b = b.saturating_sub(started.elapsed());
                 }

@@ -94,7 +94,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     rawdoc! {
                         "value": value,
                         "settableAtRuntime": p.set.is_some(),
-                        "settableAtStartup": p.settable_at_startup,
+                        "settableAtStartup": p.settable_at_startup(),
                     },
                 );
             } else {

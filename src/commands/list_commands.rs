@@ -22,10 +22,10 @@ pub static COMMAND: Command = Command {
     run,
 };
 
-fn run(_inv: Invocation<'_>) -> CmdFuture<'_> {
+fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     ready((|| {
         let mut commands = RawDocumentBuf::new();
-        for c in REGISTRY {
+        for c in REGISTRY.iter().filter(|c| super::available(inv.server, c)) {
             let mut api = RawArrayBuf::new();
             if c.api_v1 {
                 api.push("1");

@@ -15,8 +15,18 @@
 //! 5. for strict commands, every field is either the command's own or a generic argument
 //!    (40415), as MongoDB's IDL parsers enforce.
 //!
+//! Test commands ([`TEST_COMMANDS`]) exist only when the server runs with test commands
+//! enabled; otherwise they are CommandNotFound like any unknown name.
+//!
+//! Then the command runs as a registered operation ([`crate::ops`], which `currentOp` lists and
+//! `killOp` interrupts) inside its interruption context ([`crate::deadline`]): the
+//! `failCommand` fail point is evaluated first ([`crate::failpoint`]: it may delay, fail or
+//! drop the command, or replace its error labels), then the session checks
+//! ([`crate::session::begin`]), the handler and the session's finish.
+//!
 //! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
-//! a [`CommandError`] through [`CommandError::to_reply`].
+//! a [`CommandError`] through [`CommandError::to_reply`] — with the fail point's labels when it
+//! gave some.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -41,12 +51,14 @@ pub mod clone_collection_as_capped;
 pub mod coll_mod;
 pub mod coll_stats;
 pub mod commit_transaction;
+pub mod configure_fail_point;
 pub mod connection_status;
 pub mod convert_to_capped;
 pub mod count;
 pub mod create;
 pub mod create_indexes;
 pub mod current_op;
+pub mod db_hash;
 pub mod db_stats;
 pub mod delete;
 pub mod distinct;
@@ -68,18 +80,25 @@ pub mod insert;
 pub mod kill_all_sessions;
 pub mod kill_all_sessions_by_pattern;
 pub mod kill_cursors;
+pub mod kill_op;
 pub mod kill_sessions;
 pub mod list_collections;
 pub mod list_commands;
 pub mod list_databases;
 pub mod list_indexes;
+pub mod log_rotate;
 pub mod ping;
+pub mod profile;
 pub mod refresh_sessions;
 pub mod rename_collection;
 pub mod server_status;
 pub mod set_parameter;
+pub mod sleep;
 pub mod start_session;
+pub mod top;
 pub mod update;
+pub mod validate;
+pub mod wait_for_fail_point;
 pub mod whatsmyuri;
 
 /// A parsed request as a command sees it.
@@ -198,12 +217,14 @@ pub static REGISTRY: &[&Command] = &[
     &coll_mod::COMMAND,
     &coll_stats::COMMAND,
     &commit_transaction::COMMAND,
+    &configure_fail_point::COMMAND,
     &connection_status::COMMAND,
     &convert_to_capped::COMMAND,
     &count::COMMAND,
     &create::COMMAND,
     &create_indexes::COMMAND,
     &current_op::COMMAND,
+    &db_hash::COMMAND,
     &db_stats::COMMAND,
     &delete::COMMAND,
     &distinct::COMMAND,
@@ -226,18 +247,25 @@ pub static REGISTRY: &[&Command] = &[
     &kill_all_sessions::COMMAND,
     &kill_all_sessions_by_pattern::COMMAND,
     &kill_cursors::COMMAND,
+    &kill_op::COMMAND,
     &kill_sessions::COMMAND,
     &list_collections::COMMAND,
     &list_commands::COMMAND,
     &list_databases::COMMAND,
     &list_indexes::COMMAND,
+    &log_rotate::COMMAND,
     &ping::COMMAND,
+    &profile::COMMAND,
     &refresh_sessions::COMMAND,
     &rename_collection::COMMAND,
     &server_status::COMMAND,
     &set_parameter::COMMAND,
+    &sleep::COMMAND,
     &start_session::COMMAND,
+    &top::COMMAND,
     &update::COMMAND,
+    &validate::COMMAND,
+    &wait_for_fail_point::COMMAND,
     &whatsmyuri::COMMAND,
 ];
 
@@ -397,7 +425,8 @@ pub async fn dispatch(
     exhaust_allowed: bool,
 ) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
     let mut op = crate::session::OpCtx::default();
-    let (result, tail) = run(server, client, body, exhaust_allowed, &mut op).await;
+    let mut effects = crate::failpoint::Effects::default();
+    let (result, tail) = run(server, client, body, exhaust_allowed, &mut op, &mut effects).await;
     let gossip = crate::session::gossip_out(server, op.at_cluster_time);
     match result {
         Ok(reply) => {
@@ -408,25 +437,37 @@ pub async fn dispatch(
         }
         Err(mut e) => {
             crate::session::label_error(body, &mut e);
-            (e.to_reply_with(Some(&gossip)), None)
+            let Some(labels) = effects.labels_override else {
+                return (e.to_reply_with(Some(&gossip)), None);
+            };
+            // A `failCommand` fail point's `errorLabels` replace the computed labels.
+            e.labels.clear();
+            let mut out = e.to_reply_with(Some(&gossip));
+            if !labels.is_empty() {
+                let mut arr = bson::RawArrayBuf::new();
+                for l in &labels {
+                    arr.push(l.as_str());
+                }
+                out.append(bson::raw::cstr!("errorLabels"), arr);
+            }
+            (out, None)
         }
     }
 }
 
 /// Looks up and runs a command; see the module doc for the checks applied. Returns the
-/// result and the fields the session layer appends to a successful reply.
+/// result and the fields the session layer appends to a successful reply; `effects`
+/// receives what a `failCommand` fail point asks of the reply.
 pub async fn run(
     server: &Arc<ServerState>,
     client: &mut Client,
     body: &RawDocument,
     exhaust_allowed: bool,
     op: &mut crate::session::OpCtx,
+    effects: &mut crate::failpoint::Effects,
 ) -> (CmdResult, RawDocumentBuf) {
-    let cmd = match prepare(server, body).await {
-        Ok((cmd, ctx)) => {
-            *op = ctx;
-            cmd
-        }
+    let cmd = match prepare(server, body) {
+        Ok(cmd) => cmd,
         Err(e) => return (Err(e), RawDocumentBuf::new()),
     };
     let Ok((db, name)) = parse_envelope(body) else {
@@ -435,34 +476,98 @@ pub async fn run(
             RawDocumentBuf::new(),
         );
     };
+    let deadline = match crate::deadline::parse(body) {
+        Ok(d) => d,
+        Err(e) => return (Err(e), RawDocumentBuf::new()),
+    };
+    let running = server.ops.start(client, cmd, db, body);
+    let profiling = server.profiler.level(db);
+    let ctx = crate::deadline::Interrupt {
+        deadline,
+        op: Some(running.op.clone()),
+    };
     let req = Request {
         name,
         db,
         body,
         exhaust_allowed,
     };
-    let deadline = match crate::deadline::parse(body) {
-        Ok(d) => d,
-        Err(e) => return (Err(e), RawDocumentBuf::new()),
+    let out =
+        crate::deadline::scope_with(ctx, execute(server, client, cmd, req, op, effects)).await;
+    crate::ops::finished(server, &running.op, out.0.is_ok());
+    server.metrics.finished(
+        &running.op,
+        body,
+        out.0.as_ref().ok().map(|r| r.body.as_ref()),
+    );
+    let result = match &out.0 {
+        Ok(r) => Ok(r.body.as_ref()),
+        Err(e) => Err(e),
+    };
+    client.slow_log = crate::profiler::record(server, profiling, &running.op, body, result).await;
+    out
+}
+
+/// Runs a command that passed [`prepare`], inside its operation's interruption context:
+/// fail points, the session checks ([`crate::session::begin`]), the handler, and the session's
+/// finish ([`crate::session::finish`]).
+async fn execute(
+    server: &Arc<ServerState>,
+    client: &mut Client,
+    cmd: &'static Command,
+    req: Request<'_>,
+    op: &mut crate::session::OpCtx,
+    effects: &mut crate::failpoint::Effects,
+) -> (CmdResult, RawDocumentBuf) {
+    let (db, body) = (req.db, req.body);
+    let early = |e: CommandError| (Err(e), RawDocumentBuf::new());
+    if crate::deadline::current().is_some()
+        && let Err(e) = crate::deadline::check()
+    {
+        return early(e);
+    }
+    if let Err(e) = crate::failpoint::fail_command(cmd, db, body, client, effects).await {
+        return early(e);
+    }
+    let primary_write = if crate::session::RETRYABLE_WRITES.contains(&cmd.name) {
+        crate::failpoint::on_primary_transactional_write(body)
+    } else {
+        None
+    };
+    if let Some((close, Some(code))) = primary_write {
+        client.close_requested |= close;
+        return early(CommandError::new(
+            ErrorCode::from_code(code),
+            "Failing write via 'onPrimaryTransactionalWrite' failpoint",
+        ));
+    }
+    *op = match crate::session::begin(server, cmd, db, body).await {
+        Ok(ctx) => ctx,
+        Err(e) => return early(e),
     };
     count(server, cmd);
     let started = std::time::Instant::now();
-    let result = crate::deadline::scope(
-        deadline,
-        (cmd.run)(Invocation {
-            server,
-            client,
-            req,
-            op,
-        }),
-    )
+    let result = (cmd.run)(Invocation {
+        server,
+        client,
+        req,
+        op,
+    })
     .await;
     record_latency(server, cmd, &req, started);
     let (mut body_result, more) = match result {
         Ok(r) => (Ok(r.body), r.more_to_come),
         Err(e) => (Err(e), None),
     };
+    if let Ok(reply) = &mut body_result
+        && let Some(wce) = crate::failpoint::write_concern_error(cmd, db, body, client)
+    {
+        crate::error::append_all(reply, &wce);
+    }
     let tail = crate::session::finish(server, op, cmd, &mut body_result);
+    if let Some((true, None)) = primary_write {
+        client.close_requested = true;
+    }
     let result = body_result.map(|body| Reply {
         body,
         more_to_come: more,
@@ -470,19 +575,27 @@ pub async fn run(
     (result, tail)
 }
 
-/// The checks every command shares before it runs (see the module doc), then the session
-/// context.
-async fn prepare(
-    server: &Arc<ServerState>,
-    body: &RawDocument,
-) -> Result<(&'static Command, crate::session::OpCtx), CommandError> {
+/// Test-only commands: registered only with `--enable-test-commands` (or
+/// `--setParameter enableTestCommands=1`); otherwise they do not exist (CommandNotFound), as
+/// in mongod.
+pub const TEST_COMMANDS: &[&str] = &["configureFailPoint", "sleep", "waitForFailPoint"];
+
+/// Whether `cmd` is available on this server (test commands only when enabled).
+pub fn available(server: &ServerState, cmd: &Command) -> bool {
+    server.config.enable_test_commands || !TEST_COMMANDS.contains(&cmd.name)
+}
+
+/// The checks every command shares before it runs (see the module doc).
+fn prepare(server: &ServerState, body: &RawDocument) -> Result<&'static Command, CommandError> {
     let (db, name) = parse_envelope(body)?;
-    let cmd = lookup(name).ok_or_else(|| {
-        CommandError::new(
-            ErrorCode::CommandNotFound,
-            format!("no such command: '{name}'"),
-        )
-    })?;
+    let cmd = lookup(name)
+        .filter(|c| available(server, c))
+        .ok_or_else(|| {
+            CommandError::new(
+                ErrorCode::CommandNotFound,
+                format!("no such command: '{name}'"),
+            )
+        })?;
     if cmd.admin_only && db != "admin" {
         return Err(CommandError::new(
             ErrorCode::Unauthorized,
@@ -498,8 +611,7 @@ async fn prepare(
     };
     check_fields(cmd, &req)?;
     crate::deadline::parse(body)?;
-    let op = crate::session::begin(server, cmd, db, body).await?;
-    Ok((cmd, op))
+    Ok(cmd)
 }
 
 /// Adds the command's latency to its collection's `latencyStats`.
@@ -573,6 +685,16 @@ mod tests {
         assert_eq!(lookup("buildinfo").unwrap().name, "buildInfo");
         assert!(lookup("PING").is_none());
         assert!(lookup("Hello").is_none());
+    }
+
+    #[test]
+    fn test_commands_are_registered_and_sorted() {
+        let mut s = TEST_COMMANDS.to_vec();
+        s.sort_unstable();
+        assert_eq!(s, TEST_COMMANDS);
+        for name in TEST_COMMANDS {
+            assert!(lookup(name).is_some(), "{name}");
+        }
     }
 
     #[test]

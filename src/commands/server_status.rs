@@ -5,6 +5,9 @@
 //! order, then `mem`. `{<section>: 0}` leaves a section out (`{metrics: 0}` also drops `mem`,
 //! which MongoDB keeps in its metrics tree); unknown fields are ignored, as in MongoDB.
 //! Every number is read from the server's atomics or from the kernel at call time.
+//! `opLatencies` (`{opLatencies: {histograms: true}}` adds the histograms), `metrics.cursor`,
+//! `metrics.document` and `metrics.queryExecutor` come from [`crate::metrics`];
+//! `storageEngine` names Cairn's engine.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -112,13 +115,31 @@ fn cairn_storage(s: &ServerState) -> RawDocumentBuf {
     }
 }
 
-/// `metrics`: the TTL monitor's work (`ttl.deletedDocuments`, `ttl.passes`).
+/// `metrics`: cursors, documents, the query executor's work and the TTL monitor's.
 fn metrics(s: &ServerState) -> RawDocumentBuf {
     rawdoc! {
+        "cursor": s.metrics.cursor(s.cursors.counts()),
+        "document": s.metrics.document(),
+        "queryExecutor": s.metrics.query_executor(),
         "ttl": {
             "deletedDocuments": s.ttl.deleted_documents.load(Relaxed),
             "passes": s.ttl.passes.load(Relaxed),
         },
+    }
+}
+
+/// `storageEngine`: Cairn's engine, with the capabilities MongoDB reports there.
+fn storage_engine(_s: &ServerState) -> RawDocumentBuf {
+    rawdoc! {
+        "name": "cairn",
+        "supportsCommittedReads": true,
+        "oldestRequiredTimestampForCrashRecovery": bson::Timestamp {time: 0, increment: 0},
+        "supportsPendingDrops": false,
+        "dropPendingIdents": 0_i64,
+        "supportsSnapshotReadConcern": true,
+        "readOnly": false,
+        "persistent": true,
+        "backupCursorOpen": false,
     }
 }
 
@@ -127,7 +148,9 @@ const SECTIONS: &[(&str, SectionBuilder)] = &[
     ("cairnStorage", cairn_storage),
     ("connections", connections),
     ("network", network),
+    ("opLatencies", |s| s.metrics.op_latencies(false)),
     ("opcounters", opcounters),
+    ("storageEngine", storage_engine),
 ];
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
@@ -145,11 +168,20 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         "uptimeEstimate": (uptime.as_secs() as i64),
         "localTime": bson::DateTime::now(),
     };
+    // `{opLatencies: {histograms: true}}` adds the latency histograms.
+    let histograms = matches!(
+        body.get("opLatencies"),
+        Ok(Some(bson::RawBsonRef::Document(d))) if d.get("histograms").ok().flatten().is_some_and(|v| truthy(&v))
+    );
     for (name, build) in SECTIONS {
         if !excluded(name)
             && let Ok(k) = <&bson::raw::CStr>::try_from(*name)
         {
-            out.append(k, build(s));
+            if *name == "opLatencies" && histograms {
+                out.append(k, s.metrics.op_latencies(true));
+            } else {
+                out.append(k, build(s));
+            }
         }
     }
     if !excluded("metrics") && !excluded("mem") {

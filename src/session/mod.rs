@@ -883,11 +883,12 @@ fn snapshot_outside_txn(
 }
 
 /// Whether an error gets `TransientTransactionError` (only for requests inside a
-/// transaction): write conflicts, lock and snapshot errors, NoSuchTransaction, and for
-/// statements other than commit/abort the retriable codes.
+/// transaction): write conflicts, lock and snapshot errors — on any command, commit and
+/// abort included —, NoSuchTransaction (on commit/abort only without a write concern error),
+/// and for statements other than commit/abort the retriable codes.
 pub fn is_transient(code: i32, commit_or_abort: bool, has_wce: bool) -> bool {
     if commit_or_abort {
-        return code == 251 && !has_wce;
+        return matches!(code, 112 | 24 | 239 | 246 | 250 | 267 | 272) || (code == 251 && !has_wce);
     }
     matches!(
         code,
@@ -929,8 +930,16 @@ fn change_stream_labels(body: &RawDocument, e: &mut CommandError) {
     if p.into_iter().next().and_then(|s| s.ok()).is_some_and(|s| {
         matches!(s, RawBsonRef::Document(d) if d.get("$changeStream").ok().flatten().is_some())
     }));
+    if opens_stream {
+        label_resumable_change_stream_error(e);
+    }
+}
+
+/// Adds `ResumableChangeStreamError` to an error of a command on a change stream (its
+/// `aggregate`, or a `getMore` of its cursor) when the code lets a driver resume.
+pub fn label_resumable_change_stream_error(e: &mut CommandError) {
     let resumable = matches!(
-        code,
+        e.code.code(),
         6 | 7
             | 89
             | 91
@@ -948,7 +957,7 @@ fn change_stream_labels(body: &RawDocument, e: &mut CommandError) {
             | 13435
             | 13436
     );
-    if opens_stream && resumable && !e.labels.contains(&"ResumableChangeStreamError") {
+    if resumable && !e.labels.contains(&"ResumableChangeStreamError") {
         e.labels.push("ResumableChangeStreamError");
     }
 }

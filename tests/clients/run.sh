@@ -5,8 +5,10 @@
 # document validation), the Node.js
 # driver, the Go driver and mongosh
 # (scripted and interactive through a pseudo-terminal) against a freshly started cairn server;
-# and a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
-# same data dir.
+# a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
+# same data dir; PyMongo fail-point and operator checks (ops_pymongo.py) on their own server
+# started with test commands; and a fixed subset of PyMongo's own test suite
+# (tests/pymongo-suite/ci-subset.txt) on another such server.
 #
 #   bash tests/clients/run.sh
 #
@@ -166,6 +168,25 @@ run_suite mongoengine "$PY" "$HERE/mongoengine_agg.py" "$URI"
 log "PyMongo storage round trip across restarts"
 run_suite storage "$PY" "$HERE/storage_pymongo.py" "$BIN" "$WORK/storage"
 
+# Its own server started with --enable-test-commands: fail points driving PyMongo's retries,
+# and the operator commands.
+log "PyMongo: fail points and operator commands"
+run_suite ops "$PY" "$HERE/ops_pymongo.py" "$BIN" "$WORK/ops"
+
+# PyMongo's own test suite, the fixed subset in tests/pymongo-suite/ci-subset.txt, against its
+# own server started with test commands (the whole suite takes hours; see its run.sh).
+log "PyMongo's own test suite (CI subset)"
+SUITE_OUT="$WORK/pymongo-suite"
+mkdir -p "$SUITE_OUT"
+if CAIRN_BIN="$BIN" CAIRN_PYMONGO_SUITE_OUT="$SUITE_OUT" CAIRN_PYMONGO_TEST_TIMEOUT=120 \
+    CAIRN_PYMONGO_TESTS="$(grep -v '^#' "$REPO/tests/pymongo-suite/ci-subset.txt")" \
+    timeout 900 bash "$REPO/tests/pymongo-suite/run.sh" >"$WORK/pymongo-suite.log" 2>&1; then
+    ok "PyMongo's own suite (CI subset): $(head -n 1 "$SUITE_OUT/summary.txt")"
+else
+    sed 's/^/  /' "$WORK/pymongo-suite.log" | tail -n 60
+    bad "PyMongo's own suite (CI subset) failed"
+fi
+
 log "Node.js driver"
 run_suite node node "$HERE/smoke_node.mjs" "$URI"
 
@@ -281,6 +302,10 @@ expect_eval "mongosh: aggregate with \$group and \$sort" \
 expect_eval "mongosh: watch() and tryNext() see an insert" \
     'const c = db.getSiblingDB("cairn_mongosh_cs").c; const w = c.watch(); w.tryNext(); c.insertOne({_id: 7}); let e = null; for (let i = 0; i < 20 && !e; i++) { e = w.tryNext(); } JSON.stringify([e.operationType, e.documentKey])' \
     equals '["insert",{"_id":7}]'
+
+expect_eval "mongosh: setProfilingLevel(2) makes a capped system.profile; stats() and \$natural: -1" \
+    'const d = db.getSiblingDB("cairn_mongosh_prof"); d.setProfilingLevel(2); d.c.findOne(); d.setProfilingLevel(0); const s = d.system.profile.stats(); JSON.stringify([s.capped, s.maxSize, d.system.profile.find().sort({$natural: -1}).limit(1).next().command.profile])' \
+    equals '[true,1048576,0]'
 
 if out="$(HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
     timeout 180 "$PY" "$HERE/mongosh_interactive.py" "$MONGOSH" "$URI" 2>&1)"; then

@@ -310,6 +310,17 @@ impl Engine for FjallEngine {
         self.inner.db.persist(PersistMode::SyncAll).map_err(io)
     }
 
+    fn stats(&self) -> super::EngineStats {
+        let db = &self.inner.db;
+        super::EngineStats {
+            disk_bytes: db.disk_space().unwrap_or(0),
+            write_buffer_bytes: db.write_buffer_size(),
+            journals: db.journal_count() as u64,
+            compactions_completed: db.inner().compactions_completed() as u64,
+            active_compactions: db.inner().active_compactions() as u64,
+        }
+    }
+
     fn checkpoint(&self) -> Result<usize> {
         let handles: Vec<OptimisticTxKeyspace> = self
             .inner

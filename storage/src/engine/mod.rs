@@ -192,6 +192,26 @@ pub trait Engine: Send + Sync + 'static {
 
     /// Largest key the engine accepts.
     fn max_key_len(&self) -> usize;
+
+    /// Engine-wide figures for monitoring (zeros where an engine has nothing to report).
+    fn stats(&self) -> EngineStats {
+        EngineStats::default()
+    }
+}
+
+/// Engine-wide figures for monitoring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Bytes the whole database occupies on disk.
+    pub disk_bytes: u64,
+    /// Bytes buffered in memory, not yet in the spaces' files.
+    pub write_buffer_bytes: u64,
+    /// Journal files on disk.
+    pub journals: u64,
+    /// Compactions finished since start.
+    pub compactions_completed: u64,
+    /// Compactions running now.
+    pub active_compactions: u64,
 }
 
 /// The smallest key greater than every key starting with `prefix` (None if the prefix is
