@@ -130,6 +130,18 @@ pub struct Config {
     #[arg(long, env = "CAIRN_SYNC")]
     pub sync: bool,
 
+    /// Containers (documents, embedded documents, arrays) of at most this many BSON bytes are
+    /// stored packed in one key-value pair instead of one pair per node, in collections
+    /// created from now on (existing collections keep the threshold they were created
+    /// with); 0 stores one key per node. At most 65536.
+    #[arg(
+        long = "pack-threshold",
+        env = "CAIRN_PACK_THRESHOLD",
+        default_value_t = cairn_storage::doc::DEFAULT_PACK_THRESHOLD,
+        value_parser = clap::value_parser!(u32).range(0..=i64::from(cairn_storage::doc::MAX_PACK_THRESHOLD))
+    )]
+    pub pack_threshold: u32,
+
     /// Idle cursors are closed after this many milliseconds (MongoDB's cursorTimeoutMillis).
     #[arg(
         long = "cursor-timeout-ms",

@@ -35,6 +35,7 @@ fn open_store(config: &cairn::config::Config) -> Result<Arc<cairn_storage::Store
         Arc::new(cairn_query::index::QueryKeyGen::new()),
     )
     .map_err(|e| e.to_string())?;
+    store.set_pack_threshold(config.pack_threshold);
     Ok(Arc::new(store))
 }
 

@@ -30,15 +30,27 @@
 //! doing the same on JSONB when `CAIRN_BENCH_PG` is set; `bench/agg.sh` starts a throwaway
 //! PostgreSQL 15 and runs it.
 //!
+//! `cargo run -p cairn-bench --release -- compare [--docs N] [--seconds S]`: every everyday
+//! workload (insertMany, insert_one, find_one by `_id`, indexed equality, range+sort+limit,
+//! `$inc`, `$addToSet`, `$match`+`$group`, ping) against Cairn and a throwaway PostgreSQL 15
+//! loaded with the same documents, with ops/s, p50/p99, server and client CPU per operation
+//! and the ratios (see [`compare`]).
+//!
+//! `cargo run -p cairn-bench --release -- pack [--docs N] [--seconds S]`: the storage layer's
+//! insert, point read, `$inc` and `$push` rates by document size and pack threshold (how the
+//! default threshold was chosen; see [`pack`]).
+//!
 //! `cargo run -p cairn-bench --release -- streams [--seconds S]`: insert throughput with and
 //! without a change stream draining the events, and commit-to-delivery latency with 1 and 100
 //! open streams, next to PostgreSQL 15 inserts with a `NOTIFY` trigger and `LISTEN`ing
 //! connections.
 
 mod agg;
+mod compare;
 mod crud;
 mod harness;
 mod indexes;
+mod pack;
 mod pg;
 mod ping;
 mod storage;
@@ -49,7 +61,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|streams> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|compare|pack|streams> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -70,6 +82,8 @@ fn main() {
         "indexes" => rt.block_on(indexes::run(&opts)),
         "txn" => rt.block_on(txn::run(&opts)),
         "agg" => rt.block_on(agg::run(&opts)),
+        "compare" => rt.block_on(compare::run(&opts)),
+        "pack" => rt.block_on(pack::run(&opts)),
         "streams" => rt.block_on(streams::run(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");

@@ -9,6 +9,10 @@
 //!
 //! [`TestServer::client`] returns an official `mongodb` driver client; [`RawConn`] speaks raw
 //! bytes for wire-level edge cases.
+//!
+//! The storage layout under test follows `CAIRN_PACK_THRESHOLD` (the server reads it like
+//! `--pack-threshold`; `./test.sh` runs the layout-sensitive files again at 0, one key per
+//! node); [`pack_threshold`] tells a test which layout its server uses.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -40,6 +44,15 @@ pub fn cairn_bin() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// The pack threshold of collections the test server creates: `CAIRN_PACK_THRESHOLD` when
+/// set (the spawned server inherits it), else the server's default (2048).
+pub fn pack_threshold() -> u32 {
+    std::env::var("CAIRN_PACK_THRESHOLD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2048)
 }
 
 /// A running `cairn` process.

@@ -2,7 +2,7 @@
 //!
 //! Layout of the catalog space (space 0), byte by byte:
 //! ```text
-//! 'V'                                   → schema version, u32 big-endian (currently 1)
+//! 'V'                                   → schema version, u32 big-endian (currently 3)
 //! 'N'                                   → next space id, u64 big-endian
 //! 'C' db 0x00 name                      → collection record (a BSON document, below)
 //! 'S' u64be(space id) u64be(sequence)   → statistics delta: i64be count, i64be data size
@@ -15,8 +15,11 @@
 //! (db, name).
 //!
 //! A collection record is the BSON document
-//! `{id: Int64, db, name, uuid: UUID, options: {...}, created: Date, indexes: [spec...]}`;
-//! `id` is also the space holding the collection's documents. Every collection has the
+//! `{id: Int64, db, name, uuid: UUID, options: {...}, created: Date, indexes: [spec...],
+//! packThreshold: Int32}`; `id` is also the space holding the collection's documents, and
+//! `packThreshold` the size up to which its documents' containers are stored packed
+//! ([`crate::doc`], "Packed subtrees"; absent in records written before packing existed,
+//! which means 0: one key per node, the layout those collections were written with). Every collection has the
 //! `_id_` index, which is the document space itself (documents are keyed by E(_id)).
 //!
 //! A view record is `{db, name, viewOn, pipeline: [...], created: Date}` ([`ViewMeta`]): a
@@ -42,8 +45,12 @@ use crate::error::{Result, StorageError};
 use crate::index::IndexMeta;
 
 /// Current catalog schema version.
-/// Version 2 added secondary index metadata; version 1 records (only `_id_`) still load.
-pub const SCHEMA_VERSION: u32 = 2;
+/// Version 2 added secondary index metadata; version 3 packed subtrees (new node kinds in
+/// the document spaces, `packThreshold` in collection records). Older versions still load
+/// (their collections have threshold 0, the layout they were written with) and are marked
+/// version 3 when opened, so that an older server refuses the directory instead of
+/// misreading packed documents.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Key of the schema version.
 pub const VERSION_KEY: &[u8] = b"V";
@@ -148,6 +155,8 @@ pub struct CollectionMeta {
     pub created: bson::DateTime,
     /// Indexes (`_id_` first).
     pub indexes: Vec<IndexMeta>,
+    /// Containers of at most this many BSON bytes are stored packed (0: one key per node).
+    pub pack_threshold: u32,
     /// For a capped collection, the space holding its insertion order (see
     /// [`crate::capped`]).
     pub natural: Option<SpaceId>,
@@ -162,6 +171,11 @@ impl CollectionMeta {
     /// The index with this name.
     pub fn index(&self, name: &str) -> Option<&IndexMeta> {
         self.indexes.iter().find(|i| i.name == name)
+    }
+
+    /// The codec limits for this collection's documents (its pack threshold).
+    pub fn limits(&self) -> crate::doc::Limits {
+        crate::doc::Limits::packing(self.pack_threshold)
     }
 
     /// Secondary indexes (everything but `_id_`).
@@ -189,6 +203,12 @@ impl CollectionMeta {
         d.append(cstr!("options"), self.options.clone());
         d.append(cstr!("created"), self.created);
         d.append(cstr!("indexes"), indexes);
+        if self.pack_threshold != 0 {
+            d.append(
+                cstr!("packThreshold"),
+                i32::try_from(self.pack_threshold).unwrap_or(i32::MAX),
+            );
+        }
         if let Some(n) = self.natural {
             d.append(cstr!("natural"), n as i64);
         }
@@ -231,6 +251,14 @@ impl CollectionMeta {
                 .to_owned(),
             created: d.get_datetime("created").map_err(|_| bad("created"))?,
             indexes,
+            pack_threshold: match d.get("packThreshold") {
+                Ok(None) => 0,
+                Ok(Some(RawBsonRef::Int32(t))) => u32::try_from(t)
+                    .ok()
+                    .filter(|t| *t <= crate::doc::MAX_PACK_THRESHOLD)
+                    .ok_or_else(|| bad("packThreshold"))?,
+                _ => return Err(bad("packThreshold")),
+            },
             natural: match d.get("natural") {
                 Ok(Some(RawBsonRef::Int64(n))) => {
                     Some(u64::try_from(n).map_err(|_| bad("natural space"))?)
@@ -508,11 +536,20 @@ mod tests {
             options: rawdoc! {"capped": false},
             created: bson::DateTime::from_millis(1234),
             indexes: vec![IndexMeta::id_index()],
+            pack_threshold: 0,
             natural: Some(43),
         };
         assert_eq!(
             CollectionMeta::from_bson(m.to_bson().as_bytes()).unwrap(),
             m
+        );
+        let packed = CollectionMeta {
+            pack_threshold: 2048,
+            ..m.clone()
+        };
+        assert_eq!(
+            CollectionMeta::from_bson(packed.to_bson().as_bytes()).unwrap(),
+            packed
         );
         assert!(CollectionMeta::from_bson(b"junk").is_err());
     }

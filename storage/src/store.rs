@@ -37,7 +37,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
@@ -147,6 +147,8 @@ pub struct Store {
     /// can drop its spaces safely. `NEXT_ID_KEY` persists a lower bound; at open the id is
     /// also raised past every space that exists.
     next_space: AtomicU64,
+    /// The pack threshold given to collections created from now on.
+    pack_threshold: AtomicU32,
     opts: StoreOptions,
 }
 
@@ -233,6 +235,7 @@ impl Store {
             next_space: AtomicU64::new(1),
             intents: Mutex::new(std::collections::HashMap::new()),
             next_txn_id: AtomicU64::new(1),
+            pack_threshold: AtomicU32::new(doc::DEFAULT_PACK_THRESHOLD),
             on_commit: RwLock::new(None),
             validator: RwLock::new(None),
             log_bytes: AtomicU64::new(0),
@@ -254,6 +257,14 @@ impl Store {
                     return Err(StorageError::Corrupt(format!(
                         "the data directory has catalog version {version}, newer than this server's {SCHEMA_VERSION}; upgrade Cairn"
                     )));
+                }
+                if version < SCHEMA_VERSION {
+                    // Older layouts are subsets of this one (see SCHEMA_VERSION); mark the
+                    // directory so that older servers refuse it once it may hold packed
+                    // documents.
+                    tx.put(CATALOG_SPACE, VERSION_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                    tx.commit()?;
+                    store.engine.sync()?;
                 }
             }
         }
@@ -312,6 +323,19 @@ impl Store {
         }
         store.swap_catalog(cat)?;
         Ok(store)
+    }
+
+    /// Sets the pack threshold of collections created from now on (capped at
+    /// [`doc::MAX_PACK_THRESHOLD`]; 0 stores one key per node). Existing collections keep
+    /// the threshold recorded in their catalog record.
+    pub fn set_pack_threshold(&self, threshold: u32) {
+        self.pack_threshold
+            .store(threshold.min(doc::MAX_PACK_THRESHOLD), Ordering::Relaxed);
+    }
+
+    /// The pack threshold new collections get.
+    pub fn pack_threshold(&self) -> u32 {
+        self.pack_threshold.load(Ordering::Relaxed)
     }
 
     /// Reserves `n` consecutive unused space ids; returns the first.
@@ -438,6 +462,7 @@ impl Store {
             options: options.to_owned(),
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
+            pack_threshold: self.pack_threshold(),
             natural: None,
         };
         let capped = matches!(options.get("capped"), Ok(Some(RawBsonRef::Boolean(true))));
@@ -1164,6 +1189,7 @@ impl WriteTxn<'_> {
             options: options.to_owned(),
             created: bson::DateTime::now(),
             indexes: vec![crate::index::IndexMeta::id_index()],
+            pack_threshold: self.store.pack_threshold(),
             natural: None,
         };
         self.store.engine.open_space(next)?;
@@ -1221,7 +1247,7 @@ impl WriteTxn<'_> {
                 key_value: kv,
             });
         }
-        let enc = doc::encode_document(&key, doc).map_err(doc_error)?;
+        let enc = doc::encode_document_with(&key, doc, &coll.limits()).map_err(doc_error)?;
         // Indexes first: a refused document must leave nothing behind (the caller may
         // commit the transaction with its other documents).
         self.index_document(coll, &key, None, Some(doc))?;
@@ -1259,9 +1285,10 @@ impl WriteTxn<'_> {
         get_document(&*self.tx, coll.id, key)
     }
 
-    /// Reads the root header of the document with key `key` and the subtrees of the named
-    /// top-level fields (one prefix scan each) — what a targeted update needs, and no more.
-    /// `None` when the document does not exist.
+    /// Reads the root of the document with key `key` and the named top-level fields — what a
+    /// targeted update needs, and no more: from a packed document its one value, from a
+    /// spilled one the root header and one prefix scan per field. `None` when the document
+    /// does not exist.
     pub fn read_fields(
         &self,
         coll: &CollectionMeta,
@@ -1278,6 +1305,9 @@ impl WriteTxn<'_> {
                     bson_size,
                     child_count,
                 } => (next_ordinal, bson_size, child_count),
+                doc::Node::PackedRoot { bson } => {
+                    return packed_view(key, bson, names).map(Some);
+                }
                 _ => {
                     return Err(StorageError::Corrupt(
                         "document key without a root header".into(),
@@ -1318,16 +1348,19 @@ impl WriteTxn<'_> {
             bson_size,
             child_count,
             fields,
+            packed: None,
         }))
     }
 
     /// Writes new values for top-level fields of the document `view` was read from:
     /// `(name, Some(value))` sets a field (a new field is appended after the existing ones, in
     /// the order given), `(name, None)` removes it. Every field named must have been read
-    /// into `view`. Only nodes whose bytes change are written; removed nodes are deleted;
-    /// the root header (size, field count, next ordinal) is rewritten only if it changed.
-    /// When the collection is validated, the whole old and new documents are checked first
-    /// (see [`crate::validation`]).
+    /// into `view`. A packed document is rewritten as one value (spilled if it outgrew the
+    /// collection's pack threshold); in a spilled one only nodes whose bytes change are
+    /// written, removed nodes are deleted, and the root header (size, field count, next
+    /// ordinal) is rewritten only if it changed — unless the document shrank enough to be
+    /// packed again, when it is rewritten whole. When the collection is validated, the whole
+    /// old and new documents are checked first (see [`crate::validation`]).
     pub fn write_fields(
         &mut self,
         coll: &CollectionMeta,
@@ -1335,23 +1368,39 @@ impl WriteTxn<'_> {
         changes: &[(String, Option<RawBson>)],
     ) -> Result<()> {
         self.claim(coll.id, &view.key)?;
+        let limits = coll.limits();
+        // The size the document will have, to see whether it becomes small enough to pack.
+        let mut new_size = i64::from(view.bson_size);
+        for (name, new) in changes {
+            if let Some(f) = view.field(name) {
+                new_size -= element_size(name, f.value.as_raw_bson_ref()) as i64;
+            }
+            if let Some(v) = new {
+                new_size += element_size(name, v.as_raw_bson_ref()) as i64;
+            }
+        }
+        let repack = view.packed.is_none()
+            && new_size >= 0
+            && (new_size as u64) <= u64::from(limits.pack_threshold / 2);
         // Indexes over a changed field need the whole old and new documents for their diff
         // (compound and partial indexes read other fields too); others are untouched. So do
-        // a collection's pre- and post-images.
+        // a collection's pre- and post-images, and a rewrite of the whole document (a packed
+        // one, or one that shrinks enough to be packed again).
         let changed: Vec<&str> = changes.iter().map(|(n, _)| n.as_str()).collect();
         let images = changelog::wants_images(coll);
+        let indexed = self.indexes_affected(coll, &changed);
         let validator = self.validator_for(coll);
         let mut whole = None;
-        if images || validator.is_some() || self.indexes_affected(coll, &changed) {
-            let old = self
-                .get_by_key(coll, &view.key)?
-                .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?;
+        if images || indexed || repack || view.packed.is_some() || validator.is_some() {
+            let old = match &view.packed {
+                Some(p) => p.clone(),
+                None => self
+                    .get_by_key(coll, &view.key)?
+                    .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?,
+            };
             let new = apply_field_changes(&old, changes)?;
             if let Some(v) = validator {
                 v.check(coll, Some(&old), &new)?;
-            }
-            if self.indexes_affected(coll, &changed) {
-                self.index_document(coll, &view.key, Some(&old), Some(&new))?;
             }
             whole = Some((old, new));
         }
@@ -1370,12 +1419,23 @@ impl WriteTxn<'_> {
             let mut c = Change::on("u", coll)
                 .with("key", key)
                 .with("upd", description.to_document());
-            if let Some((old, new)) = whole.filter(|_| images) {
-                c = c.with("pre", old).with("post", new);
+            if let Some((old, new)) = whole.as_ref().filter(|_| images) {
+                c = c.with("pre", old.clone()).with("post", new.clone());
             }
             self.log(c);
         }
-        let limits = doc::Limits::default();
+        if let Some((old, new)) = &whole {
+            if view.packed.is_some() {
+                return self.rewrite_packed(coll, &view.key, old, new, indexed);
+            }
+            if repack {
+                self.replace_nodes(coll, &view.key, new, false)?;
+                return Ok(());
+            }
+            if indexed {
+                self.index_document(coll, &view.key, Some(old), Some(new))?;
+            }
+        }
         let mut next_ordinal = view.next_ordinal;
         let mut size = i64::from(view.bson_size);
         let mut count = i64::from(view.child_count);
@@ -1390,12 +1450,17 @@ impl WriteTxn<'_> {
                     o
                 }
             };
+            let old_nodes: &[(Vec<u8>, Vec<u8>)] = old.map_or(&[], |f| f.nodes.as_slice());
+            let spilled = doc::spilled_keys(old_nodes);
             let new_nodes = match new {
-                Some(v) => doc::encode_subtree(&fk, ordinal, v.as_raw_bson_ref(), 1, &limits)
-                    .map_err(doc_error)?,
+                Some(v) => {
+                    doc::encode_subtree_after(&fk, ordinal, v.as_raw_bson_ref(), 1, &limits, &|k| {
+                        spilled.contains(k)
+                    })
+                    .map_err(doc_error)?
+                }
                 None => Vec::new(),
             };
-            let old_nodes: &[(Vec<u8>, Vec<u8>)] = old.map_or(&[], |f| f.nodes.as_slice());
             let stored: std::collections::HashMap<&[u8], &[u8]> = old_nodes
                 .iter()
                 .map(|(k, v)| (k.as_slice(), v.as_slice()))
@@ -1450,6 +1515,47 @@ impl WriteTxn<'_> {
         Ok(())
     }
 
+    /// [`WriteTxn::write_fields`] on a packed document `old`, now `new`: encoded whole
+    /// (packed while it stays within the threshold, else spilled) over the one stored value.
+    fn rewrite_packed(
+        &mut self,
+        coll: &CollectionMeta,
+        key: &[u8],
+        old: &RawDocument,
+        new: &RawDocument,
+        indexed: bool,
+    ) -> Result<()> {
+        let size = new.as_bytes().len();
+        if size > doc::MAX_BSON_SIZE {
+            return Err(StorageError::DocumentTooLarge {
+                size,
+                max: doc::MAX_BSON_SIZE,
+            });
+        }
+        if indexed {
+            self.index_document(coll, key, Some(old), Some(new))?;
+        }
+        // A packed document has no spilled nodes.
+        let enc =
+            doc::encode_document_after(key, new, &coll.limits(), &|_| false).map_err(doc_error)?;
+        for (k, v) in &enc.nodes {
+            let unchanged = k.as_slice() == key
+                && v.first() == Some(&doc::KIND_PACKED_ROOT)
+                && v.get(1..) == Some(old.as_bytes());
+            if !unchanged {
+                self.tx.put(coll.id, k, v)?;
+            }
+        }
+        let delta = i64::from(enc.bson_size) - old.as_bytes().len() as i64;
+        if delta != 0 {
+            self.deltas.entry(coll.id).or_default().add(Stats {
+                count: 0,
+                size: delta,
+            });
+        }
+        Ok(())
+    }
+
     /// Replaces the document whose key is `key` with `new` (same `_id`), writing only the
     /// nodes whose bytes change and deleting the ones that disappear. Returns false when no
     /// document has that key. The collection's validator checks the new document against the
@@ -1461,6 +1567,19 @@ impl WriteTxn<'_> {
         new: &RawDocument,
     ) -> Result<bool> {
         self.claim(coll.id, key)?;
+        self.replace_nodes(coll, key, new, true)
+    }
+
+    /// [`WriteTxn::replace`] after the claim; `log` records the replacement in the change
+    /// log and validates it (false for an update that rewrites the whole document: it
+    /// validated the document and logs itself as an update).
+    fn replace_nodes(
+        &mut self,
+        coll: &CollectionMeta,
+        key: &[u8],
+        new: &RawDocument,
+        log: bool,
+    ) -> Result<bool> {
         let stored: Vec<(Vec<u8>, Vec<u8>)> = self
             .tx
             .prefix(coll.id, key)?
@@ -1471,14 +1590,16 @@ impl WriteTxn<'_> {
         };
         let old_size = match doc::parse_value(root).map_err(doc_error)? {
             doc::Node::Root { bson_size, .. } => i64::from(bson_size),
+            doc::Node::PackedRoot { bson } => bson.len() as i64,
             _ => {
                 return Err(StorageError::Corrupt(
                     "document key without a root header".into(),
                 ));
             }
         };
-        let images = changelog::wants_images(coll);
-        let validator = self.validator_for(coll);
+        let images = log && changelog::wants_images(coll);
+        // An update that rewrites the whole document (`log` false) has validated it already.
+        let validator = if log { self.validator_for(coll) } else { None };
         if images || validator.is_some() || coll.secondary_indexes().next().is_some() {
             let old_doc = doc::decode_document(key.len(), stored.iter().map(|(k, v)| (k, v)))
                 .map_err(doc_error)?;
@@ -1497,14 +1618,16 @@ impl WriteTxn<'_> {
                 );
             }
         }
-        if !images {
+        if log && !images {
             self.log(
                 Change::on("r", coll)
                     .with("key", changelog::document_key(new))
                     .with("doc", new.to_owned()),
             );
         }
-        let enc = doc::encode_document(key, new).map_err(doc_error)?;
+        let spilled = doc::spilled_keys(&stored);
+        let enc = doc::encode_document_after(key, new, &coll.limits(), &|k| spilled.contains(k))
+            .map_err(doc_error)?;
         let old: std::collections::HashMap<&[u8], &[u8]> = stored
             .iter()
             .map(|(k, v)| (k.as_slice(), v.as_slice()))
@@ -1544,6 +1667,7 @@ impl WriteTxn<'_> {
         };
         let size = match doc::parse_value(root).map_err(doc_error)? {
             doc::Node::Root { bson_size, .. } => i64::from(bson_size),
+            doc::Node::PackedRoot { bson } => bson.len() as i64,
             _ => {
                 return Err(StorageError::Corrupt(
                     "document without a root header".into(),
@@ -1657,6 +1781,15 @@ impl WriteTxn<'_> {
             k.append(bson::raw::cstr!("_id"), f.value.clone());
             return Ok(k);
         }
+        if let Some(whole) = &view.packed {
+            if let Some(id) = whole
+                .get("_id")
+                .map_err(|e| StorageError::Corrupt(e.to_string()))?
+            {
+                k.append(bson::raw::cstr!("_id"), id);
+            }
+            return Ok(k);
+        }
         let fk = doc::node_key(&view.key, &[doc::PathPart::Field("_id")]).map_err(doc_error)?;
         let nodes: Vec<(Vec<u8>, Vec<u8>)> = self
             .tx
@@ -1729,6 +1862,15 @@ pub(crate) fn get_document(
     space: SpaceId,
     key: &[u8],
 ) -> Result<Option<RawDocumentBuf>> {
+    // The root first: a packed document is that one value (a point read, no scan).
+    let Some(root) = r.get(space, key)? else {
+        return Ok(None);
+    };
+    if root.first() == Some(&doc::KIND_PACKED_ROOT) {
+        return doc::decode_document(key.len(), [(key, &*root)])
+            .map(Some)
+            .map_err(doc_error);
+    }
     let nodes: Vec<(crate::engine::Bytes, crate::engine::Bytes)> =
         r.prefix(space, key)?
             .collect::<std::result::Result<_, _>>()?;
@@ -1763,6 +1905,8 @@ pub struct DocView {
     child_count: u32,
     /// The requested fields that exist, in request order.
     pub fields: Vec<FieldState>,
+    /// The whole document, when it is stored packed.
+    packed: Option<RawDocumentBuf>,
 }
 
 impl DocView {
@@ -1780,6 +1924,37 @@ impl DocView {
     pub fn field_count(&self) -> u32 {
         self.child_count
     }
+}
+
+/// The [`DocView`] of a packed document (`bson`, validated by the codec): the named fields
+/// with their positions as ordinals.
+fn packed_view(key: &[u8], bson: &[u8], names: &[&str]) -> Result<DocView> {
+    let whole = RawDocumentBuf::from_bytes(bson.to_vec())
+        .map_err(|e| StorageError::Corrupt(e.to_string()))?;
+    let mut fields: Vec<FieldState> = Vec::new();
+    let mut count = 0u32;
+    for (i, el) in whole.iter().enumerate() {
+        let (k, v) = el.map_err(|e| StorageError::Corrupt(e.to_string()))?;
+        count += 1;
+        if names.contains(&k.as_str()) && !fields.iter().any(|f| f.name == k.as_str()) {
+            fields.push(FieldState {
+                name: k.as_str().to_string(),
+                ordinal: i as u64,
+                value: doc::owned_value(v),
+                nodes: Vec::new(),
+            });
+        }
+    }
+    // Request order, as for spilled documents.
+    fields.sort_by_key(|f| names.iter().position(|n| *n == f.name));
+    Ok(DocView {
+        key: key.to_vec(),
+        next_ordinal: u64::from(count),
+        bson_size: u32::try_from(bson.len()).unwrap_or(u32::MAX),
+        child_count: count,
+        fields,
+        packed: Some(whole),
+    })
 }
 
 /// `doc` with top-level fields changed as [`WriteTxn::write_fields`] changes them: replaced in

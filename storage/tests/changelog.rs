@@ -160,3 +160,67 @@ fn trimming_removes_a_prefix() {
     assert_eq!(trimmed, all[n - 1].0.0);
     assert_eq!(rest[0].0, all[n].0);
 }
+
+/// Updates are logged as updates whatever the layout does underneath: in a packed document,
+/// and in a spilled one that shrinks enough to be packed again (a whole-document rewrite).
+#[test]
+fn updates_that_repack_are_logged_as_updates() {
+    let s = store();
+    s.set_pack_threshold(64);
+    s.create_collection("db", "c", &rawdoc! {}).unwrap();
+    let meta = s.collection("db", "c").unwrap();
+    let mut big = bson::RawArrayBuf::new();
+    for i in 0..20 {
+        big.push(i);
+    }
+    s.write(Durability::Buffered, |tx| -> Result<(), StorageError> {
+        tx.insert(&meta, &rawdoc! {"_id": 1, "a": big.clone()})?;
+        tx.insert(&meta, &rawdoc! {"_id": 2, "n": 1})
+    })
+    .unwrap();
+    let set = |id: i32, name: &str, v: RawBson| {
+        s.write(Durability::Buffered, |tx| -> Result<(), StorageError> {
+            let key = cairn_storage::store::id_key(bson::RawBsonRef::Int32(id))?;
+            let view = tx.read_fields(&meta, &key, &[name])?.unwrap();
+            tx.write_fields(&meta, &view, &[(name.to_string(), Some(v.clone()))])
+        })
+        .unwrap();
+    };
+    // Spilled (the 20-element array is over 64 bytes), shrinking to 21 bytes: repacked.
+    set(1, "a", RawBson::Int32(0));
+    // Packed all along.
+    set(2, "n", RawBson::Int32(2));
+    let all = s.read_changes(None, 1000).unwrap().0;
+    let updates: Vec<&RawDocumentBuf> = all
+        .iter()
+        .map(|(_, d)| d)
+        .filter(|d| d.get_str("op").unwrap() == "u")
+        .collect();
+    assert_eq!(updates.len(), 2);
+    for (d, id, upd) in [
+        (updates[0], 1, rawdoc! {"a": 0}),
+        (updates[1], 2, rawdoc! {"n": 2}),
+    ] {
+        assert_eq!(
+            d.get_document("key").unwrap().to_owned(),
+            rawdoc! {"_id": id}
+        );
+        assert_eq!(
+            d.get_document("upd")
+                .unwrap()
+                .get_document("updatedFields")
+                .unwrap()
+                .to_owned(),
+            upd
+        );
+    }
+    let r = s.read().unwrap();
+    assert_eq!(
+        r.get(&meta, bson::RawBsonRef::Int32(1)).unwrap().unwrap(),
+        rawdoc! {"_id": 1, "a": 0}
+    );
+    assert_eq!(
+        s.stats(&meta).unwrap().size as usize,
+        rawdoc! {"_id": 1, "a": 0}.as_bytes().len() + rawdoc! {"_id": 2, "n": 2}.as_bytes().len()
+    );
+}

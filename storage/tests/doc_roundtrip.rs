@@ -1203,3 +1203,352 @@ fn assembler_splits_a_scan_into_documents() {
     assert_eq!(out.len(), docs.len());
     assert!(out[2].is_err() && out[1].is_ok() && out[3].is_ok());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Packed subtrees
+// ---------------------------------------------------------------------------------------------
+
+/// Thresholds the packed properties run at: tiny (most containers spill, small ones pack,
+/// so layouts mix at every level), medium, and the default.
+fn threshold() -> BoxedStrategy<u32> {
+    prop_oneof![
+        Just(16u32),
+        Just(64),
+        Just(300),
+        Just(doc::DEFAULT_PACK_THRESHOLD)
+    ]
+    .boxed()
+}
+
+fn encode_packed(id: &[u8], doc: &RawDocument, t: u32) -> Vec<KeyValue> {
+    sorted(
+        encode_document_with(id, doc, &Limits::packing(t))
+            .unwrap()
+            .nodes,
+    )
+}
+
+/// The BSON bytes of a container value (its length prefix through terminator).
+fn container_len(v: RawBsonRef<'_>) -> Option<usize> {
+    match v {
+        RawBsonRef::Document(d) => Some(d.as_bytes().len()),
+        RawBsonRef::Array(a) => Some(a.as_bytes().len()),
+        _ => None,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// With packing: byte-identical round trips (decoder and assembler), subtree keys, every
+    /// node's prefix scan decodes to its value and re-encodes to the same nodes, and each
+    /// container is packed exactly when its BSON fits the threshold.
+    #[test]
+    fn packed_layouts_round_trip(id in id_key(), fields in document(), t in threshold()) {
+        let doc = to_doc(&fields);
+        let limits = Limits::packing(t);
+        let enc = encode_document_with(&id, &doc, &limits).unwrap();
+        prop_assert_eq!(enc.bson_size as usize, doc.as_bytes().len());
+        prop_assert_eq!(&enc.nodes[0].0, &id);
+        let nodes = sorted(enc.nodes);
+        let back = decode(&id, &nodes).unwrap();
+        prop_assert_eq!(back.as_bytes(), doc.as_bytes());
+        let mut asm = DocAssembler::new();
+        for (k, v) in &nodes {
+            prop_assert!(asm.push(k, v).unwrap().is_none());
+        }
+        let last = asm.finish().unwrap().unwrap();
+        prop_assert_eq!(last.as_bytes(), doc.as_bytes());
+        let paths: Vec<Vec<PathPart<'_>>> = nodes.iter().map(|(k, _)| path_of(&id, k)).collect();
+        for i in 0..nodes.len() {
+            let path = &paths[i];
+            prop_assert_eq!(&node_key(&id, path).unwrap(), &nodes[i].0);
+            let sub = subtree(&nodes, i);
+            let got = decode_subtree(nodes[i].0.len(), refs(sub)).unwrap().unwrap();
+            let want = value_at(&doc, path);
+            prop_assert_eq!(value_bytes(&got), ref_bytes(want), "at {:?}", path);
+            let node = parse_value(&nodes[i].1).unwrap();
+            let size = if path.is_empty() { Some(doc.as_bytes().len()) } else { container_len(want) };
+            match node {
+                Node::PackedRoot { .. } | Node::Packed { .. } => {
+                    prop_assert!(size.unwrap() <= t as usize, "packed {:?} of {:?} bytes", path, size);
+                    prop_assert_eq!(sub.len(), 1, "a packed node has no descendants");
+                }
+                Node::Root { .. } | Node::Object { .. } | Node::Array { .. } => {
+                    prop_assert!(size.unwrap() > t as usize, "spilled {:?} of {:?} bytes", path, size);
+                }
+                Node::Leaf { .. } => {}
+            }
+            if !path.is_empty() {
+                let ordinal = node.ordinal().unwrap();
+                let mine = sorted(encode_subtree(&nodes[i].0, ordinal, want, path.len(), &limits).unwrap());
+                prop_assert_eq!(mine.as_slice(), sub);
+            }
+        }
+        // Packing never adds keys.
+        prop_assert!(nodes.len() <= encode_sorted(&id, &doc).len());
+    }
+
+    /// Hysteresis: a container that was spilled stays spilled until it shrinks to half the
+    /// threshold; one that was packed (or is new) packs up to the threshold.
+    #[test]
+    fn hysteresis_keeps_spilled_containers_spilled(id in id_key(), fields in document(), t in threshold()) {
+        let doc = to_doc(&fields);
+        let limits = Limits::packing(t);
+        let all_spilled = encode_sorted(&id, &doc);
+        let spilled = doc::spilled_keys(&all_spilled);
+        let enc = doc::encode_document_after(&id, &doc, &limits, &|k| spilled.contains(k)).unwrap();
+        let nodes = sorted(enc.nodes);
+        let back = decode(&id, &nodes).unwrap();
+        prop_assert_eq!(back.as_bytes(), doc.as_bytes());
+        for (k, v) in &nodes {
+            let path = path_of(&id, k);
+            let size = if path.is_empty() { Some(doc.as_bytes().len()) } else { container_len(value_at(&doc, &path)) };
+            match parse_value(v).unwrap() {
+                Node::PackedRoot { .. } | Node::Packed { .. } => {
+                    prop_assert!(size.unwrap() <= t as usize / 2);
+                }
+                Node::Root { .. } | Node::Object { .. } | Node::Array { .. } => {
+                    prop_assert!(size.unwrap() > t as usize / 2);
+                }
+                Node::Leaf { .. } => {}
+            }
+        }
+    }
+
+    /// Damage to packed encodings is an error or still valid BSON; never a panic.
+    #[test]
+    fn damaged_packed_encodings_never_panic(
+        id in id_key(),
+        fields in document(),
+        t in threshold(),
+        ops in prop::collection::vec((0u8..4, any::<prop::sample::Index>(), any::<u8>()), 1..4),
+    ) {
+        let doc = to_doc(&fields);
+        let mut nodes = encode_packed(&id, &doc, t);
+        for (op, at, byte) in ops {
+            let i = at.index(nodes.len());
+            match op {
+                0 => { let v = &mut nodes[i].1; if !v.is_empty() { let j = at.index(v.len()); v[j] ^= byte | 1; } }
+                1 => { let v = &mut nodes[i].1; let j = at.index(v.len() + 1); v.truncate(j); }
+                2 => { if nodes.len() > 1 { nodes.remove(i); } }
+                _ => { let mut k = nodes[i].0.clone(); k.extend([doc::TAG_FIELD, b'q', 0]); nodes.push((k, vec![0x0A, 0])); nodes.sort(); }
+            }
+        }
+        if let Ok(d) = decode(&id, &nodes) {
+            validate_deep(&d);
+        }
+        let mut asm = DocAssembler::new();
+        for (k, v) in &nodes {
+            if let Ok(Some(d)) = asm.push(k, v) { validate_deep(&d); }
+        }
+        if let Ok(Some(d)) = asm.finish() { validate_deep(&d); }
+    }
+}
+
+#[test]
+fn packed_module_doc_example_bytes() {
+    let doc = rawdoc! { "b": 1, "a": {} };
+    let id = b"K".to_vec();
+    let enc = encode_document_with(&id, &doc, &Limits::packing(2048)).unwrap();
+    let mut want = vec![0x20];
+    want.extend_from_slice(doc.as_bytes());
+    assert_eq!(enc.nodes, vec![(id.clone(), want)]);
+    assert_eq!(decode(&id, &enc.nodes).unwrap().as_bytes(), doc.as_bytes());
+
+    // At threshold 16 the 20-byte document spills; its 5-byte `{}` packs.
+    let enc = encode_document_with(&id, &doc, &Limits::packing(16)).unwrap();
+    let want: Vec<KeyValue> = vec![
+        (b"K".to_vec(), vec![0x00, 0x01, 0x02, 0x14, 0x02]),
+        (
+            b"KF\x62\x00".to_vec(),
+            vec![0x10, 0x00, 0x01, 0x00, 0x00, 0x00],
+        ),
+        (
+            b"KF\x61\x00".to_vec(),
+            vec![0x23, 0x01, 0x05, 0x00, 0x00, 0x00, 0x00],
+        ),
+    ];
+    assert_eq!(enc.nodes, want);
+    assert_eq!(
+        decode(&id, &sorted(enc.nodes)).unwrap().as_bytes(),
+        doc.as_bytes()
+    );
+    // Threshold 0 is the one-key-per-node layout.
+    assert_eq!(
+        encode_document_with(&id, &doc, &Limits::packing(0)).unwrap(),
+        encode_document(&id, &doc).unwrap()
+    );
+}
+
+#[test]
+fn packed_arrays_get_canonical_names_and_sizes() {
+    // An array whose element names are not "0", "1", …: stored with canonical names, and
+    // the document's size is that of what a read returns, in both layouts.
+    let mut inner = Vec::new();
+    inner.extend_from_slice(&[0; 4]);
+    for (name, v) in [("x", 1i32), ("long name", 2)] {
+        inner.push(0x10);
+        inner.extend_from_slice(name.as_bytes());
+        inner.push(0);
+        inner.extend_from_slice(&v.to_le_bytes());
+    }
+    inner.push(0);
+    let n = inner.len() as i32;
+    inner[..4].copy_from_slice(&n.to_le_bytes());
+    let mut d = Vec::new();
+    d.extend_from_slice(&[0; 4]);
+    d.push(0x04);
+    d.extend_from_slice(b"a\0");
+    d.extend_from_slice(&inner);
+    d.push(0);
+    let n = d.len() as i32;
+    d[..4].copy_from_slice(&n.to_le_bytes());
+    let doc = RawDocumentBuf::from_bytes(d).unwrap();
+    let canonical = rawdoc! { "a": [1, 2] };
+    let id = b"K".to_vec();
+    for t in [0, 12, 2048] {
+        let enc = encode_document_with(&id, &doc, &Limits::packing(t)).unwrap();
+        assert_eq!(enc.bson_size as usize, canonical.as_bytes().len(), "at {t}");
+        let back = decode(&id, &sorted(enc.nodes)).unwrap();
+        assert_eq!(back.as_bytes(), canonical.as_bytes(), "at {t}");
+    }
+}
+
+#[test]
+fn corrupt_packed_values_are_errors() {
+    let good = rawdoc! { "a": [1, 2], "b": { "c": "d" } };
+    let mut root = vec![doc::KIND_PACKED_ROOT];
+    root.extend_from_slice(good.as_bytes());
+    assert!(matches!(parse_value(&root), Ok(Node::PackedRoot { .. })));
+    let arr = rawdoc! { "0": 1, "1": 2 };
+    let mut packed_array = vec![doc::KIND_PACKED_ARRAY, 0x03];
+    packed_array.extend_from_slice(arr.as_bytes());
+    assert!(matches!(
+        parse_value(&packed_array),
+        Ok(Node::Packed {
+            ordinal: 3,
+            array: true,
+            ..
+        })
+    ));
+    let mut cases: Vec<Vec<u8>> = vec![
+        vec![doc::KIND_PACKED_ROOT],
+        vec![doc::KIND_PACKED_OBJECT, 0],
+        vec![doc::KIND_PACKED_ARRAY],
+        root[..root.len() - 1].to_vec(), // truncated
+        {
+            let mut v = root.clone();
+            v.push(0); // trailing byte
+            v
+        },
+    ];
+    // An array element named "1" where "0" belongs.
+    let bad_names = rawdoc! { "1": 1 };
+    let mut v = vec![doc::KIND_PACKED_ARRAY, 0];
+    v.extend_from_slice(bad_names.as_bytes());
+    cases.push(v);
+    // A nested array inside a packed root with a non-canonical name.
+    let mut v = vec![doc::KIND_PACKED_ROOT];
+    let nested = rawdoc! { "a": { "x": 1 } };
+    let mut bytes = nested.as_bytes().to_vec();
+    bytes[4] = 0x04; // turn the object into an array named "x"
+    v.extend_from_slice(&bytes);
+    cases.push(v);
+    // A bad string inside.
+    let mut v = root.clone();
+    let at = v.iter().rposition(|&b| b == b'd').unwrap();
+    v[at] = 0xC3;
+    cases.push(v);
+    for v in cases {
+        assert!(is_corrupt(parse_value(&v)), "{v:02x?}");
+    }
+    // Nodes below a packed node, and a packed root followed by another node.
+    let id = b"K".to_vec();
+    let enc = encode_document_with(&id, &good, &Limits::packing(2048)).unwrap();
+    let mut n = enc.nodes.clone();
+    n.push((b"KF\x61\x00".to_vec(), vec![0x0A, 0]));
+    assert!(is_corrupt(decode(&id, &n)));
+    let enc = encode_document_with(&id, &good, &Limits::packing(30)).unwrap();
+    let mut n = sorted(enc.nodes);
+    let b = node_key(&id, &[PathPart::Field("b")]).unwrap();
+    assert!(matches!(
+        parse_value(&n.iter().find(|(k, _)| *k == b).unwrap().1),
+        Ok(Node::Packed { array: false, .. })
+    ));
+    n.push((
+        node_key(&id, &[PathPart::Field("b"), PathPart::Field("z")]).unwrap(),
+        vec![0x0A, 0],
+    ));
+    assert!(is_corrupt(decode(&id, &sorted(n))));
+}
+
+/// The packed-array rule byte for byte: `0x24`, the ordinal, then the array's BSON with
+/// canonical element names; a spilled parent's header counts it as one child.
+#[test]
+fn packed_array_value_bytes() {
+    let doc = rawdoc! { "x": 7, "t": [1, 2] };
+    let id = b"K".to_vec();
+    // The document (31 bytes) spills at 20; the array (19 bytes) packs.
+    let enc = encode_document_with(&id, &doc, &Limits::packing(20)).unwrap();
+    let t = node_key(&id, &[PathPart::Field("t")]).unwrap();
+    let (_, v) = enc.nodes.iter().find(|(k, _)| *k == t).unwrap();
+    let want: Vec<u8> = vec![
+        0x24, 0x01, // packed array, ordinal 1
+        0x13, 0x00, 0x00, 0x00, // BSON length 19
+        0x10, b'0', 0x00, 0x01, 0x00, 0x00, 0x00, // "0": int32 1
+        0x10, b'1', 0x00, 0x02, 0x00, 0x00, 0x00, // "1": int32 2
+        0x00,
+    ];
+    assert_eq!(v, &want);
+    assert_eq!(
+        enc.nodes[0].1,
+        vec![0x00, 0x01, 0x02, doc.as_bytes().len() as u8, 0x02]
+    );
+    assert_eq!(enc.nodes.len(), 3, "root header, leaf x, packed t");
+    assert_eq!(
+        decode(&id, &sorted(enc.nodes)).unwrap().as_bytes(),
+        doc.as_bytes()
+    );
+}
+
+/// The hysteresis rule at its edges: a container of size s with T/2 < s <= T packs when new,
+/// stays spilled when it was spilled, and packs again at s <= T/2; above T it never packs.
+#[test]
+fn hysteresis_edges() {
+    let doc = rawdoc! { "a": [1, 2] }; // 27 bytes; the array is 19
+    let id = b"K".to_vec();
+    let kinds = |t: u32, spilled: bool| -> Vec<u8> {
+        let all = encode_document(&id, &doc).unwrap().nodes;
+        let was = doc::spilled_keys(&all);
+        let enc = doc::encode_document_after(&id, &doc, &Limits::packing(t), &|k| {
+            spilled && was.contains(k)
+        })
+        .unwrap();
+        sorted(enc.nodes).iter().map(|(_, v)| v[0]).collect()
+    };
+    // T = 27: the whole document fits.
+    assert_eq!(kinds(27, false), vec![doc::KIND_PACKED_ROOT]);
+    // ... but was spilled, and 27 > 27/2: stays spilled; the array (19 > 13) too.
+    assert_eq!(
+        kinds(27, true),
+        vec![doc::KIND_ROOT, doc::KIND_ARRAY, 0x10, 0x10]
+    );
+    // T = 38: the array (19 <= 19) packs again; the root (27 > 19) stays spilled.
+    assert_eq!(
+        kinds(38, true),
+        vec![doc::KIND_ROOT, doc::KIND_PACKED_ARRAY]
+    );
+    // T = 54: everything is at most half the threshold: packed.
+    assert_eq!(kinds(54, true), vec![doc::KIND_PACKED_ROOT]);
+    // T = 26: the document never packs; the array packs when new.
+    assert_eq!(
+        kinds(26, false),
+        vec![doc::KIND_ROOT, doc::KIND_PACKED_ARRAY]
+    );
+    // The threshold is capped.
+    assert_eq!(
+        Limits::packing(u32::MAX).pack_threshold,
+        doc::MAX_PACK_THRESHOLD
+    );
+}

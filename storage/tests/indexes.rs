@@ -14,6 +14,22 @@ use cairn_storage::{Durability, StorageError, Store, StoreOptions};
 
 const OPTS: StoreOptions = StoreOptions { sync_always: false };
 
+/// The pack threshold new collections get: `CAIRN_PACK_THRESHOLD` when set (`./test.sh` runs
+/// these tests at 0 too), else the default.
+fn pack_threshold() -> u32 {
+    std::env::var("CAIRN_PACK_THRESHOLD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cairn_storage::doc::DEFAULT_PACK_THRESHOLD)
+}
+
+/// Opens a store on `engine` with [`pack_threshold`].
+fn open(engine: Arc<dyn Engine>) -> Store {
+    let store = Store::open(engine, OPTS).unwrap();
+    store.set_pack_threshold(pack_threshold());
+    store
+}
+
 fn engines() -> Vec<(Arc<dyn Engine>, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().unwrap();
     let fjall: Arc<dyn Engine> =
@@ -62,7 +78,7 @@ fn create(store: &Store, spec: RawDocumentBuf) -> Result<(), StorageError> {
 #[test]
 fn writes_maintain_entries() {
     for (engine, _dir) in engines() {
-        let store = Store::open(engine, OPTS).unwrap();
+        let store = open(engine);
         for i in 0..5 {
             insert(&store, rawdoc! {"_id": i, "a": i % 3}).unwrap();
         }
@@ -142,7 +158,7 @@ fn writes_maintain_entries() {
 #[test]
 fn unique_indexes_refuse_duplicates() {
     for (engine, _dir) in engines() {
-        let store = Store::open(engine, OPTS).unwrap();
+        let store = open(engine);
         insert(&store, rawdoc! {"_id": 1, "u": "x"}).unwrap();
         create(
             &store,
@@ -201,7 +217,7 @@ fn unique_indexes_refuse_duplicates() {
 #[test]
 fn concurrent_unique_inserts_have_one_winner() {
     for (engine, _dir) in engines() {
-        let store = Arc::new(Store::open(engine, OPTS).unwrap());
+        let store = Arc::new(open(engine));
         store.ensure_collection("db", "c").unwrap();
         create(
             &store,
@@ -233,7 +249,7 @@ fn concurrent_unique_inserts_have_one_winner() {
 #[test]
 fn builds_run_alongside_writers_and_match_the_data() {
     for (engine, _dir) in engines() {
-        let store = Arc::new(Store::open(engine, OPTS).unwrap());
+        let store = Arc::new(open(engine));
         for i in 0..3000 {
             insert(&store, rawdoc! {"_id": i, "a": i % 17}).unwrap();
         }
@@ -294,7 +310,7 @@ fn drops_remove_spaces_and_builds_resume_after_restart() {
     let space;
     {
         let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
-        let store = Store::open(e, OPTS).unwrap();
+        let store = open(e);
         for i in 0..1200 {
             insert(&store, rawdoc! {"_id": i, "a": i}).unwrap();
         }
@@ -325,7 +341,7 @@ fn drops_remove_spaces_and_builds_resume_after_restart() {
         store.engine().sync().unwrap();
     }
     let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
-    let store = Store::open(e, OPTS).unwrap();
+    let store = open(e);
     assert_eq!(
         store.building_indexes(),
         vec![("db".into(), "c".into(), "a_-1".into())]

@@ -11,6 +11,22 @@ use cairn_storage::{Durability, StorageError, Store, StoreOptions};
 
 const OPTS: StoreOptions = StoreOptions { sync_always: false };
 
+/// The pack threshold new collections get: `CAIRN_PACK_THRESHOLD` when set (`./test.sh` runs
+/// these tests at 0 too), else the default.
+fn pack_threshold() -> u32 {
+    std::env::var("CAIRN_PACK_THRESHOLD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cairn_storage::doc::DEFAULT_PACK_THRESHOLD)
+}
+
+/// Opens a store on `engine` with [`pack_threshold`].
+fn open(engine: Arc<dyn Engine>) -> Store {
+    let store = Store::open(engine, OPTS).unwrap();
+    store.set_pack_threshold(pack_threshold());
+    store
+}
+
 fn engines() -> Vec<(Arc<dyn Engine>, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().unwrap();
     let fjall: Arc<dyn Engine> =
@@ -35,7 +51,7 @@ fn insert_all(
 #[test]
 fn create_list_drop() {
     for (engine, _dir) in engines() {
-        let store = Store::open(engine, OPTS).unwrap();
+        let store = open(engine);
         assert!(store.create_collection("db", "a", &rawdoc! {}).unwrap());
         assert!(
             !store.create_collection("db", "a", &rawdoc! {}).unwrap(),
@@ -78,7 +94,7 @@ fn create_list_drop() {
 #[test]
 fn documents_round_trip_and_collide_across_numeric_types() {
     for (engine, _dir) in engines() {
-        let store = Store::open(engine, OPTS).unwrap();
+        let store = open(engine);
         let docs = vec![
             rawdoc! {"_id": 1, "z": 1, "a": {"y": [1, 2.5, "s", {"k": null}], "b": true}},
             rawdoc! {"_id": "x", "n": bson::Decimal128::from_bytes([0; 16])},
@@ -143,7 +159,7 @@ fn documents_round_trip_and_collide_across_numeric_types() {
 #[test]
 fn scans_come_in_id_order_and_resume() {
     for (engine, _dir) in engines() {
-        let store = Store::open(engine, OPTS).unwrap();
+        let store = open(engine);
         // insert in scrambled order, mixed types: numbers < strings < objects
         let mut docs = Vec::new();
         for i in (0..50).rev() {
@@ -192,7 +208,7 @@ fn scans_come_in_id_order_and_resume() {
 #[test]
 fn rename_within_and_across_databases() {
     for (engine, _dir) in engines() {
-        let store = Store::open(engine, OPTS).unwrap();
+        let store = open(engine);
         insert_all(&store, "a", "x", &[rawdoc! {"_id": 1}]);
         insert_all(&store, "a", "y", &[rawdoc! {"_id": 2}]);
         let uuid = store.collection("a", "x").unwrap().uuid;
@@ -236,7 +252,7 @@ fn everything_survives_a_restart() {
     let doc = rawdoc! {"_id": bson::oid::ObjectId::new(), "10": "ten", "9": "nine", "": {"": []}};
     {
         let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
-        let store = Store::open(e, OPTS).unwrap();
+        let store = open(e);
         insert_all(&store, "db", "c", std::slice::from_ref(&doc));
         store.create_collection("db", "empty", &rawdoc! {}).unwrap();
         // an orphan space, as if a crash hit between DDL steps
@@ -245,7 +261,7 @@ fn everything_survives_a_restart() {
     }
     let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
     assert!(e.spaces().contains(&999));
-    let store = Store::open(e, OPTS).unwrap();
+    let store = open(e);
     assert!(
         !store.engine().spaces().contains(&999),
         "orphan space removed"
@@ -268,7 +284,7 @@ fn everything_survives_a_restart() {
 #[test]
 fn concurrent_inserts_lose_nothing_and_duplicates_have_one_winner() {
     for (engine, _dir) in engines() {
-        let store = Arc::new(Store::open(engine, OPTS).unwrap());
+        let store = Arc::new(open(engine));
         store.create_collection("db", "c", &rawdoc! {}).unwrap();
         let threads: Vec<_> = (0..8)
             .map(|t| {
@@ -312,7 +328,7 @@ fn concurrent_inserts_lose_nothing_and_duplicates_have_one_winner() {
 #[test]
 fn writes_racing_with_drops_never_land_in_a_dropped_collection() {
     for (engine, _dir) in engines() {
-        let store = Arc::new(Store::open(engine, OPTS).unwrap());
+        let store = Arc::new(open(engine));
         let writer = {
             let store = store.clone();
             std::thread::spawn(move || {
@@ -350,25 +366,42 @@ fn writes_racing_with_drops_never_land_in_a_dropped_collection() {
 }
 
 #[test]
-fn insert_writes_one_key_per_node() {
-    let store = Store::open(Arc::new(MemoryEngine::new()), OPTS).unwrap();
-    let meta = store.ensure_collection("db", "c").unwrap();
+fn insert_writes_one_key_per_node_or_one_packed_value() {
+    let store = open(Arc::new(MemoryEngine::new()));
     let d = rawdoc! {"_id": 1, "a": 1, "b": {"c": 2}, "arr": [1, 2, 3]};
-    let (writes, reads) = store
-        .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
-            tx.insert(&meta, &d)?;
-            Ok((tx.writes(), tx.reads()))
-        })
-        .unwrap();
-    // root, _id, a, b, b.c, arr, arr.0, arr.1, arr.2 = 9 nodes; one read (the _id key)
-    assert_eq!(writes, 9);
-    assert_eq!(reads, 1);
+    // root, _id, a, b, b.c, arr, arr.0, arr.1, arr.2 = 9 nodes at threshold 0; the whole
+    // 67-byte document in one value when packed; at 32 the root spills and `b` (12 bytes)
+    // and `arr` (26) pack; one read (the _id key) every time.
+    for (t, want) in [
+        (0, 9),
+        (cairn_storage::doc::DEFAULT_PACK_THRESHOLD, 1),
+        (32, 5),
+    ] {
+        store.set_pack_threshold(t);
+        let meta = store.ensure_collection("db", &format!("c{t}")).unwrap();
+        assert_eq!(meta.pack_threshold, t);
+        let (writes, reads) = store
+            .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                tx.insert(&meta, &d)?;
+                Ok((tx.writes(), tx.reads()))
+            })
+            .unwrap();
+        assert_eq!(writes, want, "at threshold {t}");
+        assert_eq!(reads, 1);
+        let got = store
+            .read()
+            .unwrap()
+            .get(&meta, RawBsonRef::Int32(1))
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, d);
+    }
 }
 
 #[test]
 fn durable_writes_share_fsyncs() {
     let engine = Arc::new(MemoryEngine::new());
-    let store = Arc::new(Store::open(engine.clone(), OPTS).unwrap());
+    let store = Arc::new(open(engine.clone()));
     let meta = store.ensure_collection("db", "c").unwrap();
     let before = store.syncs();
     let threads: Vec<_> = (0..16)
@@ -396,7 +429,7 @@ fn durable_writes_share_fsyncs() {
 
 #[test]
 fn limits_are_clean_errors() {
-    let store = Store::open(Arc::new(MemoryEngine::new()), OPTS).unwrap();
+    let store = open(Arc::new(MemoryEngine::new()));
     let meta = store.ensure_collection("db", "c").unwrap();
     // nesting beyond 180 levels
     let mut deep = rawdoc! {"x": 1};
@@ -433,7 +466,7 @@ fn limits_are_clean_errors() {
 fn filtered_and_reverse_scans_resume_exactly() {
     use cairn_storage::ScanLimits;
     for (engine, _dir) in engines() {
-        let store = Store::open(engine, OPTS).unwrap();
+        let store = open(engine);
         let docs: Vec<RawDocumentBuf> = (0..100)
             .map(|i| rawdoc! {"_id": i, "even": i % 2 == 0})
             .collect();
@@ -501,7 +534,7 @@ mod targeted_updates {
     use cairn_storage::store::id_key;
 
     fn setup(doc: RawDocumentBuf) -> (Store, Arc<cairn_storage::catalog::CollectionMeta>, Vec<u8>) {
-        let store = Store::open(Arc::new(MemoryEngine::new()), OPTS).unwrap();
+        let store = open(Arc::new(MemoryEngine::new()));
         insert_all(&store, "db", "c", std::slice::from_ref(&doc));
         let meta = store.collection("db", "c").unwrap();
         let key = id_key(doc.get("_id").unwrap().unwrap()).unwrap();
@@ -614,8 +647,10 @@ mod targeted_updates {
             }
             vec![("v".into(), Some(RawBson::Array(a)))]
         });
-        // 9 shifted elements + 1 deleted key + array header + root header
-        assert_eq!(writes, 12);
+        // 9 shifted elements + 1 deleted key + array header + root header; packed, the one
+        // value of the whole (small) document
+        let want = if meta.pack_threshold == 0 { 12 } else { 1 };
+        assert_eq!(writes, want);
         let mut expected = RawArrayBuf::new();
         for i in (0..100).filter(|i| *i != 90) {
             expected.push(i);
@@ -671,6 +706,90 @@ mod targeted_updates {
         check(&store, &meta, &smaller);
     }
 
+    /// The keys a document occupies.
+    fn keys_of(store: &Store, meta: &cairn_storage::catalog::CollectionMeta, key: &[u8]) -> usize {
+        store
+            .read()
+            .unwrap()
+            .snapshot()
+            .prefix(meta.id, key)
+            .unwrap()
+            .count()
+    }
+
+    #[test]
+    fn packed_documents_spill_when_they_grow_and_pack_again_when_they_shrink() {
+        let store = open(Arc::new(MemoryEngine::new()));
+        store.set_pack_threshold(2048);
+        insert_all(
+            &store,
+            "db",
+            "p",
+            &[rawdoc! {"_id": 1, "n": 1, "a": array(10)}],
+        );
+        let meta = store.collection("db", "p").unwrap();
+        let key = id_key(RawBsonRef::Int32(1)).unwrap();
+        assert_eq!(keys_of(&store, &meta, &key), 1);
+        // $inc on a packed document: one read, one write
+        let (reads, writes) = update(&store, &meta, &key, &["n"], |_| {
+            vec![("n".into(), Some(RawBson::Int32(2)))]
+        });
+        assert_eq!((reads, writes), (1, 1));
+        check(&store, &meta, &rawdoc! {"_id": 1, "n": 2, "a": array(10)});
+        // growing `a` to 2,595 bytes spills the document and the array
+        let set_a = |n: i32| {
+            move |_: &cairn_storage::store::DocView| {
+                vec![("a".to_string(), Some(RawBson::Array(array(n))))]
+            }
+        };
+        update(&store, &meta, &key, &["a"], set_a(300));
+        check(&store, &meta, &rawdoc! {"_id": 1, "n": 2, "a": array(300)});
+        assert_eq!(keys_of(&store, &meta, &key), 4 + 300);
+        // $inc on the spilled document: the leaf only
+        let (_, writes) = update(&store, &meta, &key, &["n"], |_| {
+            vec![("n".into(), Some(RawBson::Int32(3)))]
+        });
+        assert_eq!(writes, 1);
+        // shrinking to 1,269 bytes (above half the threshold) keeps the layout: no flapping
+        update(&store, &meta, &key, &["a"], set_a(150));
+        check(&store, &meta, &rawdoc! {"_id": 1, "n": 3, "a": array(150)});
+        assert_eq!(keys_of(&store, &meta, &key), 4 + 150);
+        // at 819 bytes (under half) the document packs again
+        update(&store, &meta, &key, &["a"], set_a(100));
+        check(&store, &meta, &rawdoc! {"_id": 1, "n": 3, "a": array(100)});
+        assert_eq!(keys_of(&store, &meta, &key), 1);
+        // fields added to and removed from a packed document
+        update(&store, &meta, &key, &["n", "z"], |_| {
+            vec![
+                ("z".into(), Some(RawBson::String("last".into()))),
+                ("n".into(), None),
+            ]
+        });
+        check(
+            &store,
+            &meta,
+            &rawdoc! {"_id": 1, "a": array(100), "z": "last"},
+        );
+        assert_eq!(keys_of(&store, &meta, &key), 1);
+        // replace with a large document spills it; deleting removes every key
+        let big = rawdoc! {"_id": 1, "b": array(400)};
+        store
+            .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                tx.replace(&meta, &key, &big)
+            })
+            .unwrap();
+        check(&store, &meta, &big);
+        assert_eq!(keys_of(&store, &meta, &key), 3 + 400);
+        store
+            .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                tx.delete_by_key(&meta, &key)
+            })
+            .unwrap();
+        assert_eq!(keys_of(&store, &meta, &key), 0);
+        assert_eq!(store.stats(&meta).unwrap().count, 0);
+        assert_eq!(store.stats(&meta).unwrap().size, 0);
+    }
+
     #[test]
     fn growing_past_16_mib_is_refused() {
         let (store, meta, key) = setup(rawdoc! {"_id": 1, "s": "x".repeat(9 * 1024 * 1024)});
@@ -687,5 +806,115 @@ mod targeted_updates {
         });
         assert!(matches!(r, Err(StorageError::DocumentTooLarge { .. })));
         assert_eq!(store.stats(&meta).unwrap().count, 1);
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// A data directory written before packed subtrees existed (catalog version 2, one key per
+/// node; made by `tests/fixtures/one-key-per-node.make.mjs`) opens, reads back exactly,
+/// keeps its collections' layout (threshold 0) while new collections pack, and is marked
+/// with the current catalog version.
+#[test]
+fn data_written_before_packing_reads_and_keeps_its_layout() {
+    use cairn_storage::engine::CATALOG_SPACE;
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures.join("one-key-per-node"), dir.path());
+    let expected_bytes = std::fs::read(fixtures.join("one-key-per-node.expected.bson")).unwrap();
+    let mut expected = Vec::new();
+    let mut rest = expected_bytes.as_slice();
+    while !rest.is_empty() {
+        let len = i32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+        expected.push(RawDocumentBuf::from_bytes(rest[..len].to_vec()).unwrap());
+        rest = &rest[len..];
+    }
+    assert_eq!(expected.len(), 4);
+    let version = |store: &Store| {
+        let v = store
+            .read()
+            .unwrap()
+            .snapshot()
+            .get(CATALOG_SPACE, b"V")
+            .unwrap()
+            .unwrap();
+        u32::from_be_bytes(v[..].try_into().unwrap())
+    };
+    for round in 0..2 {
+        let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
+        let store = Store::open(e, OPTS).unwrap();
+        assert_eq!(version(&store), cairn_storage::catalog::SCHEMA_VERSION);
+        let meta = store.collection("fixture", "docs").unwrap();
+        assert_eq!(
+            meta.pack_threshold, 0,
+            "the layout the data was written with"
+        );
+        let read = store.read().unwrap();
+        let all = read.scan(&meta, None, 100, usize::MAX).unwrap();
+        assert_eq!(all.docs.len(), expected.len());
+        for d in &expected {
+            let id = d.get("_id").unwrap().unwrap();
+            let got = read.get(&meta, id).unwrap().unwrap();
+            assert_eq!(got.as_bytes(), d.as_bytes(), "{id:?}");
+            assert!(all.docs.iter().any(|x| x.as_bytes() == d.as_bytes()));
+        }
+        let stats = store.stats(&meta).unwrap();
+        assert_eq!(stats.count, expected.len() as i64);
+        // the secondary index written by the old server answers
+        let (_, idx) = store.index("fixture", "docs", "n_1").unwrap();
+        let hits = read
+            .index_scan(
+                &idx,
+                &[(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)],
+                false,
+                usize::MAX,
+            )
+            .unwrap();
+        assert_eq!(hits.len(), expected.len());
+        if round == 0 {
+            // writes to the old collection keep one key per node
+            let copy = {
+                let mut d = RawDocumentBuf::new();
+                d.append(bson::raw::cstr!("_id"), "copy");
+                for el in expected[0].iter().skip(1) {
+                    let (k, v) = el.unwrap();
+                    d.append(k, v);
+                }
+                d
+            };
+            let writes = store
+                .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                    tx.insert(&meta, &copy)?;
+                    Ok(tx.writes())
+                })
+                .unwrap();
+            assert!(writes > 10, "one key per node: {writes}");
+            // a new collection packs
+            let fresh = store.ensure_collection("fixture", "fresh").unwrap();
+            assert_eq!(
+                fresh.pack_threshold,
+                cairn_storage::doc::DEFAULT_PACK_THRESHOLD
+            );
+            let writes = store
+                .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                    tx.insert(&fresh, &expected[0])?;
+                    Ok(tx.writes())
+                })
+                .unwrap();
+            assert_eq!(writes, 1);
+            store.engine().sync().unwrap();
+            expected.push(copy);
+        }
     }
 }
