@@ -130,7 +130,10 @@ impl WriteTxn<'_> {
         if let Some(b) = before
             && b.txn_number != txn
         {
-            let prefix = txn_prefix(lsid, None);
+            // Only the recorded transaction number has live statements (each advance deletes
+            // the previous ones), so the scan covers its prefix alone: a prefix over the whole
+            // session would wade through the tombstones of every earlier statement.
+            let prefix = txn_prefix(lsid, Some(b.txn_number));
             let old: Vec<Vec<u8>> = self
                 .tx
                 .prefix(CATALOG_SPACE, &prefix)?
@@ -296,6 +299,15 @@ mod tests {
         .unwrap();
         let rec = s.session_record(&lsid).unwrap().unwrap();
         assert_eq!((rec.txn_number, rec.committed), (3, true));
+        // No statement record of any earlier number is left.
+        let r = s.read().unwrap();
+        let left = r
+            .snapshot()
+            .prefix(CATALOG_SPACE, &txn_prefix(&lsid, None))
+            .unwrap()
+            .count();
+        assert_eq!(left, 0);
+        drop(r);
         assert_eq!(s.stale_sessions(i64::MAX).unwrap(), vec![lsid]);
         assert!(s.stale_sessions(0).unwrap().is_empty());
         s.forget_session(&lsid).unwrap();
