@@ -214,7 +214,7 @@ impl AggRequest {
                 "collations other than simple are not supported by Cairn yet",
             ));
         }
-        let hint = super::find::parse_hint(body, "aggregate")?;
+        let hint = super::args::parse_hint(body, "aggregate")?;
         let lang =
             crate::lang::Lang::for_command(body, "aggregate", crate::lang::cluster_time(server))?;
         let durability = crate::write_concern::WriteConcern::from_command(body)?.durability();
@@ -577,7 +577,7 @@ impl Host for ServerHost<'_> {
             let meta = meta.ok_or_else(|| not_found("count"))?;
             let n = self.server.store.stats(meta)?.count;
             let mut c = RawDocumentBuf::new();
-            super::coll_stats::append_number(&mut c, cstr!("count"), n);
+            super::args::append_number(&mut c, cstr!("count"), n);
             crate::error::append_all(&mut d, &c);
         }
         if spec.query_exec {

@@ -8,11 +8,16 @@
 //! namespace); [`opt_count`], [`opt_safe_int64`], [`opt_document`], [`opt_strict_bool`],
 //! [`opt_bool`] (optional typed fields); [`check_range`], [`check_below`] (IDL validators);
 //! [`append_number`], [`number_bson`] (numbers stored as int when they fit, as MongoDB's
-//! `appendNumber`); [`capped_size`], [`round_capped_size`], [`capped_max`] (capped limits, for
+//! `appendNumber`); [`capped_limits`], [`capped_size`], [`round_capped_size`], [`capped_max`]
+//! (capped limits, for
 //! `create`, `collMod`, `convertToCapped`, `cloneCollectionAsCapped`);
-//! [`pre_and_post_images`], [`check_images_allowed`] (`changeStreamPreAndPostImages`).
+//! [`pre_and_post_images`], [`check_images_allowed`] (`changeStreamPreAndPostImages`);
+//! [`hint_value`], [`parse_hint`] (`hint`); [`parse_scale`] (`scale` of the statistics
+//! commands); [`check_batch_size`] with [`MAX_BATCH`] (write batches).
 
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+
+use cairn_query::plan::Hint;
 
 use super::Request;
 use crate::error::{CommandError, ErrorCode};
@@ -271,6 +276,20 @@ pub fn capped_max(cmd: &str, v: RawBsonRef<'_>) -> Result<Option<i64>, CommandEr
     Ok(Some(m).filter(|m| *m > 0))
 }
 
+/// A capped collection's `size` and `max` as stored ([`capped_size`], [`capped_max`]).
+pub fn capped_limits(
+    cmd: &str,
+    size: RawBsonRef<'_>,
+    max: Option<RawBsonRef<'_>>,
+) -> Result<(i64, Option<i64>), CommandError> {
+    let size = capped_size(cmd, size)?;
+    let max = match max {
+        Some(v) => capped_max(cmd, v)?,
+        None => None,
+    };
+    Ok((size, max))
+}
+
 /// `changeStreamPreAndPostImages: {enabled: <bool>}` (the IDL struct: `enabled` required and
 /// strictly boolean, no other field), as `create` and `collMod` parse it.
 pub fn pre_and_post_images(v: RawBsonRef<'_>, cmd: &str) -> Result<bool, CommandError> {
@@ -313,6 +332,69 @@ pub fn check_images_allowed(db: &str) -> Result<(), CommandError> {
             format!(
                 "changeStreamPreAndPostImages collection option is not supported on the {db} database"
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// Parses a `hint` value given as `field` (e.g. `find.hint`): a string or an object.
+pub fn hint_value(v: RawBsonRef<'_>, field: &str) -> Result<Hint, CommandError> {
+    match v {
+        RawBsonRef::String(_) | RawBsonRef::Document(_) => Ok(Hint::parse(Some(v))?),
+        other => Err(CommandError::wrong_type(field, type_name(&other), "object")),
+    }
+}
+
+/// Parses the `hint` field of a command (none when absent).
+pub fn parse_hint(body: &RawDocument, cmd: &str) -> Result<Hint, CommandError> {
+    match body.get("hint") {
+        Ok(Some(v)) => hint_value(v, &format!("{cmd}.hint")),
+        _ => Ok(Hint::None),
+    }
+}
+
+/// Parses `scale` as MongoDB does: numbers truncated, < 1 is 51024, null means 1.
+pub fn parse_scale(body: &bson::RawDocument, cmd: &str) -> Result<i64, CommandError> {
+    let n = match body.get("scale") {
+        Ok(None) | Ok(Some(RawBsonRef::Null)) => return Ok(1),
+        Ok(Some(RawBsonRef::Int32(i))) => i64::from(i),
+        Ok(Some(RawBsonRef::Int64(i))) => i,
+        Ok(Some(RawBsonRef::Double(d))) => {
+            if d >= i32::MAX as f64 {
+                i64::from(i32::MAX)
+            } else {
+                d as i64
+            }
+        }
+        Ok(Some(other)) => {
+            return Err(CommandError::new(
+                ErrorCode::TypeMismatch,
+                format!(
+                    "BSON field '{cmd}.scale' is the wrong type '{}', expected types '[long, int, decimal, double']",
+                    type_name(&other)
+                ),
+            ));
+        }
+        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    };
+    if n < 1 {
+        return Err(CommandError::new(
+            ErrorCode::Location(51024),
+            format!("BSON field 'scale' value must be >= 1, actual value '{n}'"),
+        ));
+    }
+    Ok(n.min(i64::from(i32::MAX)))
+}
+
+/// MongoDB's maxWriteBatchSize.
+pub const MAX_BATCH: usize = 100_000;
+
+/// InvalidLength (16) unless a write batch holds 1 to [`MAX_BATCH`] statements.
+pub fn check_batch_size(count: usize) -> Result<(), CommandError> {
+    if count == 0 || count > MAX_BATCH {
+        return Err(CommandError::new(
+            ErrorCode::InvalidLength,
+            format!("Write batch sizes must be between 1 and {MAX_BATCH}. Got {count} operations."),
         ));
     }
     Ok(())

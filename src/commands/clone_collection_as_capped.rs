@@ -49,7 +49,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         };
         let size = match body.get("size").ok().flatten() {
             Some(v) if !matches!(v, RawBsonRef::Int32(0) | RawBsonRef::Int64(0)) => {
-                super::create::capped_limits(v, None)?.0
+                super::args::capped_limits("cloneCollectionAsCapped", v, None)?.0
             }
             _ => {
                 return Err(CommandError::new(

@@ -7,11 +7,11 @@
 //! collection reports zeros, as MongoDB 7.0 does.
 
 use bson::raw::cstr;
-use bson::{RawBsonRef, RawDocumentBuf, rawdoc};
+use bson::{RawDocumentBuf, rawdoc};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, type_name};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg};
 use crate::blocking;
-use crate::error::{CommandError, ErrorCode};
+use crate::error::CommandError;
 
 /// `collStats`.
 pub static COMMAND: Command = Command {
@@ -27,39 +27,6 @@ pub static COMMAND: Command = Command {
     kill_on_disconnect: false,
     run,
 };
-
-/// Parses `scale` as MongoDB does: numbers truncated, < 1 is 51024, null means 1.
-pub fn parse_scale(body: &bson::RawDocument, cmd: &str) -> Result<i64, CommandError> {
-    let n = match body.get("scale") {
-        Ok(None) | Ok(Some(RawBsonRef::Null)) => return Ok(1),
-        Ok(Some(RawBsonRef::Int32(i))) => i64::from(i),
-        Ok(Some(RawBsonRef::Int64(i))) => i,
-        Ok(Some(RawBsonRef::Double(d))) => {
-            if d >= i32::MAX as f64 {
-                i64::from(i32::MAX)
-            } else {
-                d as i64
-            }
-        }
-        Ok(Some(other)) => {
-            return Err(CommandError::new(
-                ErrorCode::TypeMismatch,
-                format!(
-                    "BSON field '{cmd}.scale' is the wrong type '{}', expected types '[long, int, decimal, double']",
-                    type_name(&other)
-                ),
-            ));
-        }
-        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
-    };
-    if n < 1 {
-        return Err(CommandError::new(
-            ErrorCode::Location(51024),
-            format!("BSON field 'scale' value must be >= 1, actual value '{n}'"),
-        ));
-    }
-    Ok(n.min(i64::from(i32::MAX)))
-}
 
 pub use super::args::append_number;
 
@@ -98,7 +65,7 @@ pub fn storage_stats(
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let name = collection_arg(&inv.req)?.to_string();
-        let scale = parse_scale(inv.req.body, "collStats")?;
+        let scale = super::args::parse_scale(inv.req.body, "collStats")?;
         let db = inv.req.db.to_string();
         let ns = format!("{db}.{name}");
         crate::views::check_not_view(inv.server, &db, &name)?;

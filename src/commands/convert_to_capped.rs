@@ -34,7 +34,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         crate::views::check_not_view(inv.server, &db, &coll)?;
         let size = match body.get("size").ok().flatten() {
             Some(v) if !matches!(v, RawBsonRef::Int32(0) | RawBsonRef::Int64(0)) => {
-                super::create::capped_limits(v, None)?.0
+                super::args::capped_limits("convertToCapped", v, None)?.0
             }
             _ => {
                 return Err(CommandError::new(

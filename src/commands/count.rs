@@ -10,7 +10,7 @@
 
 use bson::RawBsonRef;
 
-use super::coll_stats::append_number;
+use super::args::append_number;
 use super::{
     CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_document, type_name,
 };
@@ -61,7 +61,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             crate::lang::Lang::for_command(body, "count", crate::lang::cluster_time(inv.server))?
                 .filter(query)?,
         );
-        let hint = super::find::parse_hint(body, "count")?;
+        let hint = super::args::parse_hint(body, "count")?;
         let skip = signed(body, "skip")?;
         if skip < 0 {
             return Err(CommandError::new(

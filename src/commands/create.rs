@@ -74,20 +74,6 @@ fn invalid(msg: &str) -> CommandError {
     CommandError::new(ErrorCode::InvalidOptions, msg)
 }
 
-/// A capped collection's `size` and `max` as stored (see [`super::args::capped_size`] and
-/// [`super::args::capped_max`]; `convertToCapped`/`cloneCollectionAsCapped` use it too).
-pub fn capped_limits(
-    size: RawBsonRef<'_>,
-    max: Option<RawBsonRef<'_>>,
-) -> Result<(i64, Option<i64>), CommandError> {
-    let size = super::args::capped_size("create", size)?;
-    let max = match max {
-        Some(v) => super::args::capped_max("create", v)?,
-        None => None,
-    };
-    Ok((size, max))
-}
-
 /// Validates the options and returns the document stored in the catalog.
 fn options(body: &RawDocument, db: &str) -> Result<RawDocumentBuf, CommandError> {
     let get = |f: &str| body.get(f).ok().flatten();
@@ -128,7 +114,7 @@ fn options(body: &RawDocument, db: &str) -> Result<RawDocumentBuf, CommandError>
                 "the 'size' field is required when 'capped' is true",
             ));
         };
-        let (size, max) = capped_limits(size, get("max"))?;
+        let (size, max) = super::args::capped_limits("create", size, get("max"))?;
         stored.append(bson::raw::cstr!("capped"), true);
         super::args::append_number(&mut stored, bson::raw::cstr!("size"), size);
         if let Some(m) = max {

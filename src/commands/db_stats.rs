@@ -6,7 +6,7 @@
 use bson::raw::cstr;
 use bson::rawdoc;
 
-use super::coll_stats::{append_number, parse_scale};
+use super::args::{append_number, parse_scale};
 use super::{CmdFuture, Command, Counter, Fields, Invocation};
 use crate::blocking;
 

@@ -112,7 +112,7 @@ pub(crate) fn parse_statement(
                     ));
                 }
             }
-            "hint" => hint = super::find::hint_value(v, "delete.deletes.hint")?,
+            "hint" => hint = super::args::hint_value(v, "delete.deletes.hint")?,
             other => {
                 return Err(CommandError::unknown_field(
                     &format!("delete.deletes.{i}"),
@@ -163,7 +163,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             };
             parsed.push(parse_statement(&lang, i, d)?);
         }
-        super::insert::check_batch_size(parsed.len())?;
+        super::args::check_batch_size(parsed.len())?;
         inv.server
             .opcounters
             .delete

@@ -488,7 +488,7 @@ fn explain_inner(
             let lang =
                 crate::lang::Lang::for_command(inner, "count", crate::lang::cluster_time(server))?;
             let filter = Arc::new(lang.filter(query)?);
-            let hint = super::find::parse_hint(inner, "count")?;
+            let hint = super::args::parse_hint(inner, "count")?;
             let skip = super::count::signed(inner, "skip")?.max(0) as u64;
             let limit = super::count::signed(inner, "limit")?.unsigned_abs();
             let filter_doc = query.map(RawDocument::to_owned).unwrap_or_default();
@@ -633,7 +633,7 @@ fn explain_inner(
             )?;
             let query = opt_document(inner, "findAndModify", "query")?;
             let filter = Arc::new(lang.filter(query)?);
-            let hint = super::find::parse_hint(inner, "findAndModify")?;
+            let hint = super::args::parse_hint(inner, "findAndModify")?;
             let sort_doc = opt_document(inner, "findAndModify", "sort")?;
             let sort = match sort_doc {
                 Some(s) => Some(SortSpec::parse(s)?).filter(|s| !s.is_empty()),
@@ -730,7 +730,7 @@ fn explain_on_view(
             };
             (
                 crate::views::count_stages(query, skip.max(0), limit.unsigned_abs()),
-                super::find::parse_hint(inner, "count")?,
+                super::args::parse_hint(inner, "count")?,
             )
         }
         "distinct" => {

@@ -35,7 +35,7 @@ use cairn_query::sort::{SortSpec, Sorter};
 
 use super::{
     CmdFuture, Command, Counter, Fields, Invocation, Request, collection_arg, opt_bool, opt_count,
-    opt_document, opt_strict_bool, type_name,
+    opt_document, opt_strict_bool,
 };
 use crate::blocking;
 use crate::cursor::{
@@ -91,22 +91,6 @@ fn not_implemented(what: &str) -> CommandError {
         ErrorCode::NotImplemented,
         format!("{what} is not supported by Cairn yet"),
     )
-}
-
-/// Parses a `hint` value given as `field` (e.g. `find.hint`): a string or an object.
-pub fn hint_value(v: RawBsonRef<'_>, field: &str) -> Result<Hint, CommandError> {
-    match v {
-        RawBsonRef::String(_) | RawBsonRef::Document(_) => Ok(Hint::parse(Some(v))?),
-        other => Err(CommandError::wrong_type(field, type_name(&other), "object")),
-    }
-}
-
-/// Parses the `hint` field of a command (none when absent).
-pub fn parse_hint(body: &RawDocument, cmd: &str) -> Result<Hint, CommandError> {
-    match body.get("hint") {
-        Ok(Some(v)) => hint_value(v, &format!("{cmd}.hint")),
-        _ => Ok(Hint::None),
-    }
 }
 
 /// A parsed `find` command.
@@ -209,7 +193,7 @@ impl FindRequest {
         }
         let min = opt_document(body, "find", "min")?.map(RawDocument::to_owned);
         let max = opt_document(body, "find", "max")?.map(RawDocument::to_owned);
-        let hint = parse_hint(body, "find")?;
+        let hint = super::args::parse_hint(body, "find")?;
         let sort = match sort_doc {
             Some(s) => Some(SortSpec::parse(s)?),
             None => None,

@@ -135,7 +135,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             crate::lang::cluster_time(inv.server),
         )?;
         let filter = Arc::new(lang.filter(opt_document(body, "findAndModify", "query")?)?);
-        let hint = super::find::parse_hint(body, "findAndModify")?;
+        let hint = super::args::parse_hint(body, "findAndModify")?;
         let sort = match opt_document(body, "findAndModify", "sort")? {
             Some(s) => Some(SortSpec::parse(s)?).filter(|s| !s.is_empty()),
             None => None,

@@ -33,19 +33,6 @@ use crate::write_concern::WriteConcern;
 pub const CHUNK_DOCS: usize = 1000;
 /// Most bytes per storage transaction.
 pub const CHUNK_BYTES: usize = 16 * 1024 * 1024;
-/// MongoDB's maxWriteBatchSize.
-pub const MAX_BATCH: usize = 100_000;
-
-/// InvalidLength (16) unless a write batch holds 1 to [`MAX_BATCH`] statements.
-pub fn check_batch_size(count: usize) -> Result<(), CommandError> {
-    if count == 0 || count > MAX_BATCH {
-        return Err(CommandError::new(
-            ErrorCode::InvalidLength,
-            format!("Write batch sizes must be between 1 and {MAX_BATCH}. Got {count} operations."),
-        ));
-    }
-    Ok(())
-}
 
 /// `insert`.
 pub static COMMAND: Command = Command {
@@ -185,7 +172,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     "object",
                 ));
             };
-            if count > MAX_BATCH {
+            if count > super::args::MAX_BATCH {
                 break;
             }
             let clock = &inv.server.store.clock;
@@ -194,7 +181,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 Err(e) => errors.push((i, CommandError::from(e))),
             }
         }
-        check_batch_size(count)?;
+        super::args::check_batch_size(count)?;
         let target = inv.op.target.clone();
         // Inside a transaction the first failure ends the statement (and aborts it).
         let ordered = ordered || target.in_txn();

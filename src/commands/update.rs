@@ -155,7 +155,7 @@ pub(crate) fn parse_statement(
                 }
             },
             "collation" => simple_collation(v)?,
-            "hint" => hint = super::find::hint_value(v, "update.updates.hint")?,
+            "hint" => hint = super::args::hint_value(v, "update.updates.hint")?,
             "upsertSupplied" => {}
             "c" => match v {
                 RawBsonRef::Document(c) => constants = Some(c),
@@ -551,7 +551,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             };
             parsed.push(parse_statement(&lang, d)?);
         }
-        super::insert::check_batch_size(parsed.len())?;
+        super::args::check_batch_size(parsed.len())?;
         inv.server
             .opcounters
             .update

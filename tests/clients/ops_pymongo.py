@@ -28,8 +28,8 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 
+from checks import check, expect, failures, finish
 from pymongo import MongoClient, monitoring
 from pymongo.errors import ExecutionTimeout, OperationFailure
 
@@ -38,29 +38,7 @@ if len(sys.argv) != 3:
 BIN, WORKDIR = sys.argv[1], sys.argv[2]
 TIMEOUT_MS = 10_000
 
-passed = 0
-failed = 0
 
-
-def check(name, fn):
-    """Runs one check; an AssertionError or any exception fails it."""
-    global passed, failed
-    try:
-        detail = fn()
-    except AssertionError as e:
-        failed += 1
-        print(f"FAIL - {name}: {e}", flush=True)
-    except Exception:  # noqa: BLE001 - a crash is a failure of this check, not of the run
-        failed += 1
-        print(f"FAIL - {name}: exception\n" + traceback.format_exc().rstrip(), flush=True)
-    else:
-        passed += 1
-        print(f"ok   - {name}" + (f" ({detail})" if detail else ""), flush=True)
-
-
-def expect(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 # --- the server -------------------------------------------------------------------------------
@@ -361,8 +339,7 @@ else:
 
 client.close()
 stop()
-if failed:
+if failures():
     with open(LOG, encoding="utf-8", errors="replace") as f:
         print("".join(f.readlines()[-25:]), flush=True)
-print(f"ops: {passed} passed, {failed} failed", flush=True)
-sys.exit(1 if failed else 0)
+finish("ops")

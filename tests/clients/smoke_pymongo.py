@@ -13,42 +13,20 @@ import json
 import socket
 import struct
 import sys
-import traceback
 import zlib
 
 import bson
 from bson.int64 import Int64
 from bson.objectid import ObjectId
 from bson.raw_bson import RawBSONDocument
+from checks import check, expect, finish
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
 URI = sys.argv[1] if len(sys.argv) > 1 else "mongodb://127.0.0.1:27017/"
 TIMEOUT_MS = 10_000
 
-passed = 0
-failed = 0
 
-
-def check(name, fn):
-    """Runs one check; an AssertionError or any exception fails it."""
-    global passed, failed
-    try:
-        detail = fn()
-    except AssertionError as e:
-        failed += 1
-        print(f"FAIL - {name}: {e}")
-    except Exception:  # noqa: BLE001 - a crash is a failure of this check, not of the run
-        failed += 1
-        print(f"FAIL - {name}: exception\n" + traceback.format_exc().rstrip())
-    else:
-        passed += 1
-        print(f"ok   - {name}" + (f" ({detail})" if detail else ""))
-
-
-def expect(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 # --- BSON element types on the wire (so int32/int64/double are told apart exactly) ---------
@@ -330,5 +308,4 @@ check("compressors=zlib: driver negotiates zlib and works", t_compression_zlib_d
 check("wire: hello compression ['zlib'] echoed; OP_COMPRESSED round trip", t_compression_zlib_wire)
 client.close()
 
-print(f"pymongo: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish("pymongo")

@@ -11,35 +11,14 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import traceback
 
+from checks import check, expect, finish
 from pymongo import CursorType, MongoClient
 from pymongo.errors import OperationFailure
 
 URI = sys.argv[1] if len(sys.argv) > 1 else "mongodb://127.0.0.1:27017/"
 
-passed = 0
-failed = 0
 
-
-def check(name, fn):
-    global passed, failed
-    try:
-        detail = fn()
-    except AssertionError as e:
-        failed += 1
-        print(f"FAIL - {name}: {e}")
-    except Exception:  # noqa: BLE001
-        failed += 1
-        print(f"FAIL - {name}: exception\n" + traceback.format_exc().rstrip())
-    else:
-        passed += 1
-        print(f"ok   - {name}" + (f" ({detail})" if detail else ""))
-
-
-def expect(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 client = MongoClient(URI, serverSelectionTimeoutMS=10_000)
@@ -189,5 +168,4 @@ check("errors", errors)
 check("capped collection keeps the newest in insertion order", capped_eviction)
 check("tailable awaitData cursor follows 4 producers", tailable_queue)
 
-print(f"streams: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish("streams")

@@ -12,8 +12,8 @@ import random
 import sys
 import threading
 import time
-import traceback
 
+from checks import check, expect, finish
 from pymongo import MongoClient, ReadPreference
 from pymongo.errors import OperationFailure, PyMongoError
 from pymongo.read_concern import ReadConcern
@@ -21,28 +21,7 @@ from pymongo.write_concern import WriteConcern
 
 URI = sys.argv[1] if len(sys.argv) > 1 else "mongodb://127.0.0.1:27017/"
 
-passed = 0
-failed = 0
 
-
-def check(name, fn):
-    global passed, failed
-    try:
-        detail = fn()
-    except AssertionError as e:
-        failed += 1
-        print(f"FAIL - {name}: {e}")
-    except Exception:  # noqa: BLE001
-        failed += 1
-        print(f"FAIL - {name}: exception\n" + traceback.format_exc().rstrip())
-    else:
-        passed += 1
-        print(f"ok   - {name}" + (f" ({detail})" if detail else ""))
-
-
-def expect(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 client = MongoClient(URI, serverSelectionTimeoutMS=10_000)
@@ -228,5 +207,4 @@ check("snapshot sessions read one point in time", snapshot_session)
 check("snapshot transactions do not see later writes", snapshot_transaction_reads)
 check("causally consistent sessions track operationTime", causal_session)
 
-print(f"txn: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish("txn")

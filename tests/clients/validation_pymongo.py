@@ -11,35 +11,14 @@ failed. Uses the database cairn_validation only.
 from __future__ import annotations
 
 import sys
-import traceback
 
+from checks import check, expect, finish
 from pymongo import InsertOne, MongoClient, UpdateOne
 from pymongo.errors import BulkWriteError, OperationFailure, WriteError
 
 URI = sys.argv[1] if len(sys.argv) > 1 else "mongodb://127.0.0.1:27017/"
 
-passed = 0
-failed = 0
 
-
-def check(name, fn):
-    global passed, failed
-    try:
-        detail = fn()
-    except AssertionError as e:
-        failed += 1
-        print(f"FAIL - {name}: {e}")
-    except Exception:  # noqa: BLE001
-        failed += 1
-        print(f"FAIL - {name}: exception\n" + traceback.format_exc().rstrip())
-    else:
-        passed += 1
-        print(f"ok   - {name}" + (f" ({detail})" if detail else ""))
-
-
-def expect(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 client = MongoClient(URI, serverSelectionTimeoutMS=10_000)
@@ -219,5 +198,4 @@ check("collMod validationAction warn: the write succeeds and log id 20294 is wri
 check("refused validators ($where, $text, admin database)", restrictions)
 
 client.drop_database("cairn_validation")
-print(f"# validation: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish("# validation")
