@@ -326,6 +326,48 @@ async fn pre_and_post_images() {
 }
 
 #[tokio::test]
+async fn an_empty_coll_mod_is_a_modify_event() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("cs5");
+    db.run_command(doc! {"create": "m"}).await.unwrap();
+    let mut c = server.raw().await;
+    let opened = c
+        .command(rawdoc! {"aggregate": "m", "pipeline": [{"$changeStream": {"showExpandedEvents": true}}], "cursor": {}, "$db": "cs5"})
+        .await;
+    assert!(ok(&opened), "{opened:?}");
+    let id = opened
+        .get_document("cursor")
+        .unwrap()
+        .get_i64("id")
+        .unwrap();
+    db.run_command(doc! {"collMod": "m"}).await.unwrap();
+    let mut events = Vec::new();
+    for _ in 0..5 {
+        let r = raw_next(&mut c, id, "m", "cs5").await;
+        for e in r
+            .get_document("cursor")
+            .unwrap()
+            .get_array("nextBatch")
+            .unwrap()
+        {
+            events.push(e.unwrap().as_document().unwrap().to_owned());
+        }
+        if !events.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].get_str("operationType").unwrap(), "modify");
+    assert!(
+        events[0]
+            .get_document("operationDescription")
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
 async fn coll_mod_turns_images_on_and_off() {
     let server = TestServer::start();
     let client = server.client().await;

@@ -245,6 +245,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             Some(spec) => Some(index_change(spec, &meta, &db, &coll)?),
             None => None,
         };
+        // A `collMod` that changes nothing is still a `modify` event, as MongoDB logs every
+        // collMod (with an empty description).
+        let options = match (options, &index) {
+            (None, None) => Some((Vec::new(), RawDocumentBuf::new())),
+            (options, _) => options,
+        };
         if let Some((set, desc)) = options {
             let store = inv.server.store.clone();
             let (db, coll) = (db.clone(), coll.clone());
