@@ -288,8 +288,12 @@ async fn kill_op_interrupts_an_awaiting_change_stream_get_more() {
     let c = s.client().await;
     let db = c.database("killcs");
     db.create_collection("c").await.unwrap();
+    // One explicit session for the stream's commands: the cursor belongs to the session that
+    // opened it, and implicit sessions would race with the currentOp polls for the pool.
+    let mut session = c.start_session().await.unwrap();
     let r = db
         .run_command(doc! {"aggregate": "c", "pipeline": [{"$changeStream": {}}], "cursor": {}})
+        .session(&mut session)
         .await
         .unwrap();
     let id = r.get_document("cursor").unwrap().get_i64("id").unwrap();
@@ -297,8 +301,11 @@ async fn kill_op_interrupts_an_awaiting_change_stream_get_more() {
     let task = {
         let db = db.clone();
         tokio::spawn(async move {
-            db.run_command(doc! {"getMore": id, "collection": "c", "maxTimeMS": 30_000})
-                .await
+            let r = db
+                .run_command(doc! {"getMore": id, "collection": "c", "maxTimeMS": 30_000})
+                .session(&mut session)
+                .await;
+            (r, session)
         })
     };
     let op = wait_for_op(&c, doc! {"command.getMore": id}).await;
@@ -309,11 +316,12 @@ async fn kill_op_interrupts_an_awaiting_change_stream_get_more() {
     )
     .await
     .unwrap();
-    let e = task.await.unwrap().unwrap_err();
-    assert_eq!(code_of(&e), 11601);
+    let (r, mut session) = task.await.unwrap();
+    assert_eq!(code_of(&r.unwrap_err()), 11601);
     assert!(t.elapsed() < Duration::from_secs(5));
     let e = db
         .run_command(doc! {"getMore": id, "collection": "c"})
+        .session(&mut session)
         .await
         .unwrap_err();
     assert_eq!(code_of(&e), 43);
