@@ -381,3 +381,17 @@ proptest! {
         let _ = validate_spec(&spec);
     }
 }
+
+/// Found by `bounds_are_sound`: an empty array at the position of `a.0` is keyed undefined on
+/// a non-multikey index, so `$nin: [null]` must not leave undefined out of the bounds.
+#[test]
+fn empty_array_at_a_position_stays_in_negated_null_bounds() {
+    let docs = [bson::rawdoc! {"a": [[]]}, bson::rawdoc! {"a": [null]}];
+    let filter = bson::rawdoc! {"$and": [{"a.0": {"$nin": [null]}}]};
+    let shape = IndexShape {
+        fields: vec![("a.0", 1)],
+        sparse: false,
+        partial: None,
+    };
+    check(&docs, &filter, &shape).unwrap();
+}

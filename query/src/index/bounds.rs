@@ -26,7 +26,8 @@
 //! - hashed fields take only equalities and `$in` without regexes, as hash points;
 //! - a field with a positional component (`a.0`) ignores predicates a missing value can
 //!   satisfy and `$elemMatch` (the matcher also looks for a field "0" inside document
-//!   elements, and an array at position 0 is indexed whole), and is never exact.
+//!   elements, and an array at position 0 is indexed whole), is bounded as if multikey (an
+//!   empty array there is keyed undefined on a non-multikey index), and is never exact.
 //!
 //! An index-provided sort reads [`IndexBounds::scan_ranges`] (of the filter's bounds, or of
 //! [`IndexBounds::full`] without a filter) forward or backward as [`index_sort_direction`]
@@ -1040,7 +1041,12 @@ fn build(expr: &Expr, comps: &[KeyComponent], multikey: bool) -> IndexBounds {
                 if positional && (may_match_missing(c) || elem_match) {
                     continue;
                 }
-                let Relevance::Bounds(mut t) = relevance(c, &comp.path, hashed, multikey) else {
+                // An empty array at the position is indexed as undefined without making the
+                // index multikey, so such a field is bounded as a multikey one would be (no
+                // complement that leaves out null or undefined).
+                let Relevance::Bounds(mut t) =
+                    relevance(c, &comp.path, hashed, multikey || positional)
+                else {
                     continue;
                 };
                 if positional {
