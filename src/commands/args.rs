@@ -72,35 +72,8 @@ pub fn opt_count(body: &RawDocument, cmd: &str, field: &str) -> Result<Option<i6
         Ok(Some(v)) => v,
         Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
     };
-    let n = match v {
-        RawBsonRef::Int32(i) => i64::from(i),
-        RawBsonRef::Int64(i) => i,
-        RawBsonRef::Double(d) if d.is_finite() => d.trunc() as i64,
-        RawBsonRef::Double(d) if d.is_nan() => 0,
-        RawBsonRef::Double(d) => {
-            if d > 0.0 {
-                i64::MAX
-            } else {
-                i64::MIN
-            }
-        }
-        RawBsonRef::Decimal128(d) => d.to_string().parse::<f64>().map(|f| f as i64).unwrap_or(0),
-        other => {
-            return Err(CommandError::new(
-                ErrorCode::TypeMismatch,
-                format!(
-                    "BSON field '{cmd}.{field}' is the wrong type '{}', expected types '[long, int, decimal, double']",
-                    type_name(&other)
-                ),
-            ));
-        }
-    };
-    if n < 0 {
-        return Err(CommandError::new(
-            ErrorCode::Location(51024),
-            format!("BSON field '{field}' value must be >= 0, actual value '{n}'"),
-        ));
-    }
+    let n = safe_int64(cmd, field, v)?;
+    check_range(field, n, Some(0), None)?;
     Ok(Some(n))
 }
 

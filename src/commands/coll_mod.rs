@@ -385,18 +385,15 @@ fn index_change(
     Ok((idx.name.clone(), set, out))
 }
 
-/// The validation options a `collMod` changes (`None` removes one: an empty validator) and
-/// the `operationDescription` of its `modify` change (the fields as given), checked as
-/// `create` checks them; `None` when it changes none.
-type ValidationChange = OptionsChange;
-
-/// `collMod`'s `validator`, `validationLevel` and `validationAction`.
+/// `collMod`'s `validator`, `validationLevel` and `validationAction`, checked as `create`
+/// checks them: the options to set and the `modify` description (the fields as given), or
+/// `None` when it changes none.
 fn validation_change(
     body: &RawDocument,
     db: &str,
     coll: &str,
     meta: &cairn_storage::catalog::CollectionMeta,
-) -> Result<Option<ValidationChange>, CommandError> {
+) -> Result<Option<OptionsChange>, CommandError> {
     let mut desc = RawDocumentBuf::new();
     let mut set: Vec<(&'static str, Option<RawBson>)> = Vec::new();
     for (k, v) in body.iter().flatten() {

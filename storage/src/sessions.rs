@@ -238,7 +238,9 @@ impl Store {
     /// killed).
     pub fn forget_session(&self, lsid: &Lsid) -> Result<()> {
         self.write(crate::Durability::Buffered, |tx| -> Result<()> {
-            let prefix = txn_prefix(lsid, None);
+            // Only the recorded number has live statements (see `set_session_record`).
+            let number = tx.session_record(lsid)?.map(|r| r.txn_number);
+            let prefix = txn_prefix(lsid, number);
             let keys: Vec<Vec<u8>> = tx
                 .tx
                 .prefix(CATALOG_SPACE, &prefix)?
