@@ -30,6 +30,8 @@ pub struct Client {
     /// Whether the last command is logged as "Slow query", when its database's profile
     /// `filter` decided it (instead of `slowms`/`sampleRate`).
     pub slow_log: Option<bool>,
+    /// The users this connection has authenticated as.
+    pub auth: crate::auth::AuthState,
 }
 
 impl Client {
@@ -44,6 +46,7 @@ impl Client {
             close_requested: false,
             conn: None,
             slow_log: None,
+            auth: crate::auth::AuthState::default(),
         }
     }
 

@@ -89,6 +89,12 @@ pub struct Config {
           value_parser = clap::value_parser!(u8).range(0..=2))]
     pub profile: u8,
 
+    /// Require authentication and enforce roles (MongoDB's `--auth`,
+    /// `security.authorization: enabled`): until a connection authenticates it may run only
+    /// the pre-authentication commands.
+    #[arg(long, env = "CAIRN_AUTH")]
+    pub auth: bool,
+
     /// Enable the test commands (`configureFailPoint`, `sleep`, `waitForFailPoint`), as
     /// mongod's `--setParameter enableTestCommands=1`. Never in production.
     #[arg(long = "enable-test-commands", env = "CAIRN_ENABLE_TEST_COMMANDS")]

@@ -8,6 +8,7 @@
 //! ```yaml
 //! net: {port: 27017, bindIp: "127.0.0.1,::1", maxIncomingConnections: 1000,
 //!       compression: {compressors: "snappy,zstd"}}
+//! security: {authorization: enabled}
 //! storage: {dbPath: /var/lib/cairn, oplogMinRetentionHours: 2}
 //! systemLog: {path: /var/log/cairn.log, logAppend: true, logRotate: reopen}
 //! operationProfiling: {mode: slowOp, slowOpThresholdMs: 50, slowOpSampleRate: 0.5}
@@ -33,6 +34,7 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 fn flag_for(path: &str) -> Option<(&'static str, Kind)> {
     Some(match path {
         "net.port" => ("--port", Kind::Value),
+        "security.authorization" => ("--auth", Kind::Authorization),
         "net.bindIp" => ("--bind", Kind::List),
         "net.maxIncomingConnections" => ("--max-connections", Kind::Value),
         "net.compression.compressors" => ("--compressors", Kind::List),
@@ -59,6 +61,8 @@ enum Kind {
     Switch,
     /// `off`/`slowOp`/`all` → `--profile 0/1/2`.
     ProfileMode,
+    /// `enabled` → the flag, `disabled` → nothing.
+    Authorization,
 }
 
 /// Where `--config`/`-f` names a file in `args`, if it does.
@@ -113,6 +117,15 @@ fn push_option(path: &str, v: &Yaml, out: &mut Vec<OsString>) -> Result<(), Stri
             Yaml::Boolean(true) => out.push(flag.into()),
             Yaml::Boolean(false) => {}
             _ => return Err(format!("Bad value for option {path}: expected a boolean")),
+        },
+        Kind::Authorization => match scalar(path, v)?.as_str() {
+            "enabled" => out.push(flag.into()),
+            "disabled" => {}
+            other => {
+                return Err(format!(
+                    "Bad value for option {path}: {other} (expected enabled or disabled)"
+                ));
+            }
         },
         Kind::ProfileMode => {
             let level = match scalar(path, v)?.as_str() {

@@ -33,6 +33,7 @@
 //! atomics, channels and briefly held locks, never a lock held across an `.await` (a session
 //! is serialised by an async checkout permit, see [`session`]).
 
+pub mod auth;
 pub mod blocking;
 pub mod client;
 pub mod commands;

@@ -117,6 +117,10 @@ fn main() -> ExitCode {
         };
     }
     let config = cli.config;
+    if config.auth {
+        eprintln!("--auth: authentication is not available in this build");
+        return ExitCode::from(EXIT_BAD_OPTIONS);
+    }
     let log_file = match &config.log_path {
         Some(path) => {
             match cairn::logging::LogFile::open(path, config.log_append, config.log_rotate) {
