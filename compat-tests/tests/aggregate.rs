@@ -412,6 +412,89 @@ async fn server_stages_and_collectionless() {
 }
 
 #[tokio::test]
+async fn list_catalog_shows_collections_indexes_and_views() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("lc");
+    let c = db.collection::<Document>("c");
+    c.insert_one(doc! {"a": [1, 2]}).await.unwrap();
+    c.create_index(mongodb::IndexModel::builder().keys(doc! {"a": 1}).build())
+        .await
+        .unwrap();
+    db.create_collection("v")
+        .view_on("c".to_string())
+        .pipeline(vec![doc! {"$match": {"a": 1}}])
+        .await
+        .unwrap();
+    // On a collection: its own entry.
+    let got = agg(&c, vec![doc! {"$listCatalog": {}}]).await;
+    assert_eq!(got.len(), 1);
+    let e = &got[0];
+    let keys: Vec<&str> = e.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["db", "name", "type", "md", "idxIdent", "ns", "ident"]
+    );
+    assert_eq!(e.get_str("type").unwrap(), "collection");
+    assert_eq!(e.get_str("ns").unwrap(), "lc.c");
+    let md = e.get_document("md").unwrap();
+    assert_eq!(md.get_str("ns").unwrap(), "lc.c");
+    assert!(md.get_document("options").unwrap().contains_key("uuid"));
+    let idx = md.get_array("indexes").unwrap();
+    assert_eq!(idx.len(), 2);
+    let a = idx[1].as_document().unwrap();
+    assert_eq!(
+        a.get_document("spec").unwrap().get_str("name").unwrap(),
+        "a_1"
+    );
+    assert!(a.get_bool("ready").unwrap());
+    assert!(a.get_bool("multikey").unwrap());
+    // A missing collection: nothing.
+    let missing = db.collection::<Document>("missing");
+    assert!(
+        agg(&missing, vec![doc! {"$listCatalog": {}}])
+            .await
+            .is_empty()
+    );
+    // Collectionless on admin: every collection (system.views among them, as on mongod),
+    // then the views.
+    let all = collect(
+        client
+            .database("admin")
+            .aggregate([
+                doc! {"$listCatalog": {}},
+                doc! {"$match": {"db": "lc"}},
+                doc! {"$project": {"_id": 0, "name": 1, "type": 1, "viewOn": 1}},
+            ])
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_docs(
+        &all,
+        &[
+            doc! {"name": "c", "type": "collection"},
+            doc! {"name": "system.views", "type": "collection"},
+            doc! {"name": "v", "type": "view", "viewOn": "c"},
+        ],
+    );
+    // Errors: collectionless elsewhere (73), a non-empty argument (6200600), not first (40602).
+    let e = db
+        .run_command(doc! {"aggregate": 1, "pipeline": [{"$listCatalog": {}}], "cursor": {}})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 73);
+    assert_eq!(
+        agg_err(&c, vec![doc! {"$listCatalog": {"x": 1}}]).await,
+        6200600
+    );
+    assert_eq!(
+        agg_err(&c, vec![doc! {"$match": {}}, doc! {"$listCatalog": {}}]).await,
+        40602
+    );
+}
+
+#[tokio::test]
 async fn explain_shows_pushdown_and_stages() {
     let server = TestServer::start();
     let client = server.client().await;

@@ -619,6 +619,33 @@ impl Host for ServerHost<'_> {
         Ok(out)
     }
 
+    fn list_catalog(&self, ns: Option<(&str, &str)>) -> cairn_query::Result<Vec<RawDocumentBuf>> {
+        let catalog = self.server.store.catalog();
+        let Some((db, coll)) = ns else {
+            let mut out: Vec<RawDocumentBuf> = catalog.all().map(|m| catalog_entry(m)).collect();
+            for db in catalog.databases() {
+                out.extend(catalog.views_in(&db).map(|v| {
+                    let ns = v.namespace();
+                    let mut d = rawdoc! {
+                        "db": v.db.as_str(),
+                        "name": v.name.as_str(),
+                        "type": "view",
+                        "ns": ns.as_str(),
+                        "_id": ns.as_str(),
+                    };
+                    crate::error::append_all(&mut d, &v.description());
+                    d
+                }));
+            }
+            return Ok(out);
+        };
+        Ok(catalog
+            .get(db, coll)
+            .map(|m| catalog_entry(m))
+            .into_iter()
+            .collect())
+    }
+
     fn current_op(&self, spec: &CurrentOpSpec) -> cairn_query::Result<Vec<RawDocumentBuf>> {
         Ok(super::current_op::operations(
             self.server,
@@ -1000,4 +1027,35 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         }
         Ok(rawdoc! {"cursor": cursor}.into())
     })
+}
+
+/// A collection's `$listCatalog` entry: `{db, name, type, md: {ns, options, indexes}, idxIdent,
+/// ns, ident}`, the idents naming the storage spaces that hold it.
+fn catalog_entry(m: &CollectionMeta) -> RawDocumentBuf {
+    let ns = m.namespace();
+    let mut options = rawdoc! {
+        "uuid": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: m.uuid.to_vec() },
+    };
+    crate::error::append_all(&mut options, &m.options);
+    let mut indexes = RawArrayBuf::new();
+    let mut idents = RawDocumentBuf::new();
+    for idx in &m.indexes {
+        indexes.push(rawdoc! {
+            "spec": idx.list_spec(),
+            "ready": idx.state == cairn_storage::index::IndexState::Ready,
+            "multikey": idx.multikey,
+        });
+        if let Ok(name) = <&bson::raw::CStr>::try_from(idx.name.as_str()) {
+            idents.append(name, format!("index-{}", idx.space));
+        }
+    }
+    rawdoc! {
+        "db": m.db.as_str(),
+        "name": m.name.as_str(),
+        "type": "collection",
+        "md": {"ns": ns.as_str(), "options": options, "indexes": indexes},
+        "idxIdent": idents,
+        "ns": ns.as_str(),
+        "ident": format!("collection-{}", m.id),
+    }
 }

@@ -6,9 +6,9 @@
 //!   ([`Catalog`]) and the server ([`Host`]). A cursor builds a fresh one for each batch, so a
 //!   streaming pipeline pins no snapshot between batches.
 //! - [`Host`] is the server: interrupt checks (`maxTimeMS`), the plan cache, server-level data
-//!   (`$collStats`, `$indexStats`, `$currentOp`, `$planCacheStats`) and the only way to write
-//!   (`$out`, `$merge`): [`Host::write`] runs a closure in one write transaction given as a
-//!   [`Writer`], and [`Host::ddl`] creates, renames and drops collections.
+//!   (`$collStats`, `$indexStats`, `$listCatalog`, `$currentOp`, `$planCacheStats`) and the
+//!   only way to write (`$out`, `$merge`): [`Host::write`] runs a closure in one write
+//!   transaction given as a [`Writer`], and [`Host::ddl`] creates, renames and drops collections.
 //! - [`Options`] are fixed when a pipeline is opened: memory limits and spilling.
 //!
 //! Invariant: `query` never opens storage itself; everything a pipeline reads or writes goes
@@ -152,6 +152,12 @@ pub trait Host: Send + Sync {
     /// One `$indexStats` document per index of `meta`.
     fn index_stats(&self, _meta: &CollectionMeta) -> Result<Vec<RawDocumentBuf>> {
         Err(unsupported("$indexStats"))
+    }
+
+    /// The storage catalog's entries (`$listCatalog`): of `(db, collection)` when given (none
+    /// when it does not exist), else of every collection and then every view.
+    fn list_catalog(&self, _ns: Option<(&str, &str)>) -> Result<Vec<RawDocumentBuf>> {
+        Err(unsupported("$listCatalog"))
     }
 
     /// The logical sessions the server knows, with their last use (`$listLocalSessions`,

@@ -28,6 +28,7 @@ pub mod graph_lookup;
 pub mod group;
 pub mod index_stats;
 pub mod limit;
+pub mod list_catalog;
 pub mod list_sessions;
 pub mod lookup;
 pub mod match_;
@@ -66,6 +67,7 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$group", group::parse),
     ("$indexStats", index_stats::parse),
     ("$limit", limit::parse),
+    ("$listCatalog", list_catalog::parse),
     ("$listLocalSessions", list_sessions::parse_local),
     ("$listSessions", list_sessions::parse),
     ("$lookup", lookup::parse),
@@ -92,7 +94,6 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
 pub const NOT_IMPLEMENTED: &[&str] = &[
     "$changeStreamSplitLargeEvent",
     "$geoNear",
-    "$listCatalog",
     "$listSampledQueries",
     "$listSearchIndexes",
     "$search",
