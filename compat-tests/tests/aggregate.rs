@@ -766,3 +766,20 @@ async fn densify_and_fill() {
         assert_eq!(agg_err(&c, vec![stage.clone()]).await, code, "{stage}");
     }
 }
+
+#[tokio::test]
+async fn a_result_over_16_mb_is_bson_object_too_large() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let c = client.database("big").collection::<Document>("c");
+    c.insert_one(doc! {"_id": 1, "s": "a".repeat(9 * 1024 * 1024)})
+        .await
+        .unwrap();
+    assert_eq!(
+        agg_err(&c, vec![doc! {"$addFields": {"t": "$s"}}]).await,
+        10334
+    );
+    // Below the limit it is returned.
+    let got = agg(&c, vec![doc! {"$project": {"n": {"$strLenBytes": "$s"}}}]).await;
+    assert_eq!(got, [doc! {"_id": 1, "n": 9 * 1024 * 1024}]);
+}

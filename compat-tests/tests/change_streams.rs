@@ -565,3 +565,162 @@ async fn errors_and_restart() {
         rawdoc! {"_id": 2}
     );
 }
+
+async fn open(c: &mut RawConn, stages: Vec<RawDocumentBuf>) -> RawDocumentBuf {
+    let mut pipeline = bson::RawArrayBuf::new();
+    for s in stages {
+        pipeline.push(s);
+    }
+    c.command(rawdoc! {"aggregate": "big", "pipeline": pipeline, "cursor": {}, "$db": "sp"})
+        .await
+}
+
+#[tokio::test]
+async fn large_events_split_into_fragments() {
+    let server = TestServer::start();
+    let mut c = server.raw().await;
+    let r = c
+        .command(rawdoc! {"create": "big", "changeStreamPreAndPostImages": {"enabled": true}, "$db": "sp"})
+        .await;
+    assert!(ok(&r), "{r:?}");
+    let nine_mb = |ch: &str| ch.repeat(9 * 1024 * 1024);
+    let r = c
+        .command(
+            rawdoc! {"insert": "big", "documents": [{"_id": 1, "s": nine_mb("a")}], "$db": "sp"},
+        )
+        .await;
+    assert!(ok(&r), "{r:?}");
+    let images = rawdoc! {"fullDocument": "required", "fullDocumentBeforeChange": "required"};
+    let split = rawdoc! {"$changeStreamSplitLargeEvent": {}};
+    let r = open(
+        &mut c,
+        vec![rawdoc! {"$changeStream": images.clone()}, split.clone()],
+    )
+    .await;
+    let with_split = r.get_document("cursor").unwrap().get_i64("id").unwrap();
+    let r = open(&mut c, vec![rawdoc! {"$changeStream": images.clone()}]).await;
+    let without = r.get_document("cursor").unwrap().get_i64("id").unwrap();
+    let r = c
+        .command(rawdoc! {"update": "big", "updates": [{"q": {"_id": 1}, "u": {"_id": 1, "s": nine_mb("b")}}], "$db": "sp"})
+        .await;
+    assert!(ok(&r), "{r:?}");
+
+    // Two fragments, in two batches: the fields by encoded size (then name), so the small
+    // ones and fullDocument, then the pre-image.
+    let mut fragments = Vec::new();
+    while fragments.len() < 2 {
+        let r = raw_next(&mut c, with_split, "big", "sp").await;
+        assert!(ok(&r), "{r:?}");
+        let cur = r.get_document("cursor").unwrap();
+        for f in cur.get_array("nextBatch").unwrap() {
+            let f = f.unwrap().as_document().unwrap().to_owned();
+            // Each fragment is the batch's resume point.
+            assert_eq!(
+                cur.get_document("postBatchResumeToken").unwrap(),
+                f.get_document("_id").unwrap()
+            );
+            fragments.push(f);
+        }
+    }
+    assert_eq!(
+        keys(&fragments[0]),
+        [
+            "_id",
+            "splitEvent",
+            "wallTime",
+            "clusterTime",
+            "documentKey",
+            "operationType",
+            "ns",
+            "fullDocument"
+        ]
+    );
+    assert_eq!(
+        keys(&fragments[1]),
+        ["_id", "splitEvent", "fullDocumentBeforeChange"]
+    );
+    for (i, f) in fragments.iter().enumerate() {
+        assert_eq!(
+            f.get_document("splitEvent").unwrap(),
+            &*rawdoc! {"fragment": i as i32 + 1, "of": 2}
+        );
+    }
+    assert_eq!(fragments[0].get_str("operationType").unwrap(), "replace");
+    assert_eq!(
+        fragments[1]
+            .get_document("fullDocumentBeforeChange")
+            .unwrap()
+            .get_str("s")
+            .unwrap()
+            .len(),
+        9 * 1024 * 1024
+    );
+
+    // Without the stage the event is too large for a document.
+    assert_eq!(code(&raw_next(&mut c, without, "big", "sp").await), 10334);
+
+    // Resuming after the first fragment gives the second.
+    let first = fragments[0].get_document("_id").unwrap().to_owned();
+    let r = open(
+        &mut c,
+        vec![
+            rawdoc! {"$changeStream": {"resumeAfter": first.clone(), "fullDocument": "required", "fullDocumentBeforeChange": "required"}},
+            split.clone(),
+        ],
+    )
+    .await;
+    assert!(ok(&r), "{r:?}");
+    let id = r.get_document("cursor").unwrap().get_i64("id").unwrap();
+    let mut got = r
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()
+        .into_iter()
+        .map(|d| d.unwrap().as_document().unwrap().to_owned())
+        .collect::<Vec<_>>();
+    while got.is_empty() {
+        let r = raw_next(&mut c, id, "big", "sp").await;
+        got.extend(
+            r.get_document("cursor")
+                .unwrap()
+                .get_array("nextBatch")
+                .unwrap()
+                .into_iter()
+                .map(|d| d.unwrap().as_document().unwrap().to_owned()),
+        );
+    }
+    assert_eq!(
+        got[0].get_document("_id").unwrap(),
+        fragments[1].get_document("_id").unwrap()
+    );
+
+    // Errors: a fragment token needs the stage (280); the stage's place and argument.
+    let r = open(
+        &mut c,
+        vec![rawdoc! {"$changeStream": {"resumeAfter": first}}],
+    )
+    .await;
+    assert_eq!(code(&r), 280);
+    let r = open(
+        &mut c,
+        vec![
+            rawdoc! {"$changeStream": {}},
+            split.clone(),
+            rawdoc! {"$match": {}},
+        ],
+    )
+    .await;
+    assert_eq!(code(&r), 7182802);
+    let r = open(
+        &mut c,
+        vec![
+            rawdoc! {"$changeStream": {}},
+            rawdoc! {"$changeStreamSplitLargeEvent": {"a": 1}},
+        ],
+    )
+    .await;
+    assert_eq!(code(&r), 7182800);
+    let r = open(&mut c, vec![split]).await;
+    assert_eq!(code(&r), 20);
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use bson::{RawArray, RawArrayBuf, RawBsonRef, RawDocumentBuf};
+use bson::{RawArray, RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::cursor::CursorStage;
 use super::deps::{Deps, DepsState};
@@ -177,13 +177,48 @@ impl Pipeline {
                 ));
             }
         }
-        if self
+        let first_change_stream = self.stages.first().and_then(|s| {
+            s.as_any()
+                .downcast_ref::<super::stages::change_stream::ChangeStream>()
+        });
+        let splits = self
             .stages
-            .first()
-            .is_some_and(|s| s.name() == "$changeStream")
+            .iter()
+            .filter(|s| s.name() == "$changeStreamSplitLargeEvent")
+            .count();
+        if splits > 0 && first_change_stream.is_none() {
+            return Err(QueryError::Location(
+                20,
+                "$changeStreamSplitLargeEvent can only be used in a $changeStream pipeline".into(),
+            ));
+        }
+        if splits > 1 {
+            return Err(loc(
+                7183900,
+                "$changeStreamSplitLargeEvent can only be used once in the pipeline",
+            ));
+        }
+        if splits == 1
+            && self
+                .stages
+                .last()
+                .is_some_and(|s| s.name() != "$changeStreamSplitLargeEvent")
         {
+            return Err(loc(
+                7182802,
+                "$changeStreamSplitLargeEvent must be the last stage in the pipeline",
+            ));
+        }
+        if splits == 0 && first_change_stream.is_some_and(|c| c.resumes_from_fragment()) {
+            return Err(QueryError::Location(
+                280,
+                "To resume from a split event, the $changeStream pipeline must include a $changeStreamSplitLargeEvent stage".into(),
+            ));
+        }
+        if first_change_stream.is_some() {
             const ALLOWED: &[&str] = &[
                 "$addFields",
+                "$changeStreamSplitLargeEvent",
                 "$match",
                 "$project",
                 "$redact",
@@ -450,6 +485,28 @@ impl Aggregation {
     }
 }
 
+/// The largest result document (MongoDB's `BSONObjMaxInternalSize`, 16 MB + 16 KiB).
+pub const MAX_RESULT_BYTES: usize = 16 * 1024 * 1024 + 16 * 1024;
+
+/// BSONObjectTooLarge (10334) for a result over [`MAX_RESULT_BYTES`], worded as MongoDB's.
+fn too_large(d: &RawDocument) -> QueryError {
+    let n = d.as_bytes().len();
+    let first = match d.iter().next() {
+        Some(Ok((k, v))) => {
+            let v = cairn_storage::display::value(v);
+            let short: String = v.chars().take(200).collect();
+            format!("{}: {short}", k.as_str())
+        }
+        _ => "EOO".into(),
+    };
+    QueryError::Location(
+        10334,
+        format!(
+            "BSONObj size: {n} (0x{n:X}) is invalid. Size must be between 0 and {MAX_RESULT_BYTES}(16MB) First element: {first}"
+        ),
+    )
+}
+
 /// A pipeline being run (kept by a cursor between batches).
 pub struct Running {
     stream: Box<dyn DocStream>,
@@ -471,7 +528,10 @@ impl Running {
         if let Some(d) = self.pending.take() {
             return Ok(Some(d));
         }
-        self.stream.next(cx)
+        match self.stream.next(cx)? {
+            Some(d) if d.as_bytes().len() > MAX_RESULT_BYTES => Err(too_large(&d)),
+            other => Ok(other),
+        }
     }
 
     /// Puts a document back (it did not fit the batch); it is returned first next time.

@@ -42,6 +42,8 @@ pub type Position = (u64, u32);
 
 const EVENT: u8 = 0x80;
 const HIGH_WATER: u8 = 0xFF;
+/// Marks the fragment suffix of a split event's token.
+const FRAGMENT: u8 = 0x46;
 
 /// What a change stream run has produced so far, read by the command after each batch.
 #[derive(Debug, Default, Clone)]
@@ -55,6 +57,9 @@ pub struct StreamProgress {
     pub invalidated: bool,
     /// The run is a change stream.
     pub active: bool,
+    /// Resuming from fragment `n` of the event with this token: the split stage skips the
+    /// fragments up to and including `n` of that event.
+    pub resume_split: Option<(RawDocumentBuf, u32)>,
 }
 
 /// The progress handle shared between a run and its command.
@@ -103,6 +108,15 @@ pub struct ChangeStream {
     /// Started after an invalidate token (`startAfter`): the collection's earlier
     /// invalidating events are not repeated.
     after_invalidate: bool,
+    /// Resumed from a fragment of a split event: the stream starts at that event again.
+    fragment: Option<u32>,
+}
+
+impl ChangeStream {
+    /// Whether the stream resumes from a fragment of a split event.
+    pub(crate) fn resumes_from_fragment(&self) -> bool {
+        self.fragment.is_some()
+    }
 }
 
 /// A token's `_data` bytes.
@@ -131,6 +145,17 @@ fn token(b: &[u8]) -> RawDocumentBuf {
     rawdoc! {"_data": hex(b)}
 }
 
+/// The token of fragment `n` (0-based) of the event whose token is `event`: the event's bytes
+/// followed by `0x46 u32be(n)`, so fragments sort after their event and in order.
+pub(crate) fn fragment_token(event: &RawDocument, n: u32) -> Option<RawDocumentBuf> {
+    let data = event.get_str("_data").ok()?;
+    let mut s = String::with_capacity(data.len() + 10);
+    s.push_str(data);
+    s.push_str(&hex(&[FRAGMENT]));
+    s.push_str(&hex(&n.to_be_bytes()));
+    Some(rawdoc! {"_data": s})
+}
+
 /// The high-water-mark token for "everything committed at or before `ts`".
 pub fn high_water_mark(ts: u64) -> RawDocumentBuf {
     token(&token_bytes((ts, u32::MAX), HIGH_WATER, false, None))
@@ -143,6 +168,8 @@ struct Token {
     kind: u8,
     from_invalidate: bool,
     has_uuid: bool,
+    /// The fragment of a split event (`$changeStreamSplitLargeEvent`), 0-based.
+    fragment: Option<u32>,
 }
 
 fn parse_token(v: RawBsonRef<'_>, field: &str) -> Result<Token> {
@@ -197,11 +224,24 @@ fn parse_token(v: RawBsonRef<'_>, field: &str) -> Result<Token> {
     if kind != EVENT && kind != HIGH_WATER {
         return Err(invalid());
     }
+    let fragment = match bytes.len() {
+        15 | 31 => None,
+        20 | 36 => {
+            let tail = &bytes[bytes.len() - 5..];
+            if tail[0] != FRAGMENT || kind != EVENT {
+                return Err(invalid());
+            }
+            let n = <[u8; 4]>::try_from(&tail[1..]).map_err(|_| invalid())?;
+            Some(u32::from_be_bytes(n))
+        }
+        _ => return Err(invalid()),
+    };
     Ok(Token {
         pos: (u64::from_be_bytes(ts), u32::from_be_bytes(idx)),
         kind,
         from_invalidate: bytes[14] != 0,
         has_uuid: bytes.len() >= 31,
+        fragment,
     })
 }
 
@@ -368,6 +408,11 @@ pub fn parse(arg: RawBsonRef<'_>, cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> {
     }
     let start = match (token, at_time) {
         (Some(t), _) if t.kind == HIGH_WATER => Start::After((t.pos.0, u32::MAX)),
+        // The split event itself is read again; the split stage skips what was seen.
+        (Some(t), _) if t.fragment.is_some() => Start::After(match t.pos {
+            (ts, 0) => (ts.saturating_sub(1), u32::MAX),
+            (ts, i) => (ts, i - 1),
+        }),
         (Some(t), _) => Start::After(t.pos),
         (None, Some(t)) => Start::After((pack(t).saturating_sub(1), u32::MAX)),
         (None, None) => Start::Now,
@@ -380,6 +425,7 @@ pub fn parse(arg: RawBsonRef<'_>, cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> {
         expanded,
         start,
         after_invalidate: start_after.is_some_and(|t| t.from_invalidate),
+        fragment: token.and_then(|t| t.fragment),
     })])
 }
 
@@ -421,14 +467,33 @@ impl Stage for ChangeStream {
                 (at, u32::MAX)
             }
         };
+        let resume_split = match (
+            self.fragment,
+            self.spec.get("resumeAfter"),
+            self.spec.get("startAfter"),
+        ) {
+            (Some(n), Ok(Some(RawBsonRef::Document(t))), _)
+            | (Some(n), _, Ok(Some(RawBsonRef::Document(t)))) => Some((t.to_owned(), n)),
+            _ => None,
+        };
         if let Ok(mut p) = progress.lock() {
             p.active = true;
-            p.pbrt = Some(match self.start {
-                Start::After(pos) if pos.1 != u32::MAX => {
-                    token(&token_bytes(pos, EVENT, false, None))
-                }
-                _ => high_water_mark(start.0),
-            });
+            if let Some((t, n)) = resume_split {
+                // The event the fragment belongs to: its token without the fragment suffix.
+                let data = t.get_str("_data").unwrap_or_default();
+                let base = data
+                    .get(..data.len().saturating_sub(10))
+                    .unwrap_or_default();
+                p.pbrt = Some(t.clone());
+                p.resume_split = Some((rawdoc! {"_data": base}, n));
+            } else {
+                p.pbrt = Some(match self.start {
+                    Start::After(pos) if pos.1 != u32::MAX => {
+                        token(&token_bytes(pos, EVENT, false, None))
+                    }
+                    _ => high_water_mark(start.0),
+                });
+            }
         }
         Ok(Box::new(ChangeStreamRun {
             stage: self,

@@ -17,6 +17,7 @@ pub mod add_fields;
 pub mod bucket;
 pub mod bucket_auto;
 pub mod change_stream;
+pub mod change_stream_split;
 pub mod coll_stats;
 pub mod count;
 pub mod current_op;
@@ -56,6 +57,7 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$bucket", bucket::parse),
     ("$bucketAuto", bucket_auto::parse),
     ("$changeStream", change_stream::parse),
+    ("$changeStreamSplitLargeEvent", change_stream_split::parse),
     ("$collStats", coll_stats::parse),
     ("$count", count::parse),
     ("$currentOp", current_op::parse),
@@ -92,7 +94,6 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
 
 /// MongoDB 7.0 stages Cairn does not run (NotImplemented), sorted.
 pub const NOT_IMPLEMENTED: &[&str] = &[
-    "$changeStreamSplitLargeEvent",
     "$geoNear",
     "$listSampledQueries",
     "$listSearchIndexes",
