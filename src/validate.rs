@@ -13,7 +13,11 @@
 //!    produce it), the index is reported invalid, and so is the collection;
 //! 3. an index that is not marked multikey while a document gives it several entries is an
 //!    error (a query could return wrong results);
-//! 4. the collection's statistics (document count and data size, the "fast count"), read in
+//! 4. for a capped collection, its insertion-order space has exactly one order entry and one
+//!    way-back entry per document, each order entry names an existing document and is paired
+//!    with its way back, and the record-id counter is above every record id
+//!    ([`cairn_storage::capped::check_natural`]);
+//! 5. the collection's statistics (document count and data size, the "fast count"), read in
 //!    the same snapshot, must match what the walk found; a difference is a warning naming it
 //!    repairable, as MongoDB reports a wrong fast count.
 //!
@@ -288,6 +292,31 @@ pub fn validate(
             .errors
             .push("Detected one or more invalid documents. See corruptRecords.".into());
     }
+    if let Some(n) = cairn_storage::capped::check_natural(snap.snapshot(), meta)? {
+        if n.order_entries != report.nrecords || n.back_entries != report.nrecords {
+            report.errors.push(format!(
+                "The capped collection's insertion order has {} entries (and {} way back) for {} documents",
+                n.order_entries, n.back_entries, report.nrecords
+            ));
+        }
+        if n.dangling > 0 {
+            report.errors.push(format!(
+                "{} insertion-order entries name documents that do not exist",
+                n.dangling
+            ));
+        }
+        if n.unpaired > 0 {
+            report.errors.push(format!(
+                "{} insertion-order entries lack their way-back entry",
+                n.unpaired
+            ));
+        }
+        if n.counter_behind {
+            report
+                .errors
+                .push("The capped collection's record id counter is behind its records".into());
+        }
+    }
     let (stats, _, _) = cairn_storage::catalog::read_stats(snap.snapshot(), meta.id)?;
     if stats.count != report.nrecords as i64 || stats.size != size {
         report.warnings.push(format!(
@@ -471,6 +500,44 @@ mod tests {
             [("_id_".to_string(), 50), ("a_1".to_string(), 50)]
         );
         assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn a_capped_collections_insertion_order_is_checked() {
+        let s = store();
+        s.create_collection(
+            "db",
+            "cap",
+            &rawdoc! {"capped": true, "size": 1_000_000_i64},
+        )
+        .unwrap();
+        let meta = s.collection("db", "cap").unwrap();
+        s.write(Durability::Buffered, |tx| {
+            for i in 0..5 {
+                tx.insert(&meta, &rawdoc! {"_id": i})?;
+            }
+            Ok::<_, cairn_storage::StorageError>(())
+        })
+        .unwrap();
+        let r = validate(&s, &keygen(), &meta, false).unwrap();
+        assert!(r.valid(), "{r:?}");
+        // Remove the insertion-order entry of the third record (record ids start at 1).
+        let space = meta.natural.unwrap();
+        let mut tx = s.engine().begin().unwrap();
+        tx.delete(space, &cairn_storage::capped::order_key(3))
+            .unwrap();
+        tx.commit().unwrap();
+        let r = validate(&s, &keygen(), &meta, false).unwrap();
+        assert!(!r.valid());
+        // The walk follows the insertion order, so it misses the document too; the way-back
+        // entries and the statistics still count five.
+        assert_eq!(
+            r.errors,
+            [
+                "The capped collection's insertion order has 4 entries (and 5 way back) for 4 documents"
+            ]
+        );
+        assert!(r.warnings[0].starts_with("Detected erroneous fast count"));
     }
 
     #[test]

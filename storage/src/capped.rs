@@ -253,6 +253,64 @@ pub fn tail(
     Ok(out)
 }
 
+/// What [`check_natural`] found in a capped collection's natural-order space.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NaturalCheck {
+    /// Insertion-order entries.
+    pub order_entries: u64,
+    /// Way-back entries.
+    pub back_entries: u64,
+    /// Order entries whose document is gone.
+    pub dangling: u64,
+    /// Order entries whose way-back entry is missing or names another record.
+    pub unpaired: u64,
+    /// The record-id counter is not above every record id.
+    pub counter_behind: bool,
+}
+
+/// Walks a capped collection's natural-order space (`None` for other collections): every
+/// order entry must name an existing document and be paired with its way-back entry, and the
+/// counter must be above every record id. The caller compares the entry counts with the
+/// documents it walked.
+pub fn check_natural(r: &dyn Read, coll: &CollectionMeta) -> Result<Option<NaturalCheck>> {
+    let Some(space) = coll.natural else {
+        return Ok(None);
+    };
+    let mut out = NaturalCheck::default();
+    let mut max_rid = 0u64;
+    for kv in r.range(
+        space,
+        Bound::Included(&[ORDER][..]),
+        Bound::Excluded(&[BACK][..]),
+        false,
+    )? {
+        let (k, doc_key) = kv?;
+        out.order_entries += 1;
+        let rid = rid_of(&k).unwrap_or(0);
+        max_rid = max_rid.max(rid);
+        // Every document has a value at its own key (its root).
+        if r.get(coll.id, &doc_key)?.is_none() {
+            out.dangling += 1;
+        }
+        let back = r.get(space, &back_key(&doc_key))?;
+        if back.as_deref() != Some(&rid.to_be_bytes()[..]) {
+            out.unpaired += 1;
+        }
+    }
+    for kv in r.range(space, Bound::Included(&[BACK][..]), Bound::Unbounded, false)? {
+        kv?;
+        out.back_entries += 1;
+    }
+    let next = match r.get(space, &[NEXT])? {
+        Some(v) => <[u8; 8]>::try_from(&*v)
+            .map(u64::from_be_bytes)
+            .unwrap_or(0),
+        None => 1,
+    };
+    out.counter_behind = out.order_entries > 0 && next <= max_rid;
+    Ok(Some(out))
+}
+
 /// Whether record `rid` is still in the collection (a tailable cursor's position).
 pub fn position_exists(r: &dyn Read, coll: &CollectionMeta, rid: u64) -> Result<bool> {
     let Some(space) = coll.natural else {
