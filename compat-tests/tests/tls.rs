@@ -100,7 +100,11 @@ fn start(args: &[String]) -> TestServer {
 
 /// A client on `port` with URI options `opts`, selecting the server within 3 s.
 async fn client(port: u16, opts: &str) -> mongodb::Client {
-    let uri = format!("mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=3000&{opts}");
+    let uri = if opts.is_empty() {
+        format!("mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=3000")
+    } else {
+        format!("mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=3000&{opts}")
+    };
     mongodb::Client::with_uri_str(uri).await.expect("client")
 }
 
@@ -148,6 +152,18 @@ async fn plain_hello_is_closed(port: u16) -> bool {
     raw.is_closed_within(Duration::from_secs(5)).await
 }
 
+/// The server's log once a line contains `needle` (the log is read on another thread).
+async fn wait_for_log(s: &TestServer, needle: &str) -> String {
+    for _ in 0..100 {
+        let log = s.log().join("\n");
+        if log.contains(needle) {
+            return log;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no log line with {needle:?}:\n{}", s.log().join("\n"));
+}
+
 #[tokio::test]
 async fn require_tls_serves_tls_clients_with_certificates_and_refuses_plain_ones() {
     let pki = Pki::new("Cairn Test CA");
@@ -182,11 +198,7 @@ async fn require_tls_serves_tls_clients_with_certificates_and_refuses_plain_ones
     assert!(plain_hello_is_closed(s.port).await);
     // The TLS client is unaffected.
     ping(&c).await.expect("still serving");
-    let log = s.log().join("\n");
-    assert!(
-        log.contains("The server is configured to only allow SSL connections"),
-        "{log}"
-    );
+    wait_for_log(&s, "The server is configured to only allow SSL connections").await;
 }
 
 #[tokio::test]
@@ -320,11 +332,7 @@ async fn rotate_certificates_switches_new_connections_and_keeps_old_ones() {
         .await
         .expect("rotateCertificates");
     assert_eq!(r.get_f64("ok").unwrap(), 1.0);
-    let log = s.log().join("\n");
-    assert!(
-        log.contains("Certificate rotation completed successfully"),
-        "{log}"
-    );
+    let log = wait_for_log(&s, "Certificate rotation completed successfully").await;
     assert!(log.contains("test rotation"), "{log}");
 
     let new = client(s.port, &tls_opts(&second.path("ca.pem"), None)).await;
