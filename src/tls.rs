@@ -862,8 +862,23 @@ mod tests {
     #[test]
     fn client_subject_is_rfc2253() {
         let pki = Pki::new("subject");
-        let der = std::fs::read(pki.dir.join("client.der")).unwrap();
-        assert_eq!(subject_of(&der).unwrap(), "CN=alice,O=Cairn\\, Inc.,C=US");
+        let path = pki.dir.join("client.der");
+        let der = std::fs::read(&path).unwrap();
+        // The oracle: the form mongod uses for X.509 user names.
+        let out = std::process::Command::new("openssl")
+            .args([
+                "x509", "-inform", "DER", "-noout", "-subject", "-nameopt", "RFC2253", "-in",
+            ])
+            .arg(&path)
+            .output()
+            .expect("openssl");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let want = text.trim().strip_prefix("subject=").unwrap();
+        assert!(
+            want.contains("CN=alice") && want.contains("O=Cairn\\, Inc."),
+            "{want}"
+        );
+        assert_eq!(subject_of(&der).unwrap(), want);
         assert_eq!(subject_of(b"not a certificate"), None);
     }
 }
