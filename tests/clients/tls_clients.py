@@ -161,7 +161,8 @@ def mongosh(*args):
     with open(conf, "w") as f:
         f.write("mongosh:\n  forceDisableTelemetry: true\n  updateURL: ''\n")
     env = dict(os.environ, HOME=home, MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING=conf)
-    return subprocess.run([MONGOSH, f"mongodb://localhost:{port}/", "--quiet", *args],
+    uri = f"mongodb://localhost:{port}/?serverSelectionTimeoutMS=3000"
+    return subprocess.run([MONGOSH, uri, "--quiet", *args],
                           capture_output=True, text=True, timeout=120, env=env)
 
 
@@ -173,8 +174,11 @@ def mongosh_tls():
 
 
 def mongosh_plain_refused():
-    r = mongosh("--eval", "db.runCommand({ping: 1}).ok", "--serverSelectionTimeoutMS", "2000")
+    r = mongosh("--eval", "db.runCommand({ping: 1}).ok")
     expect(r.returncode != 0, f"plain mongosh connected: {r.stdout!r}")
+    expect("Error parsing command line" not in r.stderr, f"usage error: {r.stderr[-300:]}")
+    expect("MongoServerSelectionError" in r.stderr + r.stdout or "ECONNRESET" in r.stderr
+           + r.stdout, f"not a connection failure: {(r.stderr + r.stdout)[-300:]}")
 
 
 check("PyMongo tls=True, tlsCAFile: insert and read back 50 kB", tls_round_trip)
