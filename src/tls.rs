@@ -358,8 +358,8 @@ impl ClientCertVerifier for AllowInvalid {
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
         if let Err(e) = self.0.verify_client_cert(end_entity, intermediates, now) {
-            warn!(id = 23228, error = %e,
-                  "SSL peer certificate validation failed; connection accepted because tlsAllowInvalidCertificates is set");
+            warn!(error = %format!("SSL peer certificate validation failed: {e}"),
+                  "accepting an invalid client certificate (tlsAllowInvalidCertificates)");
         }
         Ok(ClientCertVerified::assertion())
     }
@@ -556,7 +556,7 @@ impl Tls {
             ),
             Sniffed::Plain => {
                 if self.mode == TlsMode::PreferTls {
-                    info!(id = 23838, remote = %peer,
+                    info!(remote = %peer,
                           "SSL mode is set to 'preferred' and connection is not using SSL");
                 }
                 Ok((Stream::Plain(tcp), None))

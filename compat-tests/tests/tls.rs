@@ -546,11 +546,17 @@ async fn encrypted_key_with_its_password() {
 /// Runs the server with `args` until it exits (it must fail to start); returns the exit code
 /// and everything it printed.
 fn run_to_exit(args: &[&str]) -> (i32, String) {
+    run_to_exit_with_env(args, &[])
+}
+
+/// [`run_to_exit`] with extra environment variables.
+fn run_to_exit_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(cairn_bin())
         .args(["--port", "0", "--data-dir"])
         .arg(dir.path())
         .args(args)
+        .envs(env.iter().copied())
         .env_remove("CAIRN_PORT")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -642,4 +648,15 @@ fn startup_refuses_bad_tls_configuration() {
         assert_eq!(got, *code, "{args:?}: {log}");
         assert!(log.contains(message), "{args:?}: {log}");
     }
+    // The same options from CAIRN_TLS_* variables.
+    let (got, log) = run_to_exit_with_env(
+        &[],
+        &[
+            ("CAIRN_TLS_MODE", "requireTLS"),
+            ("CAIRN_TLS_CERTIFICATE_KEY_FILE", &ca),
+            ("CAIRN_TLS_CA_FILE", &ca),
+        ],
+    );
+    assert_eq!(got, 1, "{log}");
+    assert!(log.contains("holds no private key"), "{log}");
 }

@@ -32,7 +32,7 @@ pub static COMMAND: Command = Command {
 pub fn rotate(server: &ServerState, message: &str) -> Result<(), CommandError> {
     if let Some(tls) = &server.tls {
         tls.rotate().map_err(|e| {
-            tracing::warn!(id = 4988501, error = %e, reason = message, "Certificate rotation failed");
+            tracing::warn!(error = %e, reason = message, "Certificate rotation failed");
             CommandError::new(
                 ErrorCode::Location(140),
                 format!("Can not rotate certificates: {e}"),
