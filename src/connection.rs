@@ -96,10 +96,11 @@ pub async fn serve(
                 r = tls.establish(tcp, client.peer) => r,
             };
             match established {
-                Ok((stream, peer)) => {
+                Ok(Some((stream, peer))) => {
                     client.tls = peer;
                     stream
                 }
+                Ok(None) => return,
                 Err(reason) => {
                     warn!(id = 22988, remote = %client.peer, error = %reason,
                           "Error receiving request from client. Ending connection from remote");

@@ -398,6 +398,8 @@ pub fn subject_of(der: &[u8]) -> Option<String> {
 enum Sniffed {
     Plain,
     Tls,
+    /// The client left before sending anything.
+    Closed,
 }
 
 /// Peeks at the first 16 bytes: a MongoDB header whose `responseTo` is 0 or -1 is a plain
@@ -407,10 +409,7 @@ async fn sniff(tcp: &TcpStream) -> io::Result<Sniffed> {
     loop {
         let n = tcp.peek(&mut head).await?;
         if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the client closed the connection before sending anything",
-            ));
+            return Ok(Sniffed::Closed);
         }
         // A TLS record starts with the handshake type and a 3.x version: no need to wait for
         // more (a ClientHello is always longer than 16 bytes anyway).
@@ -530,12 +529,12 @@ impl Tls {
     }
 
     /// Turns an accepted socket into a plain or TLS stream, as the mode allows, within
-    /// [`HANDSHAKE_TIMEOUT`].
+    /// [`HANDSHAKE_TIMEOUT`]; `Ok(None)` when the client left before sending anything.
     pub async fn establish(
         &self,
         tcp: TcpStream,
         peer: SocketAddr,
-    ) -> Result<(Stream, Option<PeerInfo>), String> {
+    ) -> Result<Option<(Stream, Option<PeerInfo>)>, String> {
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.establish_inner(tcp, peer)).await {
             Ok(r) => r,
             Err(_) => Err(format!(
@@ -549,8 +548,9 @@ impl Tls {
         &self,
         tcp: TcpStream,
         peer: SocketAddr,
-    ) -> Result<(Stream, Option<PeerInfo>), String> {
+    ) -> Result<Option<(Stream, Option<PeerInfo>)>, String> {
         match sniff(&tcp).await.map_err(|e| e.to_string())? {
+            Sniffed::Closed => Ok(None),
             Sniffed::Plain if self.mode == TlsMode::RequireTls => Err(
                 "SSLHandshakeFailed: The server is configured to only allow SSL connections".into(),
             ),
@@ -559,7 +559,7 @@ impl Tls {
                     info!(remote = %peer,
                           "SSL mode is set to 'preferred' and connection is not using SSL");
                 }
-                Ok((Stream::Plain(tcp), None))
+                Ok(Some((Stream::Plain(tcp), None)))
             }
             Sniffed::Tls => {
                 let loaded = self.loaded();
@@ -594,10 +594,10 @@ impl Tls {
                     }
                     _ => None,
                 };
-                Ok((
+                Ok(Some((
                     Stream::Tls(Box::new(stream)),
                     Some(PeerInfo { version, subject }),
-                ))
+                )))
             }
         }
     }
