@@ -32,6 +32,9 @@ pub struct Client {
     pub slow_log: Option<bool>,
     /// The users this connection has authenticated as.
     pub auth: crate::auth::AuthState,
+    /// The TLS session's protocol and verified client certificate subject (`None` on a
+    /// plain connection).
+    pub tls: Option<crate::tls::PeerInfo>,
 }
 
 impl Client {
@@ -47,6 +50,7 @@ impl Client {
             conn: None,
             slow_log: None,
             auth: crate::auth::AuthState::default(),
+            tls: None,
         }
     }
 

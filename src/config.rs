@@ -95,6 +95,70 @@ pub struct Config {
     #[arg(long, env = "CAIRN_AUTH")]
     pub auth: bool,
 
+    /// TLS mode (MongoDB's `net.tls.mode`): `disabled`, `allowTLS` or `preferTLS` (plain and
+    /// TLS clients on the same port), `requireTLS` (TLS clients only).
+    #[arg(long = "tls-mode", alias = "tlsMode", env = "CAIRN_TLS_MODE", value_enum,
+          default_value_t = crate::tls::TlsMode::Disabled)]
+    pub tls_mode: crate::tls::TlsMode,
+
+    /// PEM file with the server's certificate chain and its private key (MongoDB's
+    /// `net.tls.certificateKeyFile`); re-read by `rotateCertificates` and SIGHUP.
+    #[arg(
+        long = "tls-certificate-key-file",
+        alias = "tlsCertificateKeyFile",
+        env = "CAIRN_TLS_CERTIFICATE_KEY_FILE",
+        value_name = "FILE"
+    )]
+    pub tls_certificate_key_file: Option<PathBuf>,
+
+    /// Password of the key file's PKCS#8 `ENCRYPTED PRIVATE KEY` (MongoDB's
+    /// `net.tls.certificateKeyFilePassword`); `getCmdLineOpts` shows it as `<password>`.
+    #[arg(
+        long = "tls-certificate-key-file-password",
+        alias = "tlsCertificateKeyFilePassword",
+        env = "CAIRN_TLS_CERTIFICATE_KEY_FILE_PASSWORD",
+        hide_env_values = true
+    )]
+    pub tls_certificate_key_file_password: Option<String>,
+
+    /// PEM file of the certificate authorities that client certificates must chain to
+    /// (MongoDB's `net.tls.CAFile`); required when TLS is on.
+    #[arg(
+        long = "tls-ca-file",
+        alias = "tlsCAFile",
+        env = "CAIRN_TLS_CA_FILE",
+        value_name = "FILE"
+    )]
+    pub tls_ca_file: Option<PathBuf>,
+
+    /// Accept TLS clients that present no certificate (a certificate that is presented must
+    /// still verify): MongoDB's `net.tls.allowConnectionsWithoutCertificates`.
+    #[arg(
+        long = "tls-allow-connections-without-certificates",
+        alias = "tlsAllowConnectionsWithoutCertificates",
+        env = "CAIRN_TLS_ALLOW_CONNECTIONS_WITHOUT_CERTIFICATES"
+    )]
+    pub tls_allow_connections_without_certificates: bool,
+
+    /// Accept client certificates that do not verify, with a warning (MongoDB's
+    /// `net.tls.allowInvalidCertificates`); such a certificate never names a user.
+    #[arg(
+        long = "tls-allow-invalid-certificates",
+        alias = "tlsAllowInvalidCertificates",
+        env = "CAIRN_TLS_ALLOW_INVALID_CERTIFICATES"
+    )]
+    pub tls_allow_invalid_certificates: bool,
+
+    /// TLS protocols to refuse, comma-separated: `TLS1_0`, `TLS1_1`, `TLS1_2`, `TLS1_3`
+    /// or `none` (MongoDB's `net.tls.disabledProtocols`). Cairn speaks only TLS 1.2 and 1.3.
+    #[arg(
+        long = "tls-disabled-protocols",
+        alias = "tlsDisabledProtocols",
+        env = "CAIRN_TLS_DISABLED_PROTOCOLS",
+        value_delimiter = ','
+    )]
+    pub tls_disabled_protocols: Vec<String>,
+
     /// Enable the test commands (`configureFailPoint`, `sleep`, `waitForFailPoint`), as
     /// mongod's `--setParameter enableTestCommands=1`. Never in production.
     #[arg(long = "enable-test-commands", env = "CAIRN_ENABLE_TEST_COMMANDS")]
@@ -285,6 +349,8 @@ impl Cli {
         cli.config.explicit = explicit_options(&matches);
         crate::params::apply_startup(&mut cli.config)
             .map_err(|msg| Cli::command().error(clap::error::ErrorKind::ValueValidation, msg))?;
+        crate::tls::check_options(&cli.config)
+            .map_err(|msg| Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg))?;
         Ok(cli)
     }
 }

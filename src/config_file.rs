@@ -7,7 +7,10 @@
 //!
 //! ```yaml
 //! net: {port: 27017, bindIp: "127.0.0.1,::1", maxIncomingConnections: 1000,
-//!       compression: {compressors: "snappy,zstd"}}
+//!       compression: {compressors: "snappy,zstd"},
+//!       tls: {mode: requireTLS, certificateKeyFile: /etc/cairn/server.pem,
+//!             CAFile: /etc/cairn/ca.pem, allowConnectionsWithoutCertificates: true,
+//!             allowInvalidCertificates: false, disabledProtocols: TLS1_2}}
 //! security: {authorization: enabled}
 //! storage: {dbPath: /var/lib/cairn, oplogMinRetentionHours: 2}
 //! systemLog: {path: /var/log/cairn.log, logAppend: true, logRotate: reopen}
@@ -38,6 +41,17 @@ fn flag_for(path: &str) -> Option<(&'static str, Kind)> {
         "net.bindIp" => ("--bind", Kind::List),
         "net.maxIncomingConnections" => ("--max-connections", Kind::Value),
         "net.compression.compressors" => ("--compressors", Kind::List),
+        "net.tls.mode" => ("--tls-mode", Kind::Value),
+        "net.tls.certificateKeyFile" => ("--tls-certificate-key-file", Kind::Value),
+        "net.tls.certificateKeyFilePassword" => {
+            ("--tls-certificate-key-file-password", Kind::Value)
+        }
+        "net.tls.CAFile" => ("--tls-ca-file", Kind::Value),
+        "net.tls.allowConnectionsWithoutCertificates" => {
+            ("--tls-allow-connections-without-certificates", Kind::Switch)
+        }
+        "net.tls.allowInvalidCertificates" => ("--tls-allow-invalid-certificates", Kind::Switch),
+        "net.tls.disabledProtocols" => ("--tls-disabled-protocols", Kind::List),
         "storage.dbPath" => ("--data-dir", Kind::Value),
         "storage.oplogMinRetentionHours" => ("--oplog-min-retention-hours", Kind::Value),
         "systemLog.path" => ("--log-path", Kind::Value),
@@ -282,5 +296,33 @@ mod tests {
         assert!(flags("setParameter: 3").is_err());
         assert!(flags("net: {port: {a: 1}}").is_err());
         assert_eq!(flags("").unwrap(), Vec::<String>::new());
+        assert_eq!(
+            flags("net: {tls: {modes: requireTLS}}").unwrap_err(),
+            "Unrecognized option: net.tls.modes"
+        );
+    }
+
+    #[test]
+    fn tls_options_become_flags() {
+        let f = flags(
+            "net:\n  tls:\n    mode: requireTLS\n    certificateKeyFile: /s.pem\n    \
+             CAFile: /ca.pem\n    allowConnectionsWithoutCertificates: true\n    \
+             allowInvalidCertificates: false\n    disabledProtocols: [TLS1_0, TLS1_2]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            f,
+            [
+                "--tls-mode",
+                "requireTLS",
+                "--tls-certificate-key-file",
+                "/s.pem",
+                "--tls-ca-file",
+                "/ca.pem",
+                "--tls-allow-connections-without-certificates",
+                "--tls-disabled-protocols",
+                "TLS1_0,TLS1_2"
+            ]
+        );
     }
 }

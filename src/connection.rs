@@ -1,5 +1,8 @@
 //! One client connection: read frames, run commands, write replies.
 //!
+//! The stream is a [`crate::tls::Stream`]: plain TCP, or TLS once [`crate::tls::Tls::establish`]
+//! (with TLS on) has sniffed the first bytes and run the handshake, under its timeout.
+//!
 //! The loop in [`serve`]:
 //! 1. [`Connection::read_frame`] — two-phase framing: [`cairn_wire::header::check_frame`]
 //!    validates the declared length from the first four bytes before any buffer grows for it
@@ -67,21 +70,45 @@ enum ReadOutcome {
 }
 
 struct Connection {
-    stream: TcpStream,
+    stream: crate::tls::Stream,
     buf: BytesMut,
     server: Arc<ServerState>,
     client: Client,
     next_request_id: i32,
 }
 
-/// Serves one connection until the client leaves, a fatal error occurs, or shutdown.
+/// Serves one connection until the client leaves, a fatal error occurs, or shutdown. With
+/// TLS on, the connection first becomes plain or TLS ([`crate::tls::Tls::establish`], bounded
+/// by its handshake timeout); a refused or failed handshake closes it.
 pub async fn serve(
     server: Arc<ServerState>,
-    stream: TcpStream,
-    client: Client,
+    tcp: TcpStream,
+    mut client: Client,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let _ = stream.set_nodelay(true);
+    let _ = tcp.set_nodelay(true);
+    let stream = match &server.tls {
+        None => crate::tls::Stream::Plain(tcp),
+        Some(tls) => {
+            let established = tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|s| *s) => return,
+                r = tls.establish(tcp, client.peer) => r,
+            };
+            match established {
+                Ok(Some((stream, peer))) => {
+                    client.tls = peer;
+                    stream
+                }
+                Ok(None) => return,
+                Err(reason) => {
+                    warn!(id = 22988, remote = %client.peer, error = %reason,
+                          "Error receiving request from client. Ending connection from remote");
+                    return;
+                }
+            }
+        }
+    };
     let mut conn = Connection {
         stream,
         buf: BytesMut::with_capacity(8 * 1024),
@@ -171,7 +198,8 @@ impl Connection {
             .network
             .physical_bytes_out
             .fetch_add(bytes.len() as i64, Relaxed);
-        self.stream.write_all(&bytes).await.is_ok()
+        // The flush sends what TLS buffered (a no-op on plain TCP).
+        self.stream.write_all(&bytes).await.is_ok() && self.stream.flush().await.is_ok()
     }
 
     /// Handles one frame; returns false when the connection must close.

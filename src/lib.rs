@@ -2,7 +2,8 @@
 //!
 //! # One request, end to end
 //! 1. [`server::Server::run`] accepts a TCP connection under the connection-limit semaphore
-//!    and spawns [`connection::serve`] for it.
+//!    and spawns [`connection::serve`] for it, which first turns it into plain TCP or TLS as
+//!    `--tls-mode` allows ([`tls`]).
 //! 2. [`connection::serve`] frames the byte stream in two phases
 //!    ([`cairn_wire::header::check_frame`], then [`cairn_wire::decode`]): OP_MSG, the legacy
 //!    OP_QUERY handshake and OP_COMPRESSED all become one command document.
@@ -60,6 +61,7 @@ pub mod server;
 pub mod session;
 pub mod state;
 pub mod sysinfo;
+pub mod tls;
 pub mod ttl;
 pub mod validate;
 pub mod validation;

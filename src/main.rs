@@ -1,4 +1,5 @@
-//! The `cairn` binary: parse flags, set up logging, run the server until SIGINT/SIGTERM.
+//! The `cairn` binary: parse flags, set up logging, run the server until SIGINT/SIGTERM
+//! (SIGUSR1 rotates the log file, SIGHUP re-reads the TLS certificates).
 //! `cairn healthcheck` pings a running server instead (for container health checks).
 
 use std::process::ExitCode;
@@ -12,6 +13,8 @@ use tracing::{Instrument, error, info, info_span, warn};
 
 /// MongoDB's exit code for invalid options.
 const EXIT_BAD_OPTIONS: u8 = 2;
+/// MongoDB's exit code when global initialization fails (e.g. an unusable TLS certificate).
+const EXIT_TLS_SETUP: u8 = 1;
 /// MongoDB's exit code when the listener cannot be set up.
 const EXIT_NET_ERROR: u8 = 48;
 /// MongoDB's exit code when the data directory cannot be used (e.g. locked by another
@@ -134,6 +137,14 @@ fn main() -> ExitCode {
         None => None,
     };
     let logs = cairn::logging::init(config.log_format, &config.log_level, log_file);
+    let tls = match cairn::tls::Tls::load(&config) {
+        Ok(t) => t,
+        Err(e) => {
+            error!(id = 20574, error = %format!("InvalidSSLConfiguration: {e}"),
+                   "Error during global initialization");
+            return ExitCode::from(EXIT_TLS_SETUP);
+        }
+    };
     if let Err(e) = std::fs::create_dir_all(&config.data_dir) {
         error!(id = 20557, path = %config.data_dir.display(), error = %e,
                "cannot create the data directory");
@@ -166,7 +177,9 @@ fn main() -> ExitCode {
     };
     runtime.block_on(
         async move {
-            let state = Arc::new(ServerState::new(config, argv, logs, store));
+            let mut state = ServerState::new(config, argv, logs, store);
+            state.tls = tls;
+            let state = Arc::new(state);
             if let Err(e) = cairn::params::apply_startup_state(&state) {
                 error!(id = 20574, error = %e, "Error during global initialization");
                 return ExitCode::from(EXIT_BAD_OPTIONS);
@@ -174,6 +187,7 @@ fn main() -> ExitCode {
             tokio::spawn(reap_cursors(state.clone()));
             tokio::spawn(reap_sessions(state.clone()));
             tokio::spawn(rotate_on_sigusr1(state.clone()));
+            tokio::spawn(rotate_certificates_on_sighup(state.clone()));
             tokio::spawn(trim_change_log(state.clone()));
             tokio::spawn(cairn::ttl::run(state.clone()));
             cairn::index_builds::resume_all(&state);
@@ -237,6 +251,26 @@ async fn rotate_on_sigusr1(state: Arc<ServerState>) {
     while usr1.recv().await.is_some() {
         if let Err(e) = cairn::commands::log_rotate::rotate(&state) {
             warn!(error = %e, "log rotation failed");
+        }
+    }
+}
+
+/// Re-reads the TLS certificate and CA files on SIGHUP (Cairn's addition: mongod rotates
+/// only through `rotateCertificates`); a failure keeps the old ones and is logged.
+async fn rotate_certificates_on_sighup(state: Arc<ServerState>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        info!(id = 23377, signal = "SIGHUP", "Received signal");
+        let s = state.clone();
+        let result = cairn::blocking::run(move || {
+            cairn::commands::rotate_certificates::rotate(&s, "SIGHUP")
+        })
+        .await;
+        if let Err(e) = result {
+            warn!(error = %e, "certificate rotation on SIGHUP failed; the old certificates stay in use");
         }
     }
 }

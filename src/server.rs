@@ -7,7 +7,8 @@
 //! - each accepted socket must take a permit from a semaphore sized `--max-connections`;
 //!   when none is left the socket is closed at once (MongoDB refuses excess connections the
 //!   same way rather than making clients hang), and `connections.rejected` counts it;
-//! - each connection runs in its own task inside a `ctx` span named `conn<id>`.
+//! - each connection runs in its own task inside a `ctx` span named `conn<id>`; its TLS
+//!   sniffing and handshake run there too, so a slow client never holds up accepting.
 //!
 //! Shutdown, on the future completing (SIGINT/SIGTERM in the binary): stop accepting, mark
 //! the server as shutting down (awaitable `hello`s wake and answer ShutdownInProgress),

@@ -123,6 +123,8 @@ pub struct ServerState {
     pub profiler: crate::profiler::Profiler,
     /// Operation latencies and document, query and cursor counters.
     pub metrics: crate::metrics::Metrics,
+    /// TLS, when `--tls-mode` is not `disabled` (set by the binary after reading the files).
+    pub tls: Option<crate::tls::Tls>,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     /// Ticks after every commit that wrote (awaitData cursors wait on it).
@@ -187,6 +189,7 @@ impl ServerState {
             ops: crate::ops::Ops::default(),
             profiler,
             metrics: crate::metrics::Metrics::default(),
+            tls: None,
             topology,
             shutdown,
             commits,

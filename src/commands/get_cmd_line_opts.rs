@@ -3,7 +3,8 @@
 //! `argv` is the real argument vector. `parsed` holds only the options that were set
 //! explicitly (flag or `CAIRN_*` variable), laid out like MongoDB's option tree where a
 //! MongoDB equivalent exists (`net.port`, `net.bindIp`, `storage.dbPath`, …) and under
-//! `cairn.<flag>` otherwise; `--setParameter a=b` and `--enable-test-commands` appear as
+//! `cairn.<flag>` otherwise (the TLS options as `net.tls.mode`, `net.tls.certificateKeyFile`,
+//! `net.tls.CAFile`, …, switches as booleans); `--setParameter a=b` and `--enable-test-commands` appear as
 //! `setParameter: {a: "b", enableTestCommands: "1"}`; a `--config` file is `config: <path>`
 //! and its options appear like the same options given as flags.
 
@@ -27,29 +28,85 @@ pub static COMMAND: Command = Command {
     run,
 };
 
-/// Where an option lives in MongoDB's option tree, and whether its value is an integer.
-fn mongo_path(flag: &str) -> (&'static str, Option<&'static str>, bool) {
+/// Flags whose value is a secret.
+const PASSWORD_FLAGS: &[&str] = &[
+    "--tls-certificate-key-file-password",
+    "--tlsCertificateKeyFilePassword",
+];
+
+/// What a secret is shown as.
+const REDACTED: &str = "<password>";
+
+/// How an option's value is shown.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    /// As given (a string).
+    Text,
+    /// As an int32.
+    Int,
+    /// As a boolean (switches).
+    Bool,
+    /// As `<password>`.
+    Secret,
+}
+
+/// Where an option lives in MongoDB's option tree, and how its value is shown.
+fn mongo_path(flag: &str) -> (&'static str, Option<&'static str>, Shown) {
     match flag {
-        "port" => ("net", Some("port"), true),
-        "bind" => ("net", Some("bindIp"), false),
-        "max_connections" => ("net", Some("maxIncomingConnections"), true),
-        "compressors" => ("net", Some("compression.compressors"), false),
-        "data_dir" => ("storage", Some("dbPath"), false),
-        "slow_ms" => ("operationProfiling", Some("slowOpThresholdMs"), true),
-        "profile" => ("operationProfiling", Some("mode"), false),
-        "slow_op_sample_rate" => ("operationProfiling", Some("slowOpSampleRate"), false),
-        _ => ("cairn", None, false),
+        "port" => ("net", Some("port"), Shown::Int),
+        "bind" => ("net", Some("bindIp"), Shown::Text),
+        "max_connections" => ("net", Some("maxIncomingConnections"), Shown::Int),
+        "compressors" => ("net", Some("compression.compressors"), Shown::Text),
+        "tls_mode" => ("net", Some("tls.mode"), Shown::Text),
+        "tls_certificate_key_file" => ("net", Some("tls.certificateKeyFile"), Shown::Text),
+        "tls_ca_file" => ("net", Some("tls.CAFile"), Shown::Text),
+        "tls_certificate_key_file_password" => {
+            ("net", Some("tls.certificateKeyFilePassword"), Shown::Secret)
+        }
+        "tls_allow_connections_without_certificates" => (
+            "net",
+            Some("tls.allowConnectionsWithoutCertificates"),
+            Shown::Bool,
+        ),
+        "tls_allow_invalid_certificates" => {
+            ("net", Some("tls.allowInvalidCertificates"), Shown::Bool)
+        }
+        "tls_disabled_protocols" => ("net", Some("tls.disabledProtocols"), Shown::Text),
+        "data_dir" => ("storage", Some("dbPath"), Shown::Text),
+        "slow_ms" => ("operationProfiling", Some("slowOpThresholdMs"), Shown::Int),
+        "profile" => ("operationProfiling", Some("mode"), Shown::Text),
+        "slow_op_sample_rate" => ("operationProfiling", Some("slowOpSampleRate"), Shown::Text),
+        _ => ("cairn", None, Shown::Text),
     }
 }
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     ready((|| -> Result<_, CommandError> {
         let mut argv = RawArrayBuf::new();
+        let mut secret_next = false;
         for a in &inv.server.argv {
-            argv.push(a.as_str());
+            // Passwords are shown as `<password>`, as mongod redacts them.
+            if std::mem::take(&mut secret_next) {
+                argv.push(REDACTED);
+                continue;
+            }
+            match PASSWORD_FLAGS
+                .iter()
+                .find(|f| a == *f || a.starts_with(&format!("{f}=")))
+            {
+                Some(f) if a == f => {
+                    secret_next = true;
+                    argv.push(a.as_str());
+                }
+                Some(f) => argv.push(format!("{f}={REDACTED}")),
+                None => argv.push(a.as_str()),
+            }
         }
         // Group explicit options by their top-level section, preserving first-seen order.
         let mut sections: Vec<(&'static str, RawDocumentBuf)> = Vec::new();
+        // Dotted MongoDB paths (net.tls.mode, net.compression.compressors): the inner
+        // documents per (section, outer name), appended to their section at the end.
+        let mut nested: Vec<(&'static str, &str, RawDocumentBuf)> = Vec::new();
         let mut config_file = None;
         for (flag, value) in &inv.server.config.explicit {
             if flag == "config_file" {
@@ -88,7 +145,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 }
                 continue;
             }
-            let (section, sub, int) = mongo_path(flag);
+            let (section, sub, shown) = mongo_path(flag);
             let leaf = sub.unwrap_or(flag.as_str());
             let v = match (flag.as_str(), value.parse::<i32>()) {
                 ("profile", Ok(level)) => RawBson::String(
@@ -102,7 +159,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 ("slow_op_sample_rate", _) => value
                     .parse::<f64>()
                     .map_or_else(|_| RawBson::String(value.clone()), RawBson::Double),
-                (_, Ok(n)) if int => RawBson::Int32(n),
+                (_, Ok(n)) if shown == Shown::Int => RawBson::Int32(n),
+                _ if shown == Shown::Bool => RawBson::Boolean(value != "false"),
+                _ if shown == Shown::Secret => RawBson::String(REDACTED.into()),
                 _ => RawBson::String(value.clone()),
             };
             let doc = match sections.iter_mut().find(|(s, _)| *s == section) {
@@ -115,14 +174,27 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     }
                 }
             };
-            // One level of nesting for dotted MongoDB paths (net.compression.compressors).
+            // One level of nesting for dotted MongoDB paths, gathered under one outer name.
             match leaf.split_once('.') {
                 Some((outer, inner)) => {
-                    let mut nested = RawDocumentBuf::new();
-                    nested.append(key(inner)?, v);
-                    doc.append(key(outer)?, nested);
+                    match nested
+                        .iter_mut()
+                        .find(|(s, o, _)| *s == section && *o == outer)
+                    {
+                        Some((_, _, d)) => d.append(key(inner)?, v),
+                        None => {
+                            let mut d = RawDocumentBuf::new();
+                            d.append(key(inner)?, v);
+                            nested.push((section, outer, d));
+                        }
+                    }
                 }
                 None => doc.append(key(leaf)?, v),
+            }
+        }
+        for (section, outer, d) in nested {
+            if let Some((_, doc)) = sections.iter_mut().find(|(s, _)| *s == section) {
+                doc.append(key(outer)?, d);
             }
         }
         let mut parsed = RawDocumentBuf::new();

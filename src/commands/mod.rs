@@ -91,6 +91,7 @@ pub mod ping;
 pub mod profile;
 pub mod refresh_sessions;
 pub mod rename_collection;
+pub mod rotate_certificates;
 pub mod server_status;
 pub mod set_parameter;
 pub mod sleep;
@@ -258,6 +259,7 @@ pub static REGISTRY: &[&Command] = &[
     &profile::COMMAND,
     &refresh_sessions::COMMAND,
     &rename_collection::COMMAND,
+    &rotate_certificates::COMMAND,
     &server_status::COMMAND,
     &set_parameter::COMMAND,
     &sleep::COMMAND,

@@ -7,7 +7,8 @@
 //! Every number is read from the server's atomics or from the kernel at call time.
 //! `opLatencies` (`{opLatencies: {histograms: true}}` adds the histograms), `metrics.cursor`,
 //! `metrics.document` and `metrics.queryExecutor` come from [`crate::metrics`];
-//! `storageEngine` names Cairn's engine.
+//! `storageEngine` names Cairn's engine; `transportSecurity` counts TLS connections by
+//! protocol version.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -143,6 +144,20 @@ fn storage_engine(_s: &ServerState) -> RawDocumentBuf {
     }
 }
 
+/// `transportSecurity`: TLS connections accepted since start, by protocol version (zeros
+/// without TLS, as mongod reports them). rustls speaks only TLS 1.2 and 1.3.
+fn transport_security(s: &ServerState) -> RawDocumentBuf {
+    let count = |c: Option<&std::sync::atomic::AtomicI64>| c.map_or(0, |c| c.load(Relaxed));
+    let t = s.tls.as_ref().map(|t| &t.counters);
+    rawdoc! {
+        "1.0": 0_i64,
+        "1.1": 0_i64,
+        "1.2": count(t.map(|t| &t.tls12)),
+        "1.3": count(t.map(|t| &t.tls13)),
+        "unknown": count(t.map(|t| &t.unknown)),
+    }
+}
+
 /// The sections, alphabetically, with their builders.
 const SECTIONS: &[(&str, SectionBuilder)] = &[
     ("cairnStorage", cairn_storage),
@@ -151,6 +166,7 @@ const SECTIONS: &[(&str, SectionBuilder)] = &[
     ("opLatencies", |s| s.metrics.op_latencies(false)),
     ("opcounters", opcounters),
     ("storageEngine", storage_engine),
+    ("transportSecurity", transport_security),
 ];
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {

@@ -6,7 +6,8 @@
 # driver, the Go driver and mongosh
 # (scripted and interactive through a pseudo-terminal) against a freshly started cairn server;
 # a PyMongo storage test (storage_pymongo.py) that runs its own server and restarts it on the
-# same data dir; PyMongo fail-point and operator checks (ops_pymongo.py) on their own server
+# same data dir; PyMongo and mongosh over TLS (tls_clients.py, its own requireTLS server);
+# PyMongo fail-point and operator checks (ops_pymongo.py) on their own server
 # started with test commands; and a fixed subset of PyMongo's own test suite
 # (tests/pymongo-suite/ci-subset.txt) on another such server.
 #
@@ -186,6 +187,11 @@ else
     sed 's/^/  /' "$WORK/pymongo-suite.log" | tail -n 60
     bad "PyMongo's own suite (CI subset) failed"
 fi
+
+# Its own server in requireTLS mode with a throwaway PKI made by the openssl CLI: PyMongo and
+# mongosh with tls=true, client certificates, refused plain clients, rotateCertificates.
+log "PyMongo and mongosh over TLS"
+run_suite tls "$PY" "$HERE/tls_clients.py" "$BIN" "$WORK/tls" "$MONGOSH"
 
 log "Node.js driver"
 run_suite node node "$HERE/smoke_node.mjs" "$URI"
