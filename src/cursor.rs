@@ -15,7 +15,9 @@
 //! - a cursor created in a session (`lsid`) only serves `getMore`s from that session;
 //! - idle cursors are reaped after the idle timeout (10 minutes by default) unless created
 //!   with `noCursorTimeout`;
-//! - ids are non-zero, positive and unique within the process.
+//! - ids are non-zero, positive and unique within the process;
+//! - with authentication on, a cursor belongs to the users that opened it (recorded by the
+//!   authorization layer after the opening command; only they may `getMore` it).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -191,6 +193,7 @@ enum Slot {
 /// All open cursors.
 pub struct CursorManager {
     slots: Mutex<HashMap<i64, Slot>>,
+    owners: Mutex<HashMap<i64, Vec<crate::auth::UserName>>>,
     counter: AtomicU64,
     seed: u64,
     /// Idle timeout.
@@ -233,6 +236,7 @@ impl CursorManager {
             ^ u64::from(std::process::id()).rotate_left(32);
         CursorManager {
             slots: Mutex::new(HashMap::new()),
+            owners: Mutex::new(HashMap::new()),
             counter: AtomicU64::new(1),
             seed,
             idle_timeout,
@@ -252,6 +256,28 @@ impl CursorManager {
                 return id;
             }
         }
+    }
+
+    /// Records the users that own an open cursor (the first record stands). Entries of
+    /// cursors that no longer exist are pruned as the table grows.
+    pub fn set_owners(&self, id: i64, users: &[crate::auth::UserName]) {
+        let live = self.lock().len();
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        if owners.len() > 2 * live + 64 {
+            let slots = self.lock();
+            owners.retain(|id, _| slots.contains_key(id));
+        }
+        owners.entry(id).or_insert_with(|| users.to_vec());
+    }
+
+    /// The owners of an open cursor: `None` when no such cursor is open, an empty list when
+    /// it was opened without authentication.
+    pub fn owners(&self, id: i64) -> Option<Vec<crate::auth::UserName>> {
+        if !self.lock().contains_key(&id) {
+            return None;
+        }
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        Some(owners.get(&id).cloned().unwrap_or_default())
     }
 
     /// Registers an open cursor.

@@ -123,6 +123,8 @@ pub struct ServerState {
     pub profiler: crate::profiler::Profiler,
     /// Operation latencies and document, query and cursor counters.
     pub metrics: crate::metrics::Metrics,
+    /// Resolved privileges of authenticated users ([`crate::auth::invalidate`] drops them).
+    pub authz: crate::auth::roles::AuthzCache,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     /// Ticks after every commit that wrote (awaitData cursors wait on it).
@@ -187,6 +189,7 @@ impl ServerState {
             ops: crate::ops::Ops::default(),
             profiler,
             metrics: crate::metrics::Metrics::default(),
+            authz: crate::auth::roles::AuthzCache::default(),
             topology,
             shutdown,
             commits,

@@ -20,6 +20,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["showPrivileges"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::None,
     run,
 };
 

@@ -20,7 +20,9 @@
 //!
 //! Then the command runs as a registered operation ([`crate::ops`], which `currentOp` lists and
 //! `killOp` interrupts) inside its interruption context ([`crate::deadline`]): the
-//! `failCommand` fail point is evaluated first ([`crate::failpoint`]: it may delay, fail or
+//! authorization check comes first ([`crate::auth::authorize::check`], which refuses a
+//! command the connection's users lack the privileges for), then the
+//! `failCommand` fail point ([`crate::failpoint`]: it may delay, fail or
 //! drop the command, or replace its error labels), then the session checks
 //! ([`crate::session::begin`]), the handler and the session's finish.
 //!
@@ -39,6 +41,8 @@ use crate::client::Client;
 use crate::error::{CommandError, ErrorCode, ok_reply};
 use crate::state::ServerState;
 
+pub use crate::auth::authorize::Authz;
+pub use crate::auth::privilege::ActionType;
 pub use args::{
     collection_arg, opt_bool, opt_count, opt_document, opt_strict_bool, truthy, type_name,
 };
@@ -198,6 +202,8 @@ pub struct Command {
     /// Whether the command may be abandoned when its client disconnects mid-way (it changes
     /// nothing, like an awaitable `hello`).
     pub kill_on_disconnect: bool,
+    /// What the command needs when authorization applies ([`crate::auth::authorize`]).
+    pub authz: crate::auth::authorize::Authz,
     /// The entry point.
     pub run: Handler,
 }
@@ -526,6 +532,9 @@ async fn execute(
     {
         return early(e);
     }
+    if let Err(e) = crate::auth::authorize::check(server, client, cmd, &req).await {
+        return early(e);
+    }
     if let Err(e) = crate::failpoint::fail_command(cmd, db, body, client, effects).await {
         return early(e);
     }
@@ -565,6 +574,13 @@ async fn execute(
         crate::error::append_all(reply, &wce);
     }
     let tail = crate::session::finish(server, op, cmd, &mut body_result);
+    crate::auth::authorize::after(
+        server,
+        client,
+        cmd,
+        &req,
+        body_result.as_ref().ok().map(|b| b.as_ref()),
+    );
     if let Some((true, None)) = primary_write {
         client.close_requested = true;
     }
