@@ -532,6 +532,227 @@ pub async fn user_authz(
     Ok(a)
 }
 
+// ---- role command helpers --------------------------------------------------------------
+
+/// The role a role command names in its first field (`<field>: "<name>"` on the command's
+/// database); the IDL type error otherwise.
+pub fn command_role(body: &RawDocument, cmd: &str, db: &str) -> Result<RoleName, CommandError> {
+    match body.get(cmd) {
+        Ok(Some(RawBsonRef::String(s))) => Ok(RoleName {
+            role: s.to_string(),
+            db: db.to_string(),
+        }),
+        Ok(Some(v)) => Err(CommandError::wrong_type(
+            &format!("{cmd}.{cmd}"),
+            type_name(&v),
+            "string",
+        )),
+        _ => Err(CommandError::missing_field(&format!("{cmd}.{cmd}"))),
+    }
+}
+
+fn array_arg<'a>(
+    body: &'a RawDocument,
+    cmd: &str,
+    field: &str,
+    required: bool,
+) -> Result<Option<&'a bson::RawArray>, CommandError> {
+    match body.get(field) {
+        Ok(Some(RawBsonRef::Array(a))) => Ok(Some(a)),
+        Ok(Some(v)) => Err(CommandError::wrong_type(
+            &format!("{cmd}.{field}"),
+            type_name(&v),
+            "array",
+        )),
+        _ if required => Err(CommandError::missing_field(&format!("{cmd}.{field}"))),
+        _ => Ok(None),
+    }
+}
+
+/// A role command's role-name array (`roles`), strings naming roles on `db`.
+pub fn roles_arg(
+    body: &RawDocument,
+    cmd: &str,
+    db: &str,
+    required: bool,
+) -> Result<Option<Vec<RoleName>>, CommandError> {
+    array_arg(body, cmd, "roles", required)?
+        .map(|a| parse_role_names(a, db))
+        .transpose()
+}
+
+/// A role command's `privileges` array.
+pub fn privileges_arg(
+    body: &RawDocument,
+    cmd: &str,
+    required: bool,
+) -> Result<Option<Vec<Privilege>>, CommandError> {
+    array_arg(body, cmd, "privileges", required)?
+        .map(parse_privilege_array)
+        .transpose()
+}
+
+/// A role command's `authenticationRestrictions` (an array of documents, kept as given).
+pub fn restrictions_arg(
+    body: &RawDocument,
+    cmd: &str,
+) -> Result<Option<RawArrayBuf>, CommandError> {
+    let Some(arr) = array_arg(body, cmd, "authenticationRestrictions", false)? else {
+        return Ok(None);
+    };
+    for (i, v) in arr.into_iter().enumerate() {
+        let v = v.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        if !matches!(v, RawBsonRef::Document(_)) {
+            return Err(CommandError::wrong_type(
+                &format!("{cmd}.authenticationRestrictions.{i}"),
+                type_name(&v),
+                "object",
+            ));
+        }
+    }
+    Ok(Some(arr.to_owned()))
+}
+
+/// BadValue `<cmd> command requires a non-empty "<field>" array`.
+pub fn require_non_empty<T>(v: &[T], cmd: &str, field: &str) -> Result<(), CommandError> {
+    if v.is_empty() {
+        return Err(CommandError::bad_value(format!(
+            "{cmd} command requires a non-empty \"{field}\" array"
+        )));
+    }
+    Ok(())
+}
+
+/// InvalidRoleModification for an attempt to change a built-in role.
+pub fn refuse_builtin(r: &RoleName) -> Result<(), CommandError> {
+    if builtin_roles::get(&r.role, &r.db).is_some() {
+        return Err(CommandError::new(
+            ErrorCode::from_code(49),
+            format!("{} is a built-in role and cannot be modified.", at(r)),
+        ));
+    }
+    Ok(())
+}
+
+/// RoleNotFound `Role <role>@<db> not found`.
+pub fn role_not_found(r: &RoleName) -> CommandError {
+    CommandError::new(
+        ErrorCode::from_code(31),
+        format!("Role {} not found", at(r)),
+    )
+}
+
+/// What a role command's transaction sees and may change.
+pub struct RoleTxn<'t, 's> {
+    /// The write transaction.
+    pub tx: &'t mut WriteTxn<'s>,
+    /// `admin.system.roles`.
+    pub meta: &'t CollectionMeta,
+    /// Every stored role as the transaction sees it.
+    pub catalog: RoleCatalog,
+}
+
+impl RoleTxn<'_, '_> {
+    /// Stores a role (inserting it, or replacing the stored one).
+    pub fn put(&mut self, role: &RoleDoc) -> Result<(), CommandError> {
+        let doc = role.to_bson();
+        let id = doc_id(&role.name.db, &role.name.role);
+        if self.catalog.get(&role.name).is_some() {
+            let key = cairn_storage::store::id_key(RawBsonRef::String(&id))?;
+            self.tx.replace(self.meta, &key, &doc)?;
+        } else {
+            self.tx.insert(self.meta, &doc)?;
+        }
+        self.catalog.roles.insert(role.name.clone(), role.clone());
+        Ok(())
+    }
+
+    /// Deletes the stored roles `gone` and removes them from every user's and role's
+    /// `roles`; returns how many stored roles were deleted.
+    pub fn drop_roles(&mut self, gone: &HashSet<RoleName>) -> Result<usize, CommandError> {
+        let mut n = 0;
+        for r in gone {
+            let id = doc_id(&r.db, &r.role);
+            if self.tx.delete(self.meta, RawBsonRef::String(&id))? {
+                n += 1;
+            }
+            self.catalog.roles.remove(r);
+        }
+        let holders: Vec<RoleDoc> = self
+            .catalog
+            .all()
+            .filter(|d| d.roles.iter().any(|r| gone.contains(r)))
+            .cloned()
+            .collect();
+        for mut d in holders {
+            d.roles.retain(|r| !gone.contains(r));
+            self.put(&d)?;
+        }
+        if let Some(users) = self.tx.collection(AUTH_DB, USERS_COLLECTION)? {
+            let batch = self.tx.scan_where(
+                &users,
+                None,
+                false,
+                ScanLimits::docs(usize::MAX),
+                &mut |_| true,
+            )?;
+            for doc in batch.docs {
+                let db = doc.get_str("db").unwrap_or_default().to_string();
+                let Ok(arr) = doc.get_array("roles") else {
+                    continue;
+                };
+                let mut kept = RawArrayBuf::new();
+                let mut changed = false;
+                for v in arr.into_iter().flatten() {
+                    match parse_role_name(v, &db) {
+                        Ok(r) if gone.contains(&r) => changed = true,
+                        _ => kept.push(v),
+                    }
+                }
+                if !changed {
+                    continue;
+                }
+                let mut out = RawDocumentBuf::new();
+                for (k, v) in doc.iter().flatten() {
+                    if k.as_str() == "roles" {
+                        out.append(k, kept.clone());
+                    } else {
+                        out.append(k, v);
+                    }
+                }
+                let Ok(Some(id)) = doc.get("_id") else {
+                    continue;
+                };
+                let key = cairn_storage::store::id_key(id)?;
+                self.tx.replace(&users, &key, &out)?;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Runs a role command's change in one write transaction over `admin.system.roles` (with
+/// the stored roles loaded), then drops the privilege cache. Blocking.
+pub fn modify_roles<R>(
+    server: &ServerState,
+    mut f: impl FnMut(&mut RoleTxn<'_, '_>) -> Result<R, CommandError>,
+) -> Result<R, CommandError> {
+    let meta = roles_collection(&server.store)?;
+    let out = server
+        .store
+        .write(cairn_storage::Durability::Journal, |tx| {
+            let catalog = RoleCatalog::load_tx(tx, &meta)?;
+            let mut t = RoleTxn {
+                tx,
+                meta: &meta,
+                catalog,
+            };
+            f(&mut t)
+        });
+    super::invalidate(server);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,14 +61,17 @@ pub mod convert_to_capped;
 pub mod count;
 pub mod create;
 pub mod create_indexes;
+pub mod create_role;
 pub mod current_op;
 pub mod db_hash;
 pub mod db_stats;
 pub mod delete;
 pub mod distinct;
 pub mod drop;
+pub mod drop_all_roles_from_database;
 pub mod drop_database;
 pub mod drop_indexes;
+pub mod drop_role;
 pub mod end_sessions;
 pub mod explain;
 pub mod find;
@@ -78,6 +81,8 @@ pub mod get_cmd_line_opts;
 pub mod get_log;
 pub mod get_more;
 pub mod get_parameter;
+pub mod grant_privileges_to_role;
+pub mod grant_roles_to_role;
 pub mod hello;
 pub mod host_info;
 pub mod insert;
@@ -95,12 +100,16 @@ pub mod ping;
 pub mod profile;
 pub mod refresh_sessions;
 pub mod rename_collection;
+pub mod revoke_privileges_from_role;
+pub mod revoke_roles_from_role;
+pub mod roles_info;
 pub mod server_status;
 pub mod set_parameter;
 pub mod sleep;
 pub mod start_session;
 pub mod top;
 pub mod update;
+pub mod update_role;
 pub mod validate;
 pub mod wait_for_fail_point;
 pub mod whatsmyuri;
@@ -229,14 +238,17 @@ pub static REGISTRY: &[&Command] = &[
     &count::COMMAND,
     &create::COMMAND,
     &create_indexes::COMMAND,
+    &create_role::COMMAND,
     &current_op::COMMAND,
     &db_hash::COMMAND,
     &db_stats::COMMAND,
     &delete::COMMAND,
     &distinct::COMMAND,
     &drop::COMMAND,
+    &drop_all_roles_from_database::COMMAND,
     &drop_database::COMMAND,
     &drop_indexes::COMMAND,
+    &drop_role::COMMAND,
     &end_sessions::COMMAND,
     &explain::COMMAND,
     &find::COMMAND,
@@ -246,6 +258,8 @@ pub static REGISTRY: &[&Command] = &[
     &get_log::COMMAND,
     &get_more::COMMAND,
     &get_parameter::COMMAND,
+    &grant_privileges_to_role::COMMAND,
+    &grant_roles_to_role::COMMAND,
     &hello::HELLO,
     &host_info::COMMAND,
     &insert::COMMAND,
@@ -264,12 +278,16 @@ pub static REGISTRY: &[&Command] = &[
     &profile::COMMAND,
     &refresh_sessions::COMMAND,
     &rename_collection::COMMAND,
+    &revoke_privileges_from_role::COMMAND,
+    &revoke_roles_from_role::COMMAND,
+    &roles_info::COMMAND,
     &server_status::COMMAND,
     &set_parameter::COMMAND,
     &sleep::COMMAND,
     &start_session::COMMAND,
     &top::COMMAND,
     &update::COMMAND,
+    &update_role::COMMAND,
     &validate::COMMAND,
     &wait_for_fail_point::COMMAND,
     &whatsmyuri::COMMAND,
