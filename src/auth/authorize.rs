@@ -882,6 +882,19 @@ pub fn users_info(ctx: &AuthCtx<'_>, req: &Request<'_>) -> Result<bool, CommandE
     })
 }
 
+/// The declarations of the user-management commands, which the authentication module
+/// registers (`createUser`, `updateUser`, `dropUser`, `dropAllUsersFromDatabase`,
+/// `usersInfo`, `grantRolesToUser`, `revokeRolesFromUser`).
+pub const USER_COMMANDS: &[(&str, Authz)] = &[
+    ("createUser", Authz::Custom(create_user)),
+    ("dropAllUsersFromDatabase", Authz::Db(&[A::DropUser])),
+    ("dropUser", Authz::Db(&[A::DropUser])),
+    ("grantRolesToUser", Authz::Custom(grant_roles_to_user)),
+    ("revokeRolesFromUser", Authz::Custom(revoke_roles_from_user)),
+    ("updateUser", Authz::Custom(update_user)),
+    ("usersInfo", Authz::Custom(users_info)),
+];
+
 /// Appends `{user, db}` entries to an array (for connectionStatus).
 pub fn users_bson(users: &[UserName]) -> bson::RawArrayBuf {
     let mut arr = bson::RawArrayBuf::new();

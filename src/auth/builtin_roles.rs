@@ -694,8 +694,21 @@ mod tests {
             ("root", "admin", ns("x", "c"), Insert, true),
             ("root", "admin", R::Cluster, Shutdown, true),
             ("root", "admin", R::db("x"), CreateUser, true),
-            ("root", "admin", ns("local", "oplog.rs"), Insert, false),
-            ("__system", "admin", ns("local", "oplog.rs"), Insert, true),
+            ("root", "admin", ns("local", "oplog.rs"), Insert, true),
+            (
+                "root",
+                "admin",
+                ns("local", "system.replset"),
+                Remove,
+                false,
+            ),
+            (
+                "__system",
+                "admin",
+                ns("local", "system.replset"),
+                Remove,
+                true,
+            ),
         ];
         for (role, db, target, action, want) in cases {
             let p = privileges(role, db).unwrap();
