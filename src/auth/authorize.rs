@@ -418,15 +418,11 @@ pub fn pipeline_needs(
                 };
                 out.push(need(r, &[A::ChangeStream, A::Find]));
             }
-            "$currentOp" => {
-                if spec_doc.is_some_and(|d| flag(d, "allUsers")) {
-                    out.push(need(R::Cluster, &[A::Inprog]));
-                }
+            "$currentOp" if spec_doc.is_some_and(|d| flag(d, "allUsers")) => {
+                out.push(need(R::Cluster, &[A::Inprog]));
             }
-            "$listSessions" => {
-                if spec_doc.is_some_and(|d| flag(d, "allUsers")) {
-                    out.push(need(R::Cluster, &[A::ListSessions]));
-                }
+            "$listSessions" if spec_doc.is_some_and(|d| flag(d, "allUsers")) => {
+                out.push(need(R::Cluster, &[A::ListSessions]));
             }
             _ => {}
         }
@@ -589,10 +585,8 @@ pub async fn collection_filter(
     client: &Client,
     req: &Request<'_>,
 ) -> Result<Option<Arc<UserAuthz>>, CommandError> {
-    if !server.config.auth
-        || !client.auth.is_authenticated()
-        || !(flag(req.body, "authorizedCollections") && flag(req.body, "nameOnly"))
-    {
+    let filtered = flag(req.body, "authorizedCollections") && flag(req.body, "nameOnly");
+    if !(server.config.auth && client.auth.is_authenticated() && filtered) {
         return Ok(None);
     }
     let a = user_authz(server, &client.auth.users).await?;

@@ -348,7 +348,8 @@ const BUCKETS_PREFIX: &str = "system.buckets.";
 
 /// Whether `db.coll` is a "normal" namespace (one `AnyNormal` and database patterns cover).
 pub fn is_normal_collection(db: &str, coll: &str) -> bool {
-    !coll.starts_with("system.") && !(db == "local" && coll.starts_with("replset."))
+    let local_replset = db == "local" && coll.starts_with("replset.");
+    !coll.starts_with("system.") && !local_replset
 }
 
 fn is_special_db(db: &str) -> bool {
