@@ -599,10 +599,11 @@ pub async fn collection_filter(
 /// Whether a user may see collection `db.coll` in a filtered `listCollections`: some
 /// privilege matches it.
 pub fn may_see_collection(a: &UserAuthz, db: &str, coll: &str) -> bool {
-    R::ns(db, coll)
-        .search_list()
+    let target = R::ns(db, coll);
+    a.privileges
+        .privileges()
         .iter()
-        .any(|r| !a.privileges.actions_on(r).is_empty())
+        .any(|p| !p.actions.is_empty() && p.resource.covers(&target))
 }
 
 /// For a `listDatabases` handler: `None` to list every database, or the privileges that

@@ -399,6 +399,41 @@ impl ResourcePattern {
         out
     }
 
+    /// Whether this pattern matches `target`, i.e. appears in `target`'s
+    /// [`ResourcePattern::search_list`] (computed without building the list).
+    pub fn covers(&self, target: &ResourcePattern) -> bool {
+        use ResourcePattern as R;
+        if *self == R::Any || self == target {
+            return true;
+        }
+        match target {
+            R::Namespace(db, coll) => {
+                if let R::Collection(c) = self {
+                    return c == coll;
+                }
+                if is_normal_collection(db, coll) {
+                    return match self {
+                        R::AnyNormal => !is_special_db(db),
+                        R::Database(d) => d == db,
+                        _ => false,
+                    };
+                }
+                let Some(bucket) = coll.strip_prefix(BUCKETS_PREFIX) else {
+                    return false;
+                };
+                match self {
+                    R::AnySystemBuckets => true,
+                    R::SystemBucketsInAnyDb(b) => b == bucket,
+                    R::AnySystemBucketsInDb(d) => d == db,
+                    R::SystemBuckets(d, b) => d == db && b == bucket,
+                    _ => false,
+                }
+            }
+            R::Database(db) => *self == R::AnyNormal && !is_special_db(db),
+            _ => false,
+        }
+    }
+
     /// Whether this pattern is about database `db` (or could name a collection in it) —
     /// MongoDB's "any action on any resource in the database" test for `listDatabases`.
     pub fn touches_db(&self, db: &str) -> bool {
@@ -758,8 +793,13 @@ impl PrivilegeSet {
     /// Whether every action of `actions` is granted on `target` by some matching pattern.
     pub fn is_authorized(&self, target: &ResourcePattern, actions: &ActionSet) -> bool {
         let mut granted = ActionSet::empty();
-        for r in target.search_list() {
-            granted.add_all(&self.actions_on(&r));
+        for p in &self.privileges {
+            if p.resource.covers(target) {
+                granted.add_all(&p.actions);
+                if granted.is_superset(actions) {
+                    return true;
+                }
+            }
         }
         granted.is_superset(actions)
     }
@@ -969,6 +1009,44 @@ mod tests {
         b.add(&Privilege::new(R::AnySystemBuckets, &[A::Find]));
         assert!(b.allows(&R::ns("t", "system.buckets.w"), A::Find));
         assert!(!b.allows(&R::ns("t", "w"), A::Find));
+    }
+
+    #[test]
+    fn covers_agrees_with_the_search_list() {
+        let patterns = [
+            R::Any,
+            R::AnyNormal,
+            R::db("a"),
+            R::db("local"),
+            R::Collection("c".into()),
+            R::Collection("system.js".into()),
+            R::ns("a", "c"),
+            R::ns("local", "c"),
+            R::Cluster,
+            R::AnySystemBuckets,
+            R::AnySystemBucketsInDb("a".into()),
+            R::SystemBucketsInAnyDb("w".into()),
+            R::SystemBuckets("a".into(), "w".into()),
+        ];
+        let targets = [
+            R::ns("a", "c"),
+            R::ns("b", "c"),
+            R::ns("a", "system.js"),
+            R::ns("a", "system.buckets.w"),
+            R::ns("local", "c"),
+            R::ns("local", "replset.election"),
+            R::ns("config", "c"),
+            R::db("a"),
+            R::db("local"),
+            R::Cluster,
+            R::Any,
+        ];
+        for t in &targets {
+            let list = t.search_list();
+            for p in &patterns {
+                assert_eq!(p.covers(t), list.contains(p), "{p:?} covers {t:?}");
+            }
+        }
     }
 
     #[test]

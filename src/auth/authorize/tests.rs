@@ -406,3 +406,152 @@ fn aggregate_needs_cover_every_namespace() {
     assert_eq!(needs.len(), 1);
     assert_eq!(needs[0].0, R::AnyNormal);
 }
+
+/// Cost of the check on the request path (run with `--ignored --nocapture`): the cached
+/// resolution plus the privilege match for a `find` and for an `aggregate` with `$lookup`.
+#[test]
+#[ignore]
+fn measure_check_cost() {
+    let server = server();
+    let user = UserName {
+        user: "u".into(),
+        db: "admin".into(),
+    };
+    add_user(
+        &server,
+        &user,
+        &[
+            RoleName {
+                role: "readWrite".into(),
+                db: "test".into(),
+            },
+            RoleName {
+                role: "clusterMonitor".into(),
+                db: "admin".into(),
+            },
+        ],
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let find = rawdoc! {"find": "c", "filter": {"a": 1}, "$db": "test"};
+    let agg = rawdoc! {"aggregate": "c", "pipeline": [{"$lookup": {"from": "d", "as": "x",
+    "localField": "a", "foreignField": "b"}}, {"$match": {}}], "cursor": {}, "$db": "test"};
+    let mut client = crate::client::Client::new(
+        1,
+        "127.0.0.1:1".parse().unwrap(),
+        "127.0.0.1:2".parse().unwrap(),
+    );
+    client.auth.users.push(user);
+    for (name, body) in [("find", &find), ("aggregate", &agg)] {
+        let cmd = lookup(name).unwrap();
+        let req = Request {
+            name,
+            db: "test",
+            body,
+            exhaust_allowed: false,
+        };
+        const N: u32 = 100_000;
+        let t = Instant::now();
+        rt.block_on(async {
+            for _ in 0..N {
+                check(&server, &client, cmd, &req).await.unwrap();
+            }
+        });
+        println!("{name}: {:?} per check", t.elapsed() / N);
+    }
+}
+
+#[test]
+fn listing_filters() {
+    let server = server();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let reader = UserName {
+        user: "reader".into(),
+        db: "admin".into(),
+    };
+    let any = UserName {
+        user: "any".into(),
+        db: "admin".into(),
+    };
+    add_user(
+        &server,
+        &reader,
+        &[RoleName {
+            role: "read".into(),
+            db: "test".into(),
+        }],
+    );
+    add_user(
+        &server,
+        &any,
+        &[RoleName {
+            role: "readAnyDatabase".into(),
+            db: "admin".into(),
+        }],
+    );
+    let client_of = |u: &UserName| {
+        let mut c = crate::client::Client::new(
+            1,
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+        );
+        c.auth.users.push(u.clone());
+        c
+    };
+    rt.block_on(async {
+        // Without listDatabases on the cluster: filtered to the databases with privileges.
+        let f = database_filter(&server, &client_of(&reader), None)
+            .await
+            .unwrap()
+            .expect("filtered");
+        assert!(f.privileges.any_in_db("test"));
+        assert!(!f.privileges.any_in_db("other"));
+        let e = database_filter(&server, &client_of(&reader), Some(false))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthorized);
+        assert_eq!(e.message, "Insufficient permissions to list all databases");
+        // With it: everything, unless authorizedDatabases: true asks for the filter.
+        assert!(
+            database_filter(&server, &client_of(&any), None)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            database_filter(&server, &client_of(&any), Some(true))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        // Unauthenticated (the gate's business) or auth off: no filter.
+        let anon = crate::client::Client::new(
+            1,
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+        );
+        assert!(
+            database_filter(&server, &anon, None)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    });
+    // A filtered listCollections shows what some privilege matches.
+    let a = UserAuthz::load(
+        &server.store,
+        &[UserName {
+            user: "reader".into(),
+            db: "admin".into(),
+        }],
+    )
+    .unwrap();
+    assert!(may_see_collection(&a, "test", "c"));
+    assert!(may_see_collection(&a, "test", "system.js"));
+    assert!(!may_see_collection(&a, "test", "system.profile"));
+    assert!(!may_see_collection(&a, "other", "c"));
+}
