@@ -555,3 +555,149 @@ fn listing_filters() {
     assert!(!may_see_collection(&a, "test", "system.profile"));
     assert!(!may_see_collection(&a, "other", "c"));
 }
+
+/// Through the dispatcher: a refused command never runs, an allowed one does, and a role
+/// changed by another connection takes effect on the next command.
+#[test]
+fn dispatch_enforces_and_sees_role_changes() {
+    let server = server();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let admin = UserName {
+        user: "admin".into(),
+        db: "admin".into(),
+    };
+    let app = UserName {
+        user: "app".into(),
+        db: "admin".into(),
+    };
+    add_user(
+        &server,
+        &admin,
+        &[RoleName {
+            role: "root".into(),
+            db: "admin".into(),
+        }],
+    );
+    add_user(
+        &server,
+        &app,
+        &[RoleName {
+            role: "appRole".into(),
+            db: "test".into(),
+        }],
+    );
+    let client_of = |u: &UserName, id: u64| {
+        let mut c = crate::client::Client::new(
+            id,
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+        );
+        c.auth.users.push(u.clone());
+        c
+    };
+    let mut root = client_of(&admin, 1);
+    let mut user = client_of(&app, 2);
+    let code = |r: &RawDocumentBuf| r.get_i32("code").ok();
+    rt.block_on(async {
+        let run = |c: &mut crate::client::Client, body: RawDocumentBuf| {
+            let server = server.clone();
+            let mut c2 = c.clone();
+            async move {
+                let (r, _) = crate::commands::dispatch(&server, &mut c2, &body, false).await;
+                r
+            }
+        };
+        let r = run(
+            &mut root,
+            rawdoc! {"createRole": "appRole", "roles": [],
+            "privileges": [{"resource": {"db": "test", "collection": "c"},
+                            "actions": ["find", "insert"]}], "$db": "test"},
+        )
+        .await;
+        assert_eq!(r.get_f64("ok").unwrap(), 1.0, "{r:?}");
+        let insert = rawdoc! {"insert": "c", "documents": [{"_id": 1}], "$db": "test"};
+        let r = run(&mut user, insert.clone()).await;
+        assert_eq!(r.get_i32("n").unwrap(), 1, "{r:?}");
+        // Not granted: refused before it runs.
+        let r = run(
+            &mut user,
+            rawdoc! {"delete": "c", "deletes": [{"q": {}, "limit": 0}], "$db": "test"},
+        )
+        .await;
+        assert_eq!(code(&r), Some(13), "{r:?}");
+        assert_eq!(r.get_str("codeName").unwrap(), "Unauthorized");
+        assert!(
+            r.get_str("errmsg")
+                .unwrap()
+                .starts_with("not authorized on test to execute command { delete: \"c\"")
+        );
+        let r = run(&mut user, rawdoc! {"find": "c", "$db": "test"}).await;
+        assert_eq!(r.get_f64("ok").unwrap(), 1.0);
+        // Revoked by another connection: the next command sees it.
+        let r = run(
+            &mut root,
+            rawdoc! {"revokePrivilegesFromRole": "appRole",
+            "privileges": [{"resource": {"db": "test", "collection": "c"}, "actions": ["insert"]}],
+            "$db": "test"},
+        )
+        .await;
+        assert_eq!(r.get_f64("ok").unwrap(), 1.0, "{r:?}");
+        let r = run(
+            &mut user,
+            rawdoc! {"insert": "c", "documents": [{"_id": 2}], "$db": "test"},
+        )
+        .await;
+        assert_eq!(code(&r), Some(13), "{r:?}");
+        let r = run(&mut user, rawdoc! {"count": "c", "$db": "test"}).await;
+        assert_eq!(
+            r.get_i32("n").unwrap(),
+            1,
+            "the refused insert wrote nothing: {r:?}"
+        );
+        // connectionStatus shows the user, the role and its privileges.
+        let r = run(
+            &mut user,
+            rawdoc! {"connectionStatus": 1, "showPrivileges": true, "$db": "test"},
+        )
+        .await;
+        let info = r.get_document("authInfo").unwrap();
+        assert_eq!(
+            info.to_owned(),
+            rawdoc! {
+                "authenticatedUsers": [{"user": "app", "db": "admin"}],
+                "authenticatedUserRoles": [{"role": "appRole", "db": "test"}],
+                "authenticatedUserPrivileges": [
+                    {"resource": {"db": "test", "collection": "c"}, "actions": ["find"]}
+                ],
+            }
+        );
+        // Dropping the role removes it from its holders.
+        let r = run(&mut root, rawdoc! {"dropRole": "appRole", "$db": "test"}).await;
+        assert_eq!(r.get_f64("ok").unwrap(), 1.0, "{r:?}");
+        let r = run(&mut user, rawdoc! {"find": "c", "$db": "test"}).await;
+        assert_eq!(code(&r), Some(13), "{r:?}");
+        let stored = roles::user_roles(&server.store, &app).unwrap().unwrap();
+        assert!(stored.is_empty(), "{stored:?}");
+        // A session belongs to the user that first used it.
+        let lsid = rawdoc! {"id": bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid, bytes: vec![3; 16] }};
+        let r = run(
+            &mut root,
+            rawdoc! {"find": "c", "lsid": lsid.clone(), "$db": "test"},
+        )
+        .await;
+        assert_eq!(r.get_f64("ok").unwrap(), 1.0, "{r:?}");
+        let r = run(
+            &mut user,
+            rawdoc! {"ping": 1, "lsid": lsid.clone(), "$db": "test"},
+        )
+        .await;
+        assert_eq!(code(&r), Some(13), "{r:?}");
+        let r = run(&mut root, rawdoc! {"ping": 1, "lsid": lsid, "$db": "test"}).await;
+        assert_eq!(r.get_f64("ok").unwrap(), 1.0, "{r:?}");
+    });
+}
