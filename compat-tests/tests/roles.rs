@@ -192,6 +192,22 @@ async fn create_role_and_roles_info() {
         ]
     );
 
+    assert_eq!(
+        err(
+            &db,
+            doc! {"rolesInfo": 1, "showPrivileges": "asUserFragment"}
+        )
+        .await,
+        (
+            20,
+            "Cannot get user fragment for all roles in a database".into()
+        )
+    );
+    assert_eq!(
+        err(&db, doc! {"rolesInfo": 2}).await,
+        (2, "RoleName must be either a string or an object".into())
+    );
+
     // The stored document, as MongoDB stores it.
     let stored = client
         .database("admin")

@@ -88,8 +88,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             Some(vec![roles::parse_role_name(arg, db)?])
         };
         if show_privileges == ShowPrivileges::AsUserFragment && names.is_none() {
-            return Err(CommandError::bad_value(
-                "Cannot use 'asUserFragment' with 'rolesInfo: 1'",
+            return Err(CommandError::new(
+                ErrorCode::IllegalOperation,
+                "Cannot get user fragment for all roles in a database",
             ));
         }
         let store = inv.server.store.clone();
