@@ -673,6 +673,40 @@ pub fn kill_cursors(ctx: &AuthCtx<'_>, req: &Request<'_>) -> Result<bool, Comman
     Ok(true)
 }
 
+/// Whether every session a session command names (`{<cmd>: [{id: UUID}, ...]}`) is unowned
+/// or owned by these users.
+fn named_sessions_owned(ctx: &AuthCtx<'_>, req: &Request<'_>) -> bool {
+    let Some(Ok((_, RawBsonRef::Array(list)))) = req.body.iter().next() else {
+        return true;
+    };
+    list.into_iter().flatten().all(|v| {
+        let RawBsonRef::Document(d) = v else {
+            return true;
+        };
+        let Ok(Some(RawBsonRef::Binary(b))) = d.get("id") else {
+            return true;
+        };
+        let Ok(lsid) = <[u8; 16]>::try_from(b.bytes) else {
+            return true;
+        };
+        ctx.server
+            .sessions
+            .get(&lsid)
+            .is_none_or(|s| s.owner.get().is_none_or(|o| o.as_slice() == ctx.users))
+    })
+}
+
+/// `endSessions` / `refreshSessions`: only the user's own sessions (a session belongs to the
+/// users that first used it).
+pub fn own_sessions(ctx: &AuthCtx<'_>, req: &Request<'_>) -> Result<bool, CommandError> {
+    Ok(named_sessions_owned(ctx, req))
+}
+
+/// `killSessions`: the user's own sessions are free; another user's need killAnySession.
+pub fn kill_sessions(ctx: &AuthCtx<'_>, req: &Request<'_>) -> Result<bool, CommandError> {
+    Ok(named_sessions_owned(ctx, req) || ctx.allows(&R::Cluster, &[A::KillAnySession]))
+}
+
 /// `currentOp`: inprog on the cluster unless `$ownOps: true`.
 pub fn current_op(ctx: &AuthCtx<'_>, req: &Request<'_>) -> Result<bool, CommandError> {
     Ok(flag(req.body, "$ownOps") || ctx.allows(&R::Cluster, &[A::Inprog]))

@@ -169,15 +169,18 @@ fn registry_declarations() {
     );
     add_user(&server, &nobody, &[]);
     // Custom checks that let a privilege-less user through for this generic request: it
-    // names no foreign cursor, no inner command, no parseable rename, or nothing to grant,
+    // names no foreign cursor or session, no inner command, no parseable rename, or nothing to grant,
     // revoke or change (the command itself then refuses the request, as in MongoDB).
     const FREE_FOR_GENERIC_BODY: &[&str] = &[
+        "endSessions",
         "explain",
         "getMore",
         "grantPrivilegesToRole",
         "grantRolesToRole",
         "grantRolesToUser",
         "killCursors",
+        "killSessions",
+        "refreshSessions",
         "renameCollection",
         "revokePrivilegesFromRole",
         "revokeRolesFromRole",
@@ -342,6 +345,20 @@ fn sessions_belong_to_their_users() {
     s.owner.set(vec![alice.clone()]).unwrap();
     assert!(session_owned(&ctx(alice), &body));
     assert!(!session_owned(&ctx(bob), &body));
+    let list = rawdoc! {"endSessions": [{"id": bson::Binary {
+    subtype: bson::spec::BinarySubtype::Uuid, bytes: lsid.to_vec() }}]};
+    let req = Request {
+        name: "endSessions",
+        db: "admin",
+        body: &list,
+        exhaust_allowed: false,
+    };
+    assert!(own_sessions(&ctx(alice), &req).unwrap());
+    assert!(!own_sessions(&ctx(bob), &req).unwrap());
+    assert!(
+        !kill_sessions(&ctx(bob), &req).unwrap(),
+        "bob lacks killAnySession"
+    );
 }
 
 #[test]
