@@ -707,6 +707,26 @@ pub fn kill_sessions(ctx: &AuthCtx<'_>, req: &Request<'_>) -> Result<bool, Comma
     Ok(named_sessions_owned(ctx, req) || ctx.allows(&R::Cluster, &[A::KillAnySession]))
 }
 
+/// `profile`: enableProfiler on the database; only reading the settings (a negative level
+/// without `slowms`/`sampleRate`) is also allowed to whoever may read `system.profile`.
+pub fn profile(ctx: &AuthCtx<'_>, req: &Request<'_>) -> Result<bool, CommandError> {
+    let level = match req.body.iter().next() {
+        Some(Ok((_, RawBsonRef::Int32(i)))) => f64::from(i),
+        Some(Ok((_, RawBsonRef::Int64(i)))) => i as f64,
+        Some(Ok((_, RawBsonRef::Double(d)))) => d,
+        _ => 0.0,
+    };
+    let has = |f: &str| req.body.get(f).ok().flatten().is_some();
+    if level < 0.0
+        && !has("slowms")
+        && !has("sampleRate")
+        && ctx.allows(&R::ns(req.db, "system.profile"), &[A::Find])
+    {
+        return Ok(true);
+    }
+    Ok(ctx.allows(&R::db(req.db), &[A::EnableProfiler]))
+}
+
 /// `currentOp`: inprog on the cluster unless `$ownOps: true`.
 pub fn current_op(ctx: &AuthCtx<'_>, req: &Request<'_>) -> Result<bool, CommandError> {
     Ok(flag(req.body, "$ownOps") || ctx.allows(&R::Cluster, &[A::Inprog]))
