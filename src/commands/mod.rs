@@ -24,7 +24,9 @@
 //! command the connection's users lack the privileges for), then the
 //! `failCommand` fail point ([`crate::failpoint`]: it may delay, fail or
 //! drop the command, or replace its error labels), then the session checks
-//! ([`crate::session::begin`]), the handler and the session's finish.
+//! ([`crate::session::begin`]), the handler and the session's finish, and last the
+//! authorization bookkeeping ([`crate::auth::authorize::after`]: who owns a new cursor or
+//! session).
 //!
 //! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
 //! a [`CommandError`] through [`CommandError::to_reply`] — with the fail point's labels when it
