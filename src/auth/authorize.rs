@@ -171,12 +171,26 @@ fn session_owned(ctx: &AuthCtx<'_>, body: &RawDocument) -> bool {
     }
 }
 
+/// Who opened a cursor, and the command that opened it (re-checked at each `getMore`, as
+/// MongoDB re-checks a cursor's originating privileges).
+#[derive(Debug)]
+pub struct CursorOrigin {
+    /// The users that opened it.
+    pub users: Vec<UserName>,
+    /// The opening command.
+    pub command: &'static Command,
+    /// Its database.
+    pub db: String,
+    /// Its body.
+    pub body: RawDocumentBuf,
+}
+
 /// Bookkeeping after a command ran: owners of the cursor and session it opened (when
 /// authenticated), and cache invalidation when it wrote the user or role collections.
 pub fn after(
     server: &ServerState,
     client: &Client,
-    cmd: &Command,
+    cmd: &'static Command,
     req: &Request<'_>,
     reply: Option<&RawDocument>,
 ) {
@@ -192,7 +206,15 @@ pub fn after(
         && let Ok(Some(RawBsonRef::Int64(id))) = c.get("id")
         && id != 0
     {
-        server.cursors.set_owners(id, users);
+        server.cursors.set_origin(
+            id,
+            Arc::new(CursorOrigin {
+                users: users.clone(),
+                command: cmd,
+                db: req.db.to_string(),
+                body: req.body.to_owned(),
+            }),
+        );
     }
     if let Some(lsid) = lsid_of(req.body)
         && let Some(s) = server.sessions.get(&lsid)
@@ -633,19 +655,46 @@ pub async fn database_filter(
 
 // ---- cursors, operations, sessions ---------------------------------------------------
 
-/// `getMore`: the cursor must belong to the connection's users.
+/// `getMore`: the cursor must belong to the connection's users, who must still hold the
+/// privileges of the command that opened it.
 pub fn get_more(ctx: &AuthCtx<'_>, req: &Request<'_>) -> Result<bool, CommandError> {
     let id = match req.body.iter().next() {
         Some(Ok((_, RawBsonRef::Int64(id)))) => id,
         _ => return Ok(true),
     };
-    match ctx.server.cursors.owners(id) {
-        Some(owners) if owners.as_slice() != ctx.users => Err(CommandError::new(
+    let origin = match ctx.server.cursors.origin(id) {
+        None => return Ok(true),
+        Some(None) => None,
+        Some(Some(o)) => Some(o),
+    };
+    let owners = origin.as_ref().map(|o| o.users.as_slice()).unwrap_or(&[]);
+    if owners != ctx.users {
+        return Err(CommandError::new(
             ErrorCode::Unauthorized,
             format!("cursor id {id} was not created by the authenticated user"),
-        )),
-        _ => Ok(true),
+        ));
     }
+    if let Some(o) = origin
+        && o.command.name != "getMore"
+    {
+        let name = match o.body.iter().next() {
+            Some(Ok((k, _))) => k.as_str(),
+            _ => o.command.name,
+        };
+        let opening = Request {
+            name,
+            db: &o.db,
+            body: &o.body,
+            exhaust_allowed: false,
+        };
+        if !authorized(ctx, o.command, &opening)? {
+            return Err(CommandError::new(
+                ErrorCode::Unauthorized,
+                format!("not authorized for getMore with cursor id {id}"),
+            ));
+        }
+    }
+    Ok(true)
 }
 
 /// `killCursors`: a user's own cursors are free; another user's need killAnyCursor (on the

@@ -252,7 +252,15 @@ fn cursors_belong_to_their_users() {
     add_user(&server, &alice, std::slice::from_ref(&read));
     add_user(&server, &bob, std::slice::from_ref(&read));
     buffered_cursor(&server, 42);
-    server.cursors.set_owners(42, std::slice::from_ref(&alice));
+    server.cursors.set_origin(
+        42,
+        Arc::new(CursorOrigin {
+            users: vec![alice.clone()],
+            command: lookup("find").unwrap(),
+            db: "test".into(),
+            body: rawdoc! {"find": "c"},
+        }),
+    );
     let get_more = rawdoc! {"getMore": 42i64, "collection": "c"};
     assert!(allowed(
         &server,
@@ -692,6 +700,30 @@ fn dispatch_enforces_and_sees_role_changes() {
                 ],
             }
         );
+        // A cursor: only its owner may continue it, and only while the find is allowed.
+        let r = run(
+            &mut root,
+            rawdoc! {"insert": "c", "documents": [{"_id": 10}, {"_id": 11}, {"_id": 12}],
+            "$db": "test"},
+        )
+        .await;
+        assert_eq!(r.get_i32("n").unwrap(), 3, "{r:?}");
+        let r = run(
+            &mut user,
+            rawdoc! {"find": "c", "batchSize": 1, "$db": "test"},
+        )
+        .await;
+        let id = r.get_document("cursor").unwrap().get_i64("id").unwrap();
+        assert_ne!(id, 0);
+        let get_more = rawdoc! {"getMore": id, "collection": "c", "batchSize": 1, "$db": "test"};
+        let r = run(&mut root, get_more.clone()).await;
+        assert_eq!(code(&r), Some(13), "{r:?}");
+        assert_eq!(
+            r.get_str("errmsg").unwrap(),
+            format!("cursor id {id} was not created by the authenticated user")
+        );
+        let r = run(&mut user, get_more.clone()).await;
+        assert_eq!(r.get_f64("ok").unwrap(), 1.0, "{r:?}");
         // Dropping the role removes it from its holders.
         let r = run(&mut root, rawdoc! {"dropRole": "appRole", "$db": "test"}).await;
         assert_eq!(r.get_f64("ok").unwrap(), 1.0, "{r:?}");
@@ -699,6 +731,12 @@ fn dispatch_enforces_and_sees_role_changes() {
         assert_eq!(code(&r), Some(13), "{r:?}");
         let stored = roles::user_roles(&server.store, &app).unwrap().unwrap();
         assert!(stored.is_empty(), "{stored:?}");
+        let r = run(&mut user, get_more).await;
+        assert_eq!(code(&r), Some(13), "{r:?}");
+        assert_eq!(
+            r.get_str("errmsg").unwrap(),
+            format!("not authorized for getMore with cursor id {id}")
+        );
         // A session belongs to the user that first used it.
         let lsid = rawdoc! {"id": bson::Binary {
         subtype: bson::spec::BinarySubtype::Uuid, bytes: vec![3; 16] }};
