@@ -15,7 +15,10 @@
 //! - a cursor created in a session (`lsid`) only serves `getMore`s from that session;
 //! - idle cursors are reaped after the idle timeout (10 minutes by default) unless created
 //!   with `noCursorTimeout`;
-//! - ids are non-zero, positive and unique within the process.
+//! - ids are non-zero, positive and unique within the process;
+//! - with authentication on, a cursor belongs to the users that opened it (recorded with the
+//!   opening command by the authorization layer; only they may `getMore` it, and only while
+//!   they still hold the privileges that command needed).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -191,6 +194,7 @@ enum Slot {
 /// All open cursors.
 pub struct CursorManager {
     slots: Mutex<HashMap<i64, Slot>>,
+    owners: Mutex<HashMap<i64, Arc<crate::auth::authorize::CursorOrigin>>>,
     counter: AtomicU64,
     seed: u64,
     /// Idle timeout.
@@ -233,6 +237,7 @@ impl CursorManager {
             ^ u64::from(std::process::id()).rotate_left(32);
         CursorManager {
             slots: Mutex::new(HashMap::new()),
+            owners: Mutex::new(HashMap::new()),
             counter: AtomicU64::new(1),
             seed,
             idle_timeout,
@@ -252,6 +257,35 @@ impl CursorManager {
                 return id;
             }
         }
+    }
+
+    /// Records who opened a cursor and with which command (the first record stands).
+    /// Entries of cursors that no longer exist are pruned as the table grows.
+    pub fn set_origin(&self, id: i64, origin: Arc<crate::auth::authorize::CursorOrigin>) {
+        let live = self.lock().len();
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        if owners.len() > 2 * live + 64 {
+            let slots = self.lock();
+            owners.retain(|id, _| slots.contains_key(id));
+        }
+        owners.entry(id).or_insert(origin);
+    }
+
+    /// Who opened an open cursor: `None` when no such cursor is open, `Some(None)` when it
+    /// was opened without authentication.
+    pub fn origin(&self, id: i64) -> Option<Option<Arc<crate::auth::authorize::CursorOrigin>>> {
+        if !self.lock().contains_key(&id) {
+            return None;
+        }
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        Some(owners.get(&id).cloned())
+    }
+
+    /// The users that own an open cursor: `None` when no such cursor is open, an empty list
+    /// when it was opened without authentication.
+    pub fn owners(&self, id: i64) -> Option<Vec<crate::auth::UserName>> {
+        self.origin(id)
+            .map(|o| o.map(|o| o.users.clone()).unwrap_or_default())
     }
 
     /// Registers an open cursor.

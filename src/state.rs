@@ -125,6 +125,8 @@ pub struct ServerState {
     pub metrics: crate::metrics::Metrics,
     /// TLS, when `--tls-mode` is not `disabled` (set by the binary after reading the files).
     pub tls: Option<crate::tls::Tls>,
+    /// Resolved privileges of authenticated users ([`crate::auth::invalidate`] drops them).
+    pub authz: crate::auth::roles::AuthzCache,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     /// Ticks after every commit that wrote (awaitData cursors wait on it).
@@ -190,6 +192,7 @@ impl ServerState {
             profiler,
             metrics: crate::metrics::Metrics::default(),
             tls: None,
+            authz: crate::auth::roles::AuthzCache::default(),
             topology,
             shutdown,
             commits,

@@ -3,13 +3,30 @@
 //! Map:
 //! - this module: the identity types every part shares — [`UserName`], [`RoleName`] and a
 //!   connection's [`AuthState`] (the users it has authenticated as, held in
-//!   [`crate::client::Client::auth`]).
+//!   [`crate::client::Client::auth`]) — and [`invalidate`], which every change to users or
+//!   roles calls;
+//! - [`privilege`]: actions, resource patterns, privileges and the matching rule;
+//! - [`builtin_roles`]: MongoDB's built-in roles as data;
+//! - [`roles`]: user-defined roles in `admin.system.roles`, role resolution and the
+//!   per-user privilege cache;
+//! - [`authorize`]: what each command needs and the check the dispatcher runs.
 //!
 //! Invariants: with authentication off ([`crate::config::Config::auth`] false) nothing here
 //! restricts a command; a connection's [`AuthState`] belongs to its task and changes only
 //! through authentication commands (`saslStart`/`saslContinue`/`authenticate`/`logout`).
 
 use std::fmt;
+
+pub mod authorize;
+pub mod builtin_roles;
+pub mod privilege;
+pub mod roles;
+
+/// Drops every cached privilege resolution: call it after any change to users or roles
+/// (the next command of every connection resolves its users again).
+pub fn invalidate(server: &crate::state::ServerState) {
+    server.authz.invalidate();
+}
 
 /// A user: name and the database it is defined on (its authentication database).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -27,6 +27,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["recoveryToken"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::None,
     run,
 };
 

@@ -23,6 +23,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["toCollection", "size", "temp"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::clone_collection_as_capped),
     run,
 };
 

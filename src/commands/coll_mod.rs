@@ -65,6 +65,7 @@ pub static COMMAND: Command = Command {
     ]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::coll_mod),
     run,
 };
 

@@ -33,6 +33,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["commitTimestamp", "recoveryToken"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::None,
     run,
 };
 

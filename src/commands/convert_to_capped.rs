@@ -23,6 +23,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["size", "temp"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Ns(&[super::ActionType::ConvertToCapped]),
     run,
 };
 

@@ -31,6 +31,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["query", "skip", "limit", "hint", "collation", "fields"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Ns(&[super::ActionType::Find]),
     run,
 };
 

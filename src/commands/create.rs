@@ -60,6 +60,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(FIELDS),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::create),
     run,
 };
 

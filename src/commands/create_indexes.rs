@@ -45,6 +45,7 @@ pub static COMMAND: Command = Command {
     ]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Ns(&[super::ActionType::CreateIndex]),
     run,
 };
 

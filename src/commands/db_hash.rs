@@ -29,6 +29,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["collections", "includeViews"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Db(&[super::ActionType::DbHash]),
     run,
 };
 

@@ -43,6 +43,7 @@ pub static COMMAND: Command = Command {
     ]),
     counter: Counter::SelfCounted,
     kill_on_disconnect: false,
+    authz: super::Authz::Ns(&[super::ActionType::Remove]),
     run,
 };
 

@@ -32,6 +32,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["key", "query", "collation"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Ns(&[super::ActionType::Find]),
     run,
 };
 

@@ -25,6 +25,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["index"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Ns(&[super::ActionType::DropIndex]),
     run,
 };
 

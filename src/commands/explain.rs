@@ -47,6 +47,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["verbosity"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::explain),
     run,
 };
 

@@ -83,6 +83,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(FIELDS),
     counter: Counter::Query,
     kill_on_disconnect: false,
+    authz: super::Authz::Ns(&[super::ActionType::Find]),
     run,
 };
 

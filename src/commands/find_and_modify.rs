@@ -55,6 +55,7 @@ pub static COMMAND: Command = Command {
     ]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::find_and_modify),
     run,
 };
 

@@ -25,6 +25,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&[]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Cluster(&[super::ActionType::GetCmdLineOpts]),
     run,
 };
 

@@ -30,6 +30,7 @@ pub static COMMAND: Command = Command {
     ]),
     counter: Counter::GetMore,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::get_more),
     run,
 };
 

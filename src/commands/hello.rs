@@ -49,6 +49,7 @@ pub static HELLO: Command = Command {
     fields: Fields::Any,
     counter: Counter::Command,
     kill_on_disconnect: true,
+    authz: super::Authz::None,
     run: run_hello,
 };
 
@@ -64,6 +65,7 @@ pub static IS_MASTER: Command = Command {
     fields: Fields::Any,
     counter: Counter::Command,
     kill_on_disconnect: true,
+    authz: super::Authz::None,
     run: run_is_master,
 };
 

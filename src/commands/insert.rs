@@ -51,6 +51,7 @@ pub static COMMAND: Command = Command {
     ]),
     counter: Counter::SelfCounted,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::insert),
     run,
 };
 

@@ -17,6 +17,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&[]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::kill_sessions),
     run,
 };
 

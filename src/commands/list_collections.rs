@@ -6,7 +6,9 @@
 //! (MongoDB lists a database's views after its collections; the `system.views` collection
 //! that creating a view makes is an ordinary entry); `nameOnly: true` returns `{name, type}`. `filter` is a query on the entries as returned. The reply is
 //! `{cursor: {id, ns: "<db>.$cmd.listCollections", firstBatch}, ok}`; with
-//! `cursor.batchSize` smaller than the result the rest is served by `getMore`.
+//! `cursor.batchSize` smaller than the result the rest is served by `getMore`. With
+//! authorization, `authorizedCollections: true, nameOnly: true` from a user without the
+//! `listCollections` action lists only the collections the user holds some privilege on.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -37,6 +39,7 @@ pub static COMMAND: Command = Command {
     ]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::list_collections),
     run,
 };
 
@@ -56,6 +59,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let db = inv.req.db;
         let name_only = opt_bool(body, "listCollections", "nameOnly")?.unwrap_or(false);
         let _ = opt_bool(body, "listCollections", "authorizedCollections")?;
+        let visible =
+            crate::auth::authorize::collection_filter(inv.server, inv.client, &inv.req).await?;
+        let hidden = |name: &str| {
+            visible
+                .as_ref()
+                .is_some_and(|a| !crate::auth::authorize::may_see_collection(a, db, name))
+        };
         let filter = match opt_document(body, "listCollections", "filter")? {
             Some(f) => Some(Filter::parse(f)?),
             None => None,
@@ -67,6 +77,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let ns = format!("{db}.$cmd.listCollections");
         let mut entries = VecDeque::new();
         for m in inv.server.store.catalog().in_database(db) {
+            if hidden(&m.name) {
+                continue;
+            }
             let entry = if name_only {
                 rawdoc! {"name": m.name.as_str(), "type": "collection"}
             } else {
@@ -86,6 +99,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             }
         }
         for v in inv.server.store.catalog().views_in(db) {
+            if hidden(&v.name) {
+                continue;
+            }
             let entry = if name_only {
                 rawdoc! {"name": v.name.as_str(), "type": "view"}
             } else {

@@ -3,7 +3,10 @@
 //! Each entry is `{name, sizeOnDisk: Int64, empty: bool}` — `sizeOnDisk` is the bytes its
 //! collections occupy on disk (data still in the write buffer is not on disk yet), `empty`
 //! whether it holds no documents. `nameOnly: true` returns `{name}` entries and no totals.
-//! `filter` is a query on the entries (applied before `nameOnly` trims them).
+//! `filter` is a query on the entries (applied before `nameOnly` trims them). With
+//! authorization, a user without `listDatabases` on the cluster (or who asks
+//! `authorizedDatabases: true`) sees only the databases they hold some privilege in
+//! ([`crate::auth::authorize::database_filter`]).
 
 use bson::{RawArrayBuf, RawDocumentBuf, rawdoc};
 use cairn_query::filter::Filter;
@@ -23,6 +26,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["filter", "nameOnly", "authorizedDatabases"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::None,
     run,
 };
 
@@ -30,7 +34,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
         let name_only = opt_bool(body, "listDatabases", "nameOnly")?.unwrap_or(false);
-        let _ = opt_bool(body, "listDatabases", "authorizedDatabases")?;
+        let authorized = opt_bool(body, "listDatabases", "authorizedDatabases")?;
+        let visible =
+            crate::auth::authorize::database_filter(inv.server, inv.client, authorized).await?;
         let filter = match opt_document(body, "listDatabases", "filter")? {
             Some(f) => Some(Filter::parse(f)?),
             None => None,
@@ -41,6 +47,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             let mut dbs = RawArrayBuf::new();
             let mut total: i64 = 0;
             for db in cat.databases() {
+                if visible
+                    .as_ref()
+                    .is_some_and(|v| !v.privileges.any_in_db(&db))
+                {
+                    continue;
+                }
                 let mut size: i64 = 0;
                 let mut docs: i64 = 0;
                 for m in cat.in_database(&db) {

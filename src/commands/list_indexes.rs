@@ -34,6 +34,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["cursor", "includeBuildUUIDs", "includeIndexBuildInfo"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Ns(&[super::ActionType::ListIndexes]),
     run,
 };
 

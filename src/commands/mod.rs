@@ -20,9 +20,13 @@
 //!
 //! Then the command runs as a registered operation ([`crate::ops`], which `currentOp` lists and
 //! `killOp` interrupts) inside its interruption context ([`crate::deadline`]): the
-//! `failCommand` fail point is evaluated first ([`crate::failpoint`]: it may delay, fail or
+//! authorization check comes first ([`crate::auth::authorize::check`], which refuses a
+//! command the connection's users lack the privileges for), then the
+//! `failCommand` fail point ([`crate::failpoint`]: it may delay, fail or
 //! drop the command, or replace its error labels), then the session checks
-//! ([`crate::session::begin`]), the handler and the session's finish.
+//! ([`crate::session::begin`]), the handler and the session's finish, and last the
+//! authorization bookkeeping ([`crate::auth::authorize::after`]: who owns a new cursor or
+//! session).
 //!
 //! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
 //! a [`CommandError`] through [`CommandError::to_reply`] — with the fail point's labels when it
@@ -39,6 +43,8 @@ use crate::client::Client;
 use crate::error::{CommandError, ErrorCode, ok_reply};
 use crate::state::ServerState;
 
+pub use crate::auth::authorize::Authz;
+pub use crate::auth::privilege::ActionType;
 pub use args::{
     collection_arg, opt_bool, opt_count, opt_document, opt_strict_bool, truthy, type_name,
 };
@@ -57,14 +63,17 @@ pub mod convert_to_capped;
 pub mod count;
 pub mod create;
 pub mod create_indexes;
+pub mod create_role;
 pub mod current_op;
 pub mod db_hash;
 pub mod db_stats;
 pub mod delete;
 pub mod distinct;
 pub mod drop;
+pub mod drop_all_roles_from_database;
 pub mod drop_database;
 pub mod drop_indexes;
+pub mod drop_role;
 pub mod end_sessions;
 pub mod explain;
 pub mod find;
@@ -74,6 +83,8 @@ pub mod get_cmd_line_opts;
 pub mod get_log;
 pub mod get_more;
 pub mod get_parameter;
+pub mod grant_privileges_to_role;
+pub mod grant_roles_to_role;
 pub mod hello;
 pub mod host_info;
 pub mod insert;
@@ -91,6 +102,9 @@ pub mod ping;
 pub mod profile;
 pub mod refresh_sessions;
 pub mod rename_collection;
+pub mod revoke_privileges_from_role;
+pub mod revoke_roles_from_role;
+pub mod roles_info;
 pub mod rotate_certificates;
 pub mod server_status;
 pub mod set_parameter;
@@ -98,6 +112,7 @@ pub mod sleep;
 pub mod start_session;
 pub mod top;
 pub mod update;
+pub mod update_role;
 pub mod validate;
 pub mod wait_for_fail_point;
 pub mod whatsmyuri;
@@ -199,6 +214,8 @@ pub struct Command {
     /// Whether the command may be abandoned when its client disconnects mid-way (it changes
     /// nothing, like an awaitable `hello`).
     pub kill_on_disconnect: bool,
+    /// What the command needs when authorization applies ([`crate::auth::authorize`]).
+    pub authz: crate::auth::authorize::Authz,
     /// The entry point.
     pub run: Handler,
 }
@@ -224,14 +241,17 @@ pub static REGISTRY: &[&Command] = &[
     &count::COMMAND,
     &create::COMMAND,
     &create_indexes::COMMAND,
+    &create_role::COMMAND,
     &current_op::COMMAND,
     &db_hash::COMMAND,
     &db_stats::COMMAND,
     &delete::COMMAND,
     &distinct::COMMAND,
     &drop::COMMAND,
+    &drop_all_roles_from_database::COMMAND,
     &drop_database::COMMAND,
     &drop_indexes::COMMAND,
+    &drop_role::COMMAND,
     &end_sessions::COMMAND,
     &explain::COMMAND,
     &find::COMMAND,
@@ -241,6 +261,8 @@ pub static REGISTRY: &[&Command] = &[
     &get_log::COMMAND,
     &get_more::COMMAND,
     &get_parameter::COMMAND,
+    &grant_privileges_to_role::COMMAND,
+    &grant_roles_to_role::COMMAND,
     &hello::HELLO,
     &host_info::COMMAND,
     &insert::COMMAND,
@@ -259,6 +281,9 @@ pub static REGISTRY: &[&Command] = &[
     &profile::COMMAND,
     &refresh_sessions::COMMAND,
     &rename_collection::COMMAND,
+    &revoke_privileges_from_role::COMMAND,
+    &revoke_roles_from_role::COMMAND,
+    &roles_info::COMMAND,
     &rotate_certificates::COMMAND,
     &server_status::COMMAND,
     &set_parameter::COMMAND,
@@ -266,6 +291,7 @@ pub static REGISTRY: &[&Command] = &[
     &start_session::COMMAND,
     &top::COMMAND,
     &update::COMMAND,
+    &update_role::COMMAND,
     &validate::COMMAND,
     &wait_for_fail_point::COMMAND,
     &whatsmyuri::COMMAND,
@@ -528,6 +554,9 @@ async fn execute(
     {
         return early(e);
     }
+    if let Err(e) = crate::auth::authorize::check(server, client, cmd, &req).await {
+        return early(e);
+    }
     if let Err(e) = crate::failpoint::fail_command(cmd, db, body, client, effects).await {
         return early(e);
     }
@@ -567,6 +596,13 @@ async fn execute(
         crate::error::append_all(reply, &wce);
     }
     let tail = crate::session::finish(server, op, cmd, &mut body_result);
+    crate::auth::authorize::after(
+        server,
+        client,
+        cmd,
+        &req,
+        body_result.as_ref().ok().map(|b| b.as_ref()),
+    );
     if let Some((true, None)) = primary_write {
         client.close_requested = true;
     }

@@ -21,6 +21,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&[]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::own_sessions),
     run,
 };
 

@@ -25,6 +25,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["to", "dropTarget", "stayTemp", "collectionUUID"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::rename_collection),
     run,
 };
 

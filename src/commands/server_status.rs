@@ -33,6 +33,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Any,
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Cluster(&[super::ActionType::ServerStatus]),
     run,
 };
 

@@ -64,6 +64,7 @@ pub static COMMAND: Command = Command {
     ]),
     counter: Counter::SelfCounted,
     kill_on_disconnect: false,
+    authz: super::Authz::Custom(crate::auth::authorize::update),
     run,
 };
 

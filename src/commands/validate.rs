@@ -37,6 +37,7 @@ pub static COMMAND: Command = Command {
     ]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::Ns(&[super::ActionType::Validate]),
     run,
 };
 

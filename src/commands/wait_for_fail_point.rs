@@ -22,6 +22,7 @@ pub static COMMAND: Command = Command {
     fields: Fields::Strict(&["timesEntered"]),
     counter: Counter::Command,
     kill_on_disconnect: false,
+    authz: super::Authz::None,
     run,
 };
 

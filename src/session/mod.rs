@@ -388,6 +388,8 @@ pub struct Session {
     gate: Arc<Semaphore>,
     /// Its state (locked briefly, never across an `.await`).
     pub state: Mutex<SessionState>,
+    /// The users that first used it with authentication on (only they may use it).
+    pub owner: std::sync::OnceLock<Vec<crate::auth::UserName>>,
 }
 
 impl Session {
@@ -435,6 +437,7 @@ impl Sessions {
                         phase: Phase::Idle,
                         ended: false,
                     }),
+                    owner: std::sync::OnceLock::new(),
                 })
             })
             .clone()
