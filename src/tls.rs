@@ -722,9 +722,11 @@ mod tests {
                 .distinguished_name
                 .push(DnType::OrganizationName, "Cairn, Inc.");
             client.distinguished_name.push(DnType::CommonName, "alice");
+            client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
             let ckey = KeyPair::generate().unwrap();
             let ccert = client.signed_by(&ckey, &issuer).unwrap();
             std::fs::write(dir.join("client.der"), ccert.der()).unwrap();
+            std::fs::write(dir.join("client.key.der"), ckey.serialized_der()).unwrap();
             Pki { dir }
         }
 
@@ -857,6 +859,100 @@ mod tests {
             e.contains("holds no \"ENCRYPTED PRIVATE KEY\" section"),
             "{e}"
         );
+    }
+
+    /// A TLS client (trusting the PKI's CA, with `cert` as its certificate) against
+    /// [`Tls::establish`] on a loopback socket; returns what the server learned.
+    async fn handshake(tls: &Tls, pki: &Pki, cert: Option<&Pki>) -> Option<PeerInfo> {
+        let mut roots = RootCertStore::empty();
+        let ca = CertificateDer::from_pem_file(pki.dir.join("ca.pem")).unwrap();
+        roots.add(ca).unwrap();
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots);
+        let config = match cert {
+            Some(p) => {
+                let der = std::fs::read(p.dir.join("client.der")).unwrap();
+                let key = std::fs::read(p.dir.join("client.key.der")).unwrap();
+                builder
+                    .with_client_auth_cert(
+                        vec![CertificateDer::from(der)],
+                        PrivateKeyDer::Pkcs8(key.into()),
+                    )
+                    .unwrap()
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::spawn(async move {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            let stream = connector.connect(name, tcp).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            drop(stream);
+        });
+        let (tcp, peer) = listener.accept().await.unwrap();
+        let established = tls.establish(tcp, peer).await;
+        client.await.unwrap();
+        match established {
+            Ok(Some((Stream::Tls(_), info))) => info,
+            Ok(Some((Stream::Plain(_), _))) => panic!("a TLS client came out plain"),
+            Ok(None) => panic!("closed"),
+            Err(_) => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn verified_client_certificates_give_their_subject() {
+        let pki = Pki::new("peer");
+        let other = Pki::new("peer-other");
+        let args = |extra: &[&str]| {
+            let mut a = vec![
+                "--tls-mode".to_string(),
+                "allowTLS".into(),
+                "--tls-certificate-key-file".into(),
+                pki.path("server.pem"),
+                "--tls-ca-file".into(),
+                pki.path("ca.pem"),
+            ];
+            a.extend(extra.iter().map(|s| s.to_string()));
+            parse(&a.iter().map(String::as_str).collect::<Vec<_>>()).unwrap()
+        };
+        let strict = Tls::load(&args(&[])).unwrap().unwrap();
+        let info = handshake(&strict, &pki, Some(&pki))
+            .await
+            .expect("handshake");
+        assert_eq!(info.version, "1.3");
+        let subject = info.subject.expect("subject");
+        assert!(subject.contains("CN=alice"), "{subject}");
+        // No certificate, or one from another CA: the handshake fails.
+        assert_eq!(handshake(&strict, &pki, None).await, None);
+        assert_eq!(handshake(&strict, &pki, Some(&other)).await, None);
+        assert_eq!(strict.counters.tls13.load(Relaxed), 1);
+
+        let lenient = Tls::load(&args(&["--tls-allow-invalid-certificates"]))
+            .unwrap()
+            .unwrap();
+        let info = handshake(&lenient, &pki, Some(&other))
+            .await
+            .expect("accepted");
+        assert_eq!(info.subject, None, "an invalid certificate names no one");
+        let info = handshake(&lenient, &pki, Some(&pki))
+            .await
+            .expect("accepted");
+        assert!(info.subject.is_some());
+
+        let optional = Tls::load(&args(&["--tls-allow-connections-without-certificates"]))
+            .unwrap()
+            .unwrap();
+        let info = handshake(&optional, &pki, None)
+            .await
+            .expect("no certificate");
+        assert_eq!(info.subject, None);
+        assert_eq!(handshake(&optional, &pki, Some(&other)).await, None);
     }
 
     #[test]
