@@ -6,8 +6,8 @@
 //! a regex value is a regex match; anything else is an equality. Errors carry MongoDB's codes
 //! and messages (BadValue 2, FailedToParse 9, TypeMismatch 14, 51074/51075/51091/51108 as
 //! `Location`). Operators Cairn does not evaluate yet (`$where`, `$text`, `$expr`,
-//! `$jsonSchema` without an [`Extensions`] that supplies them, geo operators) are
-//! NotImplemented (238). `$sampleRate: r` is MongoDB's rewrite: false for 0, true for 1,
+//! `$jsonSchema` without an [`Extensions`] that supplies them, `$near`/`$nearSphere`) are
+//! NotImplemented (238); `$geoWithin`/`$within`/`$geoIntersects` are [`crate::geo`]'s. `$sampleRate: r` is MongoDB's rewrite: false for 0, true for 1,
 //! otherwise `$expr: {$lt: [{$rand: {}}, r]}` (a fresh draw per document).
 //!
 //! Evaluation follows expression_leaf.cpp / expression_array.cpp / path.cpp:
@@ -40,6 +40,7 @@ use cairn_storage::display;
 use cairn_storage::display::format_g;
 
 use crate::error::{QueryError, Result};
+use crate::geo::GeoMatch;
 use crate::path::{self, FieldPath, LeafArrays};
 use crate::regex::Regex;
 
@@ -128,6 +129,8 @@ pub enum Predicate {
     ElemMatchObject(Box<Expr>),
     /// `$elemMatch` with operators applied to each element (children have empty paths).
     ElemMatchValue(Vec<Expr>),
+    /// `$geoWithin` / `$within` / `$geoIntersects`.
+    Geo(Arc<GeoMatch>),
 }
 
 /// The operand of `$in`/`$nin`.
@@ -511,6 +514,7 @@ fn match_type_rank(e: &Expr) -> u8 {
                 BitOp::AnyClear => 17,
             },
             Predicate::Type(_) => 21,
+            Predicate::Geo(_) => 22,
         },
         Expr::Not(_) => 19,
         Expr::Nor(_) => 20,
@@ -616,6 +620,7 @@ impl Predicate {
                 .and_then(mod_dividend)
                 .is_some_and(|d| d.checked_rem(*divisor).unwrap_or(0) == *remainder),
             Predicate::Bits(t) => v.is_some_and(|v| t.matches(v)),
+            Predicate::Geo(g) => v.is_some_and(|v| g.matches(v)),
             Predicate::Size(n) => match v {
                 Some(RawBsonRef::Array(a)) => array_len(a) == *n,
                 _ => false,
@@ -938,7 +943,8 @@ enum Keyword {
     Regex,
     Options,
     ElemMatch,
-    Geo,
+    GeoNear,
+    GeoShape,
     Bits(BitOp),
 }
 
@@ -960,9 +966,8 @@ fn keyword(name: &str) -> Option<Keyword> {
         "$regex" => Keyword::Regex,
         "$options" => Keyword::Options,
         "$elemMatch" => Keyword::ElemMatch,
-        "$near" | "$geoNear" | "$nearSphere" | "$within" | "$geoWithin" | "$geoIntersects" => {
-            Keyword::Geo
-        }
+        "$near" | "$geoNear" | "$nearSphere" => Keyword::GeoNear,
+        "$within" | "$geoWithin" | "$geoIntersects" => Keyword::GeoShape,
         "$bitsAllSet" => Keyword::Bits(BitOp::AllSet),
         "$bitsAllClear" => Keyword::Bits(BitOp::AllClear),
         "$bitsAnySet" => Keyword::Bits(BitOp::AnySet),
@@ -1294,10 +1299,15 @@ impl Parser<'_> {
             Keyword::Regex => path_expr(path, Predicate::Regex(parse_regex_document(context)?)),
             Keyword::ElemMatch => self.parse_elem_match(path, v)?,
             Keyword::All => self.parse_all(path, v)?,
-            Keyword::Geo => {
+            Keyword::GeoNear => {
                 return Err(QueryError::NotImplemented(format!(
                     "{name} is not supported yet"
                 )));
+            }
+            Keyword::GeoShape => {
+                let wrapped = format!("{{ {} }}", element(name, v));
+                let g = GeoMatch::parse(name, v, &wrapped).map_err(QueryError::BadValue)?;
+                path_expr(path, Predicate::Geo(Arc::new(g)))
             }
             Keyword::Bits(op) => path_expr(path, Predicate::Bits(parse_bits(path, name, op, v)?)),
         };
