@@ -752,6 +752,33 @@ impl Region {
     }
 }
 
+/// The angle (radians) from `p` to the nearest point of a spherical shape (0 inside a
+/// polygon), `None` when the shape is not on the sphere.
+pub fn sphere_distance(shape: &Shape, p: V3) -> Option<f64> {
+    if !shape.spherical() {
+        return None;
+    }
+    let parts = shape.parts();
+    let mut best = f64::INFINITY;
+    for &q in &parts.points {
+        best = best.min(sphere::angle(p, q));
+    }
+    for l in &parts.lines {
+        for w in l.windows(2) {
+            best = best.min(sphere::dist_to_edge(p, w[0], w[1]));
+        }
+    }
+    for g in &parts.polygons {
+        if g.contains_interior(p) {
+            return Some(0.0);
+        }
+        for (a, b) in g.edges() {
+            best = best.min(sphere::dist_to_edge(p, a, b));
+        }
+    }
+    best.is_finite().then_some(best)
+}
+
 /// Whether two spherical geometries share a point.
 fn intersects(a: &Shape, b: &Shape) -> bool {
     let (pa, pb) = (a.parts(), b.parts());

@@ -568,8 +568,18 @@ fn or_plan(meta: &CollectionMeta, q: &Query<'_>) -> Option<Plan> {
 fn usable<'m>(meta: &'m CollectionMeta, q: &Query<'_>) -> impl Iterator<Item = &'m IndexMeta> {
     let modifies = q.modifies.cloned();
     meta.secondary_indexes().filter(move |i| {
-        i.state == IndexState::Ready && !i.is_hidden() && index_allowed(i, modifies.as_ref())
+        i.state == IndexState::Ready
+            && !i.is_hidden()
+            && index_allowed(i, modifies.as_ref())
+            && !is_geo(i)
     })
+}
+
+/// A `2d`/`2dsphere` index: its entries are cells, not values, so it answers no ordinary
+/// predicate (and is sparse).
+fn is_geo(i: &IndexMeta) -> bool {
+    i.key_pattern()
+        .is_some_and(|p| crate::index::geo_keys::geo_plugin(p).is_some())
 }
 
 /// Every candidate plan for `q` over `meta`, in a stable order (the `_id` index, then the
@@ -583,7 +593,7 @@ pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
         Hint::Natural { reverse } => return Ok(vec![Plan::collscan(*reverse)]),
         Hint::Name(_) | Hint::Pattern(_) => {
             let idx = hinted(meta, q.hint)?;
-            if !index_allowed(&idx, q.modifies) {
+            if !index_allowed(&idx, q.modifies) || is_geo(&idx) {
                 // MongoDB would honour the hint; scanning an index the update moves
                 // documents in could visit them twice, so the scan stays on `_id`.
                 return Ok(vec![Plan::collscan(false)]);
