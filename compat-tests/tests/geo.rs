@@ -610,3 +610,138 @@ async fn geo_near_2d() {
         vec![doc! {"_id": 2, "d": 10.0}, doc! {"_id": 3, "d": 20.0}]
     );
 }
+
+#[tokio::test]
+async fn near_queries() {
+    let s = TestServer::start();
+    let db = s.client().await.database("nearq");
+    let c = manual_places(&db).await;
+    let sara = doc! {"type": "Point", "coordinates": [-73.99279, 40.719296]};
+    // Without a geo index MongoDB's planner finds no plan.
+    let e = c
+        .find(doc! {"location": {"$near": {"$geometry": sara.clone()}}})
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(code_of(&e), 291, "{e}");
+    assert!(
+        e.to_string()
+            .contains("unable to find index for $geoNear query"),
+        "{e}"
+    );
+    c.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"location": "2dsphere"})
+            .build(),
+    )
+    .await
+    .unwrap();
+    // Nearest first.
+    assert_eq!(
+        ids_in_order(
+            &c,
+            doc! {"location": {"$near": {"$geometry": sara.clone()}}}
+        )
+        .await,
+        vec![2, 1, 3]
+    );
+    // The manual's $near example: between 1000 and 5000 meters.
+    assert_eq!(
+        ids_in_order(&c, doc! {"location": {"$near": {"$geometry": {"type": "Point", "coordinates": [-73.9667, 40.78]}, "$minDistance": 1000, "$maxDistance": 5000}}}).await,
+        vec![1]
+    );
+    // $nearSphere with a legacy pair: radians.
+    assert_eq!(
+        ids_in_order(
+            &c,
+            doc! {"location": {"$nearSphere": [-73.9667, 40.78], "$maxDistance": 0.001}}
+        )
+        .await,
+        vec![1, 3]
+    );
+    // With other predicates, skip and limit.
+    let out = collect(
+        c.find(doc! {"location": {"$near": {"$geometry": sara.clone()}}, "category": "Parks"})
+            .skip(1)
+            .limit(1)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        out.iter()
+            .map(|d| d.get_i32("_id").unwrap())
+            .collect::<Vec<_>>(),
+        vec![1]
+    );
+    // A flat legacy $near needs a 2d index.
+    let e = c
+        .find(doc! {"location": {"$near": [-73.9667, 40.78]}})
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(code_of(&e), 291);
+    // Placement rules.
+    for (filter, msg) in [
+        (
+            doc! {"$or": [{"location": {"$near": {"$geometry": sara.clone()}}}, {"_id": 1}]},
+            "geoNear must be top-level expr",
+        ),
+        (
+            doc! {"location": {"$near": {"$geometry": sara.clone()}}, "other": {"$near": {"$geometry": sara.clone()}}},
+            "Too many geoNear expressions",
+        ),
+        (
+            doc! {"location": {"$near": {"$geometry": sara.clone(), "$maxDistance": -1}}},
+            "$maxDistance must be non-negative",
+        ),
+    ] {
+        let e = c.find(filter.clone()).await.map(|_| ()).unwrap_err();
+        assert_eq!(code_of(&e), 2, "{filter}");
+        assert!(e.to_string().contains(msg), "{filter}: {e}");
+    }
+
+    // 2d: planar distances.
+    let t = db.collection::<Document>("flat");
+    t.insert_many(vec![
+        doc! {"_id": 1, "p": [3, 4]},
+        doc! {"_id": 2, "p": [1, 0]},
+        doc! {"_id": 3, "p": [[10, 0], [0, 2]]},
+        doc! {"_id": 4},
+    ])
+    .await
+    .unwrap();
+    t.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"p": "2d"})
+            .build(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        ids_in_order(&t, doc! {"p": {"$near": [0, 0]}}).await,
+        vec![2, 3, 1]
+    );
+    assert_eq!(
+        ids_in_order(&t, doc! {"p": {"$near": [0, 0], "$maxDistance": 2}}).await,
+        vec![2, 3]
+    );
+    assert_eq!(
+        ids_in_order(&t, doc! {"p": {"$near": [0, 0, 1.5]}}).await,
+        vec![2]
+    );
+    assert_eq!(
+        t.count_documents(doc! {"p": {"$geoWithin": {"$center": [[0, 0], 2]}}})
+            .await
+            .unwrap(),
+        2
+    );
+}
+
+async fn ids_in_order(c: &Collection<Document>, filter: Document) -> Vec<i32> {
+    collect(c.find(filter).await.unwrap())
+        .await
+        .iter()
+        .map(|d| d.get_i32("_id").unwrap())
+        .collect()
+}

@@ -18,11 +18,13 @@
 //!   (as MongoDB's leaf-cell test does); a `$centerSphere` holds a line or polygon when every
 //!   vertex lies in it (MongoDB's vertex test, about π meters inside the rim);
 //!   `$geoIntersects` with a `$centerSphere` matches nothing, as in MongoDB.
+//! - [`near`] parses `$near`/`$nearSphere` and measures distances for them.
 //! - [`sphere`] holds the spherical predicates, [`planar`] the flat ones.
 //!
 //! Invariant: parsing and matching never panic; loops above
 //! [`sphere::MAX_VALIDATED_VERTICES`] skip the quadratic self-intersection check.
 
+pub mod near;
 pub mod planar;
 pub mod sphere;
 

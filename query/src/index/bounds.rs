@@ -773,7 +773,8 @@ fn translate(pred: &Predicate, hashed: bool, multikey: bool) -> Option<Tr> {
         Predicate::Size(_)
         | Predicate::Bits(_)
         | Predicate::ElemMatchObject(_)
-        | Predicate::Geo(_) => None,
+        | Predicate::Geo(_)
+        | Predicate::Near(_) => None,
     }
 }
 

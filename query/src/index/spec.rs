@@ -802,6 +802,7 @@ pub(crate) fn debug_string(e: &Expr, indent: usize) -> String {
                 Predicate::Bits(b) => format!("{path} {:?}: {:?}", b.op, b.mask),
                 Predicate::Size(n) => format!("{path} $size : {n}"),
                 Predicate::Geo(_) => format!("{path} GEO"),
+                Predicate::Near(_) => format!("{path} GEONEAR"),
                 Predicate::ElemMatchObject(sub) => {
                     return format!(
                         "{pad}{path} $elemMatch (obj)\n{}",
