@@ -745,3 +745,32 @@ async fn ids_in_order(c: &Collection<Document>, filter: Document) -> Vec<i32> {
         .map(|d| d.get_i32("_id").unwrap())
         .collect()
 }
+
+#[tokio::test]
+async fn near_in_pipelines_is_refused() {
+    let s = TestServer::start();
+    let db = s.client().await.database("nearmatch");
+    let c = manual_places(&db).await;
+    c.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"location": "2dsphere"})
+            .build(),
+    )
+    .await
+    .unwrap();
+    let near =
+        doc! {"location": {"$near": {"$geometry": {"type": "Point", "coordinates": [0, 0]}}}};
+    for pipeline in [
+        vec![doc! {"$match": near.clone()}],
+        vec![
+            doc! {"$geoNear": {"near": [0, 0], "distanceField": "d", "spherical": true, "query": near.clone()}},
+        ],
+    ] {
+        let (code, msg) = agg_err(&c, pipeline).await;
+        assert_eq!(code, 5626500, "{msg}");
+        assert!(
+            msg.contains("$geoNear, $near, and $nearSphere are not allowed in this context"),
+            "{msg}"
+        );
+    }
+}

@@ -149,7 +149,7 @@ impl GeoNear {
                     let RawBsonRef::Document(q) = v else {
                         return Err(QueryError::TypeMismatch("query must be an object".into()));
                     };
-                    query = Filter::parse_with(q, &WithJsonSchema(ext))?;
+                    query = Filter::parse_with(q, &super::match_::NoGeoNear(&WithJsonSchema(ext)))?;
                 }
                 "key" => {
                     let RawBsonRef::String(s) = v else {
