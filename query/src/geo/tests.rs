@@ -319,3 +319,85 @@ fn parse_errors() {
         assert_eq!(got, want, "{op} {operand}");
     }
 }
+
+#[test]
+fn near_parsing_and_distances() {
+    use super::near::NearQuery;
+    let parse = |d: bson::Document| {
+        let raw = bson::RawDocumentBuf::try_from(&d).unwrap();
+        NearQuery::parse(&raw)
+    };
+    // Legacy forms.
+    let q = parse(doc! {"$near": [1, 2], "$maxDistance": 3, "$minDistance": 1}).unwrap();
+    assert!(!q.spherical && !q.geojson);
+    assert_eq!((q.flat, q.min, q.max), ((1.0, 2.0), 1.0, 3.0));
+    let q = parse(doc! {"$near": [1, 2, 5]}).unwrap();
+    assert_eq!(q.max, 5.0);
+    let q = parse(doc! {"$nearSphere": {"x": 10, "y": 20}}).unwrap();
+    assert!(q.spherical && !q.geojson);
+    assert_eq!(
+        q.distance(raw(Bson::Array(vec![10.into(), 21.into()])).as_raw_bson_ref())
+            .map(|d| (d - 1f64.to_radians()).abs() < 1e-12),
+        Some(true)
+    );
+    // GeoJSON: meters.
+    let q = parse(
+        doc! {"$near": {"$geometry": {"type": "Point", "coordinates": [0, 0]}, "$maxDistance": 10}},
+    )
+    .unwrap();
+    assert!(q.geojson && q.spherical);
+    let d = q.distance(raw(point(0.0, 1.0)).as_raw_bson_ref()).unwrap();
+    assert!((d - 1f64.to_radians() * 6_378_100.0).abs() < 1e-6);
+    // A polygon around the center is at distance 0.
+    assert_eq!(
+        q.distance(raw(square(-1.0, -1.0, 1.0, 1.0)).as_raw_bson_ref()),
+        Some(0.0)
+    );
+    // Errors with MongoDB's codes.
+    let cases: Vec<(bson::Document, i32, &str)> = vec![
+        (
+            doc! {"$near": [0, 0], "$maxDistance": "x"},
+            16895,
+            "$maxDistance must be a number",
+        ),
+        (
+            doc! {"$near": [0, 0], "$minDistance": -1},
+            16894,
+            "$minDistance must be non-negative",
+        ),
+        (
+            doc! {"$near": [0, 0], "$foo": 1},
+            34413,
+            "invalid argument in geo near query: $foo",
+        ),
+        (
+            doc! {"$near": [0, 0, -1]},
+            18522,
+            "max distance must be non-negative",
+        ),
+        (
+            doc! {"$nearSphere": [200, 0]},
+            2,
+            "Legacy point is out of bounds for spherical query",
+        ),
+        (
+            doc! {"$near": {"$geometry": [0, 0]}},
+            2,
+            "$near requires geojson point, given [ 0, 0 ]",
+        ),
+        (
+            doc! {"$near": {"$maxDistance": 1}},
+            2,
+            "$geometry is required for geo near query",
+        ),
+        (
+            doc! {"$near": {"$geometry": {"type": "Point", "coordinates": [0, 0]}}, "$maxDistance": 1},
+            2,
+            "geo near accepts just one argument when querying for a GeoJSON point. Extra field found: $maxDistance: 1",
+        ),
+    ];
+    for (d, code, msg) in cases {
+        let e = parse(d.clone()).unwrap_err();
+        assert_eq!((e.0, e.1.as_str()), (code, msg), "{d}");
+    }
+}
