@@ -520,9 +520,9 @@ async fn create_indexes_rejects_invalid_specs() {
             "NotImplemented",
         ),
         (
-            doc! {"key": {"a": "2dsphere"}, "name": "a_2dsphere"},
-            238,
-            "NotImplemented",
+            doc! {"key": {"a": "2dsphere"}, "name": "a_2dsphere", "2dsphereIndexVersion": 9},
+            67,
+            "CannotCreateIndex",
         ),
         (
             doc! {"key": {"$**": 1}, "name": "wildcard"},

@@ -6,8 +6,10 @@
 //! a regex value is a regex match; anything else is an equality. Errors carry MongoDB's codes
 //! and messages (BadValue 2, FailedToParse 9, TypeMismatch 14, 51074/51075/51091/51108 as
 //! `Location`). Operators Cairn does not evaluate yet (`$where`, `$text`, `$expr`,
-//! `$jsonSchema` without an [`Extensions`] that supplies them, geo operators) are
-//! NotImplemented (238). `$sampleRate: r` is MongoDB's rewrite: false for 0, true for 1,
+//! `$jsonSchema` without an [`Extensions`] that supplies them) are NotImplemented (238);
+//! `$geoWithin`/`$within`/`$geoIntersects` and `$near`/`$nearSphere` (parsed whole when first
+//! in their operator document; one per filter, in the top-level conjunction) are
+//! [`crate::geo`]'s. `$sampleRate: r` is MongoDB's rewrite: false for 0, true for 1,
 //! otherwise `$expr: {$lt: [{$rand: {}}, r]}` (a fresh draw per document).
 //!
 //! Evaluation follows expression_leaf.cpp / expression_array.cpp / path.cpp:
@@ -40,6 +42,8 @@ use cairn_storage::display;
 use cairn_storage::display::format_g;
 
 use crate::error::{QueryError, Result};
+use crate::geo::GeoMatch;
+use crate::geo::near::NearQuery;
 use crate::path::{self, FieldPath, LeafArrays};
 use crate::regex::Regex;
 
@@ -128,6 +132,11 @@ pub enum Predicate {
     ElemMatchObject(Box<Expr>),
     /// `$elemMatch` with operators applied to each element (children have empty paths).
     ElemMatchValue(Vec<Expr>),
+    /// `$geoWithin` / `$within` / `$geoIntersects`.
+    Geo(Arc<GeoMatch>),
+    /// `$near` / `$nearSphere` / `$geoNear` (at most one, in the top-level conjunction): the
+    /// value's distance is within the bounds; `find` orders by it.
+    Near(Arc<NearQuery>),
 }
 
 /// The operand of `$in`/`$nin`.
@@ -306,7 +315,39 @@ impl Filter {
     pub fn parse_with(doc: &RawDocument, ext: &dyn Extensions) -> Result<Filter> {
         let mut p = Parser { ext, depth: 0 };
         let root = p.parse_doc(doc, Level::PredicateTop)?;
+        check_near_placement(&root)?;
         Ok(Filter { root })
+    }
+
+    /// The `$near`/`$nearSphere` of the filter, with its path.
+    pub fn near(&self) -> Option<(&FieldPath, &Arc<NearQuery>)> {
+        let top: Vec<&Expr> = match &self.root {
+            Expr::And(cs) => cs.iter().collect(),
+            e => vec![e],
+        };
+        top.into_iter().find_map(|e| match e {
+            Expr::Path(PathExpr {
+                path,
+                pred: Predicate::Near(n),
+            }) => Some((path, n)),
+            _ => None,
+        })
+    }
+
+    /// The distance a `$near` filter orders `doc` by: the nearest of the values its path
+    /// reaches (`None` without a `$near`, or when no value is a location).
+    pub fn near_distance(&self, doc: &RawDocument) -> Option<f64> {
+        let (path, near) = self.near()?;
+        let mut best: Option<f64> = None;
+        path::visit(doc, path, LeafArrays::Traverse, |pv| {
+            if let Some(d) = pv.value.and_then(|v| near.distance(v))
+                && best.is_none_or(|b| d < b)
+            {
+                best = Some(d);
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        best
     }
 
     /// A filter for an already-built tree.
@@ -511,6 +552,8 @@ fn match_type_rank(e: &Expr) -> u8 {
                 BitOp::AnyClear => 17,
             },
             Predicate::Type(_) => 21,
+            Predicate::Geo(_) => 22,
+            Predicate::Near(_) => 27,
         },
         Expr::Not(_) => 19,
         Expr::Nor(_) => 20,
@@ -616,6 +659,8 @@ impl Predicate {
                 .and_then(mod_dividend)
                 .is_some_and(|d| d.checked_rem(*divisor).unwrap_or(0) == *remainder),
             Predicate::Bits(t) => v.is_some_and(|v| t.matches(v)),
+            Predicate::Geo(g) => v.is_some_and(|v| g.matches(v)),
+            Predicate::Near(n) => v.is_some_and(|v| n.matches(v)),
             Predicate::Size(n) => match v {
                 Some(RawBsonRef::Array(a)) => array_len(a) == *n,
                 _ => false,
@@ -907,6 +952,54 @@ fn type_code(t: ElementType) -> i32 {
 // Parsing
 // ---------------------------------------------------------------------------------------------
 
+/// MongoDB's canonical-query checks for `$near`: at most one, and only in the top-level
+/// conjunction.
+fn check_near_placement(root: &Expr) -> Result<()> {
+    fn count(e: &Expr) -> usize {
+        match e {
+            Expr::And(cs) | Expr::Or(cs) | Expr::Nor(cs) => cs.iter().map(count).sum(),
+            Expr::Not(c) => count(c),
+            Expr::Path(PathExpr { pred, .. }) => match pred {
+                Predicate::Near(_) => 1,
+                Predicate::ElemMatchObject(c) => count(c),
+                Predicate::ElemMatchValue(cs) => cs.iter().map(count).sum(),
+                _ => 0,
+            },
+            _ => 0,
+        }
+    }
+    let total = count(root);
+    if total == 0 {
+        return Ok(());
+    }
+    if total > 1 {
+        return Err(bad("Too many geoNear expressions"));
+    }
+    let top = match root {
+        Expr::And(cs) => cs
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c,
+                    Expr::Path(PathExpr {
+                        pred: Predicate::Near(_),
+                        ..
+                    })
+                )
+            })
+            .count(),
+        Expr::Path(PathExpr {
+            pred: Predicate::Near(_),
+            ..
+        }) => 1,
+        _ => 0,
+    };
+    if top != 1 {
+        return Err(bad("geoNear must be top-level expr"));
+    }
+    Ok(())
+}
+
 /// Where the parser is (MongoDB's `DocumentParseLevel`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Level {
@@ -938,7 +1031,8 @@ enum Keyword {
     Regex,
     Options,
     ElemMatch,
-    Geo,
+    GeoNear,
+    GeoShape,
     Bits(BitOp),
 }
 
@@ -960,9 +1054,8 @@ fn keyword(name: &str) -> Option<Keyword> {
         "$regex" => Keyword::Regex,
         "$options" => Keyword::Options,
         "$elemMatch" => Keyword::ElemMatch,
-        "$near" | "$geoNear" | "$nearSphere" | "$within" | "$geoWithin" | "$geoIntersects" => {
-            Keyword::Geo
-        }
+        "$near" | "$geoNear" | "$nearSphere" => Keyword::GeoNear,
+        "$within" | "$geoWithin" | "$geoIntersects" => Keyword::GeoShape,
         "$bitsAllSet" => Keyword::Bits(BitOp::AllSet),
         "$bitsAllClear" => Keyword::Bits(BitOp::AllClear),
         "$bitsAnySet" => Keyword::Bits(BitOp::AnySet),
@@ -1230,6 +1323,20 @@ impl Parser<'_> {
                 "$geoNear, $near, and $nearSphere are not allowed in this context".into(),
             ));
         }
+        if let Some(first) = first_key(sub)
+            && matches!(first, "$near" | "$nearSphere" | "$geoNear")
+        {
+            let q = NearQuery::parse(sub).map_err(|(code, m)| {
+                if code == 2 {
+                    QueryError::BadValue(m)
+                } else {
+                    QueryError::Location(code, m)
+                }
+            })?;
+            out.push(path_expr(path, Predicate::Near(Arc::new(q))));
+            self.depth -= 1;
+            return Ok(());
+        }
         for el in sub.iter() {
             let (k, v) = el.map_err(malformed)?;
             if let Some(e) = self.parse_sub_field(sub, path, k.as_str(), v, level)? {
@@ -1294,10 +1401,16 @@ impl Parser<'_> {
             Keyword::Regex => path_expr(path, Predicate::Regex(parse_regex_document(context)?)),
             Keyword::ElemMatch => self.parse_elem_match(path, v)?,
             Keyword::All => self.parse_all(path, v)?,
-            Keyword::Geo => {
-                return Err(QueryError::NotImplemented(format!(
-                    "{name} is not supported yet"
+            Keyword::GeoNear => {
+                return Err(bad(format!(
+                    "near must be first in: {}",
+                    display::document(context)
                 )));
+            }
+            Keyword::GeoShape => {
+                let wrapped = format!("{{ {} }}", element(name, v));
+                let g = GeoMatch::parse(name, v, &wrapped).map_err(QueryError::BadValue)?;
+                path_expr(path, Predicate::Geo(Arc::new(g)))
             }
             Keyword::Bits(op) => path_expr(path, Predicate::Bits(parse_bits(path, name, op, v)?)),
         };

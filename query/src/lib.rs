@@ -3,7 +3,8 @@
 //! The map:
 //! - documents: [`insert::prepare`] (the stored form of a client document), [`path`]
 //!   (dotted-path resolution through documents and arrays);
-//! - matching: [`filter`] (match expressions), [`regex`], [`jsonschema`] (`$jsonSchema`, also
+//! - matching: [`filter`] (match expressions), [`geo`] (GeoJSON, legacy shapes, spherical and
+//!   planar predicates), [`regex`], [`jsonschema`] (`$jsonSchema`, also
 //!   the collection validator), [`expr`] (aggregation expressions, `$expr`);
 //! - shaping: [`projection`], [`sort`] (sort keys, external sorting), [`update`] (update
 //!   documents and pipelines as pure functions over documents);
@@ -22,6 +23,7 @@ pub mod agg;
 pub mod error;
 pub mod expr;
 pub mod filter;
+pub mod geo;
 pub mod index;
 pub mod insert;
 pub mod jsonschema;

@@ -464,24 +464,34 @@ fn unsupported_and_context() {
         "numeric argument to $sampleRate must be in [0, 1]",
     );
     err(
-        bson!({"a": {"$near": [0, 0]}}),
-        238,
-        "$near is not supported yet",
+        bson!({"a": {"$near": [0, 0], "$maxDistance": -1}}),
+        16896,
+        "$maxDistance must be non-negative",
     );
     err(
-        bson!({"a": {"$geoWithin": {"$center": [[0, 0], 1]}}}),
-        238,
-        "$geoWithin is not supported yet",
+        bson!({"$or": [{"a": {"$near": [0, 0]}}, {"b": 1}]}),
+        2,
+        "geoNear must be top-level expr",
+    );
+    err(
+        bson!({"a": {"$near": [0, 0]}, "b": {"$nearSphere": [0, 0]}}),
+        2,
+        "Too many geoNear expressions",
+    );
+    err(
+        bson!({"a": {"$geoWithin": {"$center": [[0, 0], -1]}}}),
+        2,
+        "radius must be a non-negative number",
     );
     err(
         bson!({"a": {"$geoIntersects": {}}}),
-        238,
-        "$geoIntersects is not supported yet",
+        2,
+        "geo query doesn't have any geometry",
     );
     err(
-        bson!({"a": {"$nearSphere": [0, 0]}}),
-        238,
-        "$nearSphere is not supported yet",
+        bson!({"a": {"$nearSphere": {"$geometry": {"type": "Point", "coordinates": [0, 0]}, "$foo": 1}}}),
+        2,
+        "invalid argument in geo near query: $foo",
     );
     // Top-level-only operators inside $elemMatch.
     err(

@@ -257,9 +257,15 @@ fn invalid_specs() {
             "wildcard indexes are not supported yet",
         ),
         (
-            rawdoc! {"key": {"a": "2dsphere"}, "name": "x"},
-            238,
-            "2dsphere indexes are not supported yet",
+            rawdoc! {"key": {"a": "2dsphere"}, "name": "x", "2dsphereIndexVersion": 4},
+            67,
+            "unsupported geo index version { 2dsphereIndexVersion : 4 }, only support \
+             versions: [1,2,3]",
+        ),
+        (
+            rawdoc! {"key": {"a": 1, "b": "2d"}, "name": "x"},
+            16801,
+            "2d has to be first in index",
         ),
         (
             rawdoc! {"key": {"a": "geoHaystack"}, "name": "x"},

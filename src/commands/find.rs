@@ -487,6 +487,46 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 )?;
                 crate::ops::record_plan(crate::ops::plan_summary(chosen.exec.plan()));
                 Ok(Some(match &r.sort {
+                    // `$near`: nearest first (ties in scan order), then skip.
+                    None if r.filter.near().is_some() => {
+                        let memory = usize::try_from(server.config.sort_memory_limit_bytes)
+                            .unwrap_or(usize::MAX);
+                        let mut hits: Vec<(f64, RawDocumentBuf)> = Vec::new();
+                        let mut bytes = 0usize;
+                        let mut push = |d: RawDocumentBuf| -> Result<(), CommandError> {
+                            bytes = bytes.saturating_add(d.as_bytes().len());
+                            if bytes > memory {
+                                return Err(executor_error(CommandError::new(
+                                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
+                                    "$near exceeded the memory limit for sorting by distance",
+                                )));
+                            }
+                            let dist = r.filter.near_distance(&d).unwrap_or(f64::INFINITY);
+                            hits.push((dist, d));
+                            Ok(())
+                        };
+                        for d in chosen.buffered {
+                            push(d)?;
+                        }
+                        let mut exec = chosen.exec;
+                        while !exec.is_exhausted() {
+                            crate::deadline::check().map_err(executor_error)?;
+                            for d in exec
+                                .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
+                                .map_err(|e| executor_error(e.into()))?
+                            {
+                                push(d)?;
+                            }
+                        }
+                        crate::ops::record_work(exec.stats.keys_examined, exec.stats.docs_examined);
+                        hits.sort_by(|a, b| a.0.total_cmp(&b.0));
+                        Source::Buffered(
+                            hits.into_iter()
+                                .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+                                .map(|(_, d)| d)
+                                .collect(),
+                        )
+                    }
                     Some(spec) if !chosen.exec.plan().provides_sort => {
                         let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
                         let mut sorter = Sorter::new(

@@ -512,7 +512,8 @@ fn is_simple_collation(v: RawBsonRef<'_>) -> bool {
 /// `validateIndexSpecCollation`, then `IndexCatalogImpl::_fixIndexSpec`): `v` as an int (2 when
 /// absent), then `unique`, `hidden` and `prepareUnique` as `true` when set (dropped when
 /// false), `key`, `name`, then the other options in request order without `ns`, `dropDups`,
-/// `_id` and a simple collation (the simple collation is the absence of one).
+/// `_id` and a simple collation (the simple collation is the absence of one), and for a
+/// `2dsphere` key the `2dsphereIndexVersion: 3` its access method adds when absent.
 fn catalog_spec(spec: &RawDocument, key: &RawDocument, name: &str) -> RawDocumentBuf {
     use bson::raw::cstr;
     let mut out = RawDocumentBuf::new();
@@ -549,6 +550,14 @@ fn catalog_spec(spec: &RawDocument, key: &RawDocument, name: &str) -> RawDocumen
         if !skip {
             out.append(k, v);
         }
+    }
+    // The 2dsphere access method records the index version it builds (3) when not given.
+    let sphere = key
+        .iter()
+        .flatten()
+        .any(|(_, v)| matches!(v, RawBsonRef::String("2dsphere")));
+    if sphere && spec.get("2dsphereIndexVersion").ok().flatten().is_none() {
+        out.append(cstr!("2dsphereIndexVersion"), 3i32);
     }
     out
 }

@@ -170,6 +170,12 @@ impl Pipeline {
                     format!("{name} can only be the final stage in the pipeline"),
                 ));
             }
+            if name == "$geoNear" && i != 0 {
+                return Err(loc(
+                    40603,
+                    "$geoNear was not the first stage in the pipeline.",
+                ));
+            }
             if c.first && i != 0 {
                 return Err(loc(
                     40602,

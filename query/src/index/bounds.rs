@@ -770,7 +770,11 @@ fn translate(pred: &Predicate, hashed: bool, multikey: bool) -> Option<Tr> {
             }
             acc.map(|ivs| Tr::new(ivs, false, false))
         }
-        Predicate::Size(_) | Predicate::Bits(_) | Predicate::ElemMatchObject(_) => None,
+        Predicate::Size(_)
+        | Predicate::Bits(_)
+        | Predicate::ElemMatchObject(_)
+        | Predicate::Geo(_)
+        | Predicate::Near(_) => None,
     }
 }
 

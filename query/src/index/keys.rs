@@ -96,6 +96,11 @@ impl QueryKeyGen {
                 return Ok(IndexKeys::default());
             }
         }
+        if let Some(p) = index.key_pattern()
+            && super::geo_keys::geo_plugin(p).is_some()
+        {
+            return super::geo_keys::generate(index, p, doc);
+        }
         let components = index.key_pattern().map(key_components).unwrap_or_default();
         generate(&components, index.is_sparse(), doc)
     }

@@ -7,7 +7,8 @@
 //! reserved-name checks, then the catalog's `_isSpecOk` (sparse with partial, operators allowed
 //! in a partial filter, empty names) whose errors read the same way with the spec as
 //! normalised (`v: 2` appended when absent), then the access method's hashed rules.
-//! Valid MongoDB specifications Cairn cannot serve (text, 2d, 2dsphere, wildcard,
+//! The geo plugins' own checks: `2dsphereIndexVersion` 1–3, a `2d` component first and alone,
+//! `bits` 1–32, `min < max`. Valid MongoDB specifications Cairn cannot serve (text, wildcard,
 //! columnstore, clustered, non-simple collations) are NotImplemented (238).
 //!
 //! Invariant: never panics; an `Ok` spec has a key pattern of 1/-1 numbers and at most one
@@ -800,6 +801,8 @@ pub(crate) fn debug_string(e: &Expr, indent: usize) -> String {
                 }
                 Predicate::Bits(b) => format!("{path} {:?}: {:?}", b.op, b.mask),
                 Predicate::Size(n) => format!("{path} $size : {n}"),
+                Predicate::Geo(_) => format!("{path} GEO"),
+                Predicate::Near(_) => format!("{path} GEONEAR"),
                 Predicate::ElemMatchObject(sub) => {
                     return format!(
                         "{pad}{path} $elemMatch (obj)\n{}",
@@ -846,8 +849,47 @@ fn access_method_checks(spec: &RawDocument, info: &SpecInfo<'_>) -> Result<(), I
             ));
         }
     }
+    if info.plugin == "2dsphere"
+        && let Some(v) = spec.get("2dsphereIndexVersion").ok().flatten()
+    {
+        let n = number(v).unwrap_or(0.0);
+        if !(n == 1.0 || n == 2.0 || n == 3.0) {
+            return Err(err(
+                code::CANNOT_CREATE_INDEX,
+                format!(
+                    "unsupported geo index version {{ 2dsphereIndexVersion : {} }}, only \
+                     support versions: [1,2,3]",
+                    display::value(v)
+                ),
+            ));
+        }
+    }
+    if info.plugin == "2d" {
+        let mut fields = info.key.iter().map_while(Result::ok);
+        if !fields
+            .next()
+            .is_some_and(|(_, v)| matches!(v, RawBsonRef::String("2d")))
+        {
+            return Err(err(16801, "2d has to be first in index"));
+        }
+        if fields.any(|(_, v)| matches!(v, RawBsonRef::String("2d"))) {
+            return Err(err(16800, "can't have 2 geo fields"));
+        }
+        if let Some(b) = spec.get("bits").ok().flatten().and_then(number)
+            && !(1.0..=32.0).contains(&b)
+        {
+            return Err(err(
+                13028,
+                format!("bits in geo index must be between 1 and 32, but {b} was specified"),
+            ));
+        }
+        let (_, min, max) = super::geo_keys::two_d_params(spec);
+        if min >= max {
+            return Err(err(13027, "need a max value > min value"));
+        }
+    }
     match info.plugin.as_str() {
-        "" | "hashed" => Ok(()),
+        "" | "hashed" | "2d" | "2dsphere" => Ok(()),
         other => Err(err(
             code::NOT_IMPLEMENTED,
             format!("{other} indexes are not supported yet"),

@@ -568,14 +568,63 @@ fn or_plan(meta: &CollectionMeta, q: &Query<'_>) -> Option<Plan> {
 fn usable<'m>(meta: &'m CollectionMeta, q: &Query<'_>) -> impl Iterator<Item = &'m IndexMeta> {
     let modifies = q.modifies.cloned();
     meta.secondary_indexes().filter(move |i| {
-        i.state == IndexState::Ready && !i.is_hidden() && index_allowed(i, modifies.as_ref())
+        i.state == IndexState::Ready
+            && !i.is_hidden()
+            && index_allowed(i, modifies.as_ref())
+            && !is_geo(i)
     })
+}
+
+/// The plan of a `$near` query: a geo index must exist for it (291 otherwise, as MongoDB's
+/// planner says); the documents come from a collection scan filtered by distance, and the
+/// caller orders them by [`crate::filter::Filter::near_distance`].
+fn near_plan(
+    meta: &CollectionMeta,
+    path: &str,
+    near: &crate::geo::near::NearQuery,
+) -> Result<Vec<Plan>> {
+    let (two_d_ok, sphere_ok) = near.needs_2d_or_sphere();
+    let found = meta.secondary_indexes().any(|i| {
+        if i.state != IndexState::Ready || i.is_hidden() {
+            return false;
+        }
+        let Some(p) = i.key_pattern() else {
+            return false;
+        };
+        p.iter().flatten().enumerate().any(|(n, (k, v))| {
+            k.as_str() == path
+                && match v {
+                    bson::RawBsonRef::String("2d") => two_d_ok && n == 0,
+                    bson::RawBsonRef::String("2dsphere") => sphere_ok,
+                    _ => false,
+                }
+        })
+    });
+    if !found {
+        return Err(crate::error::QueryError::Location(
+            291,
+            "error processing query: planner returned error :: caused by :: unable to find \
+             index for $geoNear query"
+                .into(),
+        ));
+    }
+    Ok(vec![Plan::collscan(false)])
+}
+
+/// A `2d`/`2dsphere` index: its entries are cells, not values, so it answers no ordinary
+/// predicate (and is sparse).
+fn is_geo(i: &IndexMeta) -> bool {
+    i.key_pattern()
+        .is_some_and(|p| crate::index::geo_keys::geo_plugin(p).is_some())
 }
 
 /// Every candidate plan for `q` over `meta`, in a stable order (the `_id` index, then the
 /// secondary indexes in creation order, then a `$or` union); a collection scan when nothing
 /// else applies. Errors: a bad hint (2), `min`/`max` problems (51173–51175).
 pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
+    if let Some((path, near)) = q.filter.near() {
+        return near_plan(meta, path.as_str(), near);
+    }
     if q.min.is_some() || q.max.is_some() {
         return Ok(vec![min_max_plan(meta, q)?]);
     }
@@ -583,7 +632,7 @@ pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
         Hint::Natural { reverse } => return Ok(vec![Plan::collscan(*reverse)]),
         Hint::Name(_) | Hint::Pattern(_) => {
             let idx = hinted(meta, q.hint)?;
-            if !index_allowed(&idx, q.modifies) {
+            if !index_allowed(&idx, q.modifies) || is_geo(&idx) {
                 // MongoDB would honour the hint; scanning an index the update moves
                 // documents in could visit them twice, so the scan stays on `_id`.
                 return Ok(vec![Plan::collscan(false)]);

@@ -1,6 +1,8 @@
 //! `$match`: keeps the documents a query filter matches (the same filter language as `find`,
 //! `$expr` and `$jsonSchema` included). Not an object: 15959. Leading `$match`es run inside
-//! the `$cursor` stage through the query planner (see [`crate::agg::cursor`]).
+//! the `$cursor` stage through the query planner (see [`crate::agg::cursor`]). `$near`,
+//! `$nearSphere` and `$geoNear` are refused (5626500), as MongoDB's pipeline parser refuses
+//! them (the `$geoNear` stage answers nearest-first queries).
 
 use std::any::Any;
 use std::sync::Arc;
@@ -26,12 +28,29 @@ pub struct Match {
 impl Match {
     /// A `$match` of `doc`.
     pub fn from_doc(doc: &RawDocument, ext: &ExprExtensions) -> Result<Match> {
-        let filter = Filter::parse_with(doc, &WithJsonSchema(ext))?;
+        let filter = Filter::parse_with(doc, &NoGeoNear(&WithJsonSchema(ext)))?;
         Ok(Match {
             doc: doc.to_owned(),
             filter: Arc::new(filter),
             ext: ext.clone(),
         })
+    }
+}
+
+/// Extensions that refuse `$near` (the pipeline's matcher features).
+pub(crate) struct NoGeoNear<'a>(pub(crate) &'a dyn crate::filter::Extensions);
+
+impl crate::filter::Extensions for NoGeoNear<'_> {
+    fn parse(
+        &self,
+        kind: crate::filter::ExtensionKind,
+        operand: RawBsonRef<'_>,
+    ) -> Result<Arc<dyn crate::filter::DocumentPredicate>> {
+        self.0.parse(kind, operand)
+    }
+
+    fn geo_near_allowed(&self) -> bool {
+        false
     }
 }
 

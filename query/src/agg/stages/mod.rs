@@ -25,6 +25,7 @@ pub mod densify;
 pub mod documents;
 pub mod facet;
 pub mod fill;
+pub mod geo_near;
 pub mod graph_lookup;
 pub mod group;
 pub mod index_stats;
@@ -65,6 +66,7 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
     ("$documents", documents::parse),
     ("$facet", facet::parse),
     ("$fill", fill::parse),
+    ("$geoNear", geo_near::parse),
     ("$graphLookup", graph_lookup::parse),
     ("$group", group::parse),
     ("$indexStats", index_stats::parse),
@@ -94,7 +96,6 @@ pub static REGISTRY: &[(&str, ParseFn)] = &[
 
 /// MongoDB 7.0 stages Cairn does not run (NotImplemented), sorted.
 pub const NOT_IMPLEMENTED: &[&str] = &[
-    "$geoNear",
     "$listSampledQueries",
     "$listSearchIndexes",
     "$search",
