@@ -655,7 +655,7 @@ fn misc_operators() {
         &d,
         &[
             (bson!({"$meta": "textScore"}), None),
-            (bson!({"$meta": "indexKey"}), None),
+            (bson!({"$meta": "searchScore"}), None),
             (bson!({"$literal": "$a"}), some(bson!("$a"))),
         ],
     );
@@ -666,6 +666,9 @@ fn misc_operators() {
             (bson!({"$rand": 1}), 10065),
             (bson!({"$meta": 1}), 17307),
             (bson!({"$meta": "nope"}), 17308),
+            (bson!({"$meta": "indexKey"}), 238),
+            (bson!({"$meta": "randVal"}), 238),
+            (bson!({"$meta": "geoNearDistance"}), 238),
             (
                 bson!({"$function": {"body": "function(){return 1}", "args": [], "lang": "js"}}),
                 31264,

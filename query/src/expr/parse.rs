@@ -1426,6 +1426,16 @@ impl Parser<'_> {
         if !super::ops::meta_name_valid(name) {
             return Err(loc(17308, format!("Unsupported argument to $meta: {name}")));
         }
+        // Metadata MongoDB supplies in some pipelines (after `$sample`, `$sort`, `$geoNear`,
+        // an index scan) but Cairn does not carry: refused rather than silently missing.
+        if matches!(
+            name,
+            "randVal" | "indexKey" | "recordId" | "sortKey" | "geoNearDistance" | "geoNearPoint"
+        ) {
+            return Err(QueryError::NotImplemented(format!(
+                "{{$meta: \"{name}\"}} is not supported yet"
+            )));
+        }
         Ok(Node::Op(
             Op::Meta,
             vec![Node::Constant(Some(RawBson::String(name.to_string())))],
