@@ -32,6 +32,8 @@ pub struct Client {
     pub slow_log: Option<bool>,
     /// The users this connection has authenticated as.
     pub auth: crate::auth::AuthState,
+    /// The SASL conversation in progress (between `saslStart` and its last `saslContinue`).
+    pub sasl: Option<Box<crate::auth::sasl::Pending>>,
 }
 
 impl Client {
@@ -47,6 +49,7 @@ impl Client {
             conn: None,
             slow_log: None,
             auth: crate::auth::AuthState::default(),
+            sasl: None,
         }
     }
 

@@ -123,6 +123,8 @@ pub struct ServerState {
     pub profiler: crate::profiler::Profiler,
     /// Operation latencies and document, query and cursor counters.
     pub metrics: crate::metrics::Metrics,
+    /// Authentication settings and the localhost exception's state.
+    pub auth: crate::auth::AuthSettings,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     /// Ticks after every commit that wrote (awaitData cursors wait on it).
@@ -187,6 +189,7 @@ impl ServerState {
             ops: crate::ops::Ops::default(),
             profiler,
             metrics: crate::metrics::Metrics::default(),
+            auth: crate::auth::AuthSettings::default(),
             topology,
             shutdown,
             commits,
