@@ -155,8 +155,10 @@ pub async fn localhost_bypass(server: &Arc<ServerState>, client: &Client) -> boo
         Ok(false) => {
             static LOGGED: AtomicBool = AtomicBool::new(false);
             if !LOGGED.swap(true, Ordering::Relaxed) {
-                tracing::info!(id = 20248,
-                    "note: no users configured in admin.system.users, allowing localhost access");
+                tracing::info!(
+                    id = 20248,
+                    "note: no users configured in admin.system.users, allowing localhost access"
+                );
             }
             true
         }

@@ -212,7 +212,10 @@ async fn start_inner(
     let Some(doc) = doc else {
         return Err(CommandError::new(
             ErrorCode::Location(11),
-            format!("Could not find user \"{}\" for db \"{}\"", user.user, user.db),
+            format!(
+                "Could not find user \"{}\" for db \"{}\"",
+                user.user, user.db
+            ),
         ));
     };
     let Some(cred) = users::credential(&doc, mech) else {
@@ -367,7 +370,10 @@ pub async fn supported_mechs(
     let store = server.store.clone();
     let doc = crate::blocking::run(move || users::get(&store, &name)).await?;
     let Some(doc) = doc else {
-        tracing::debug!(id = 20251, "Supported SASL mechanisms requested for unknown user");
+        tracing::debug!(
+            id = 20251,
+            "Supported SASL mechanisms requested for unknown user"
+        );
         return Ok(None);
     };
     Ok(Some(

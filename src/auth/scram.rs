@@ -313,8 +313,8 @@ fn gs2_header(i: &str) -> PResult<'_, (Gs2, Option<String>)> {
 pub fn parse_client_first(payload: &[u8]) -> Result<ClientFirst, CommandError> {
     let text = std::str::from_utf8(payload)
         .map_err(|_| bad("Invalid SCRAM client first message: not UTF-8"))?;
-    let (bare, (flag, authzid)) = gs2_header(text)
-        .map_err(|_| bad("Invalid SCRAM client first message: bad GS2 header"))?;
+    let (bare, (flag, authzid)) =
+        gs2_header(text).map_err(|_| bad("Invalid SCRAM client first message: bad GS2 header"))?;
     if matches!(flag, Gs2::Binding) {
         return Err(bad("Server does not support channel binding"));
     }

@@ -219,8 +219,69 @@ pub fn build_credentials(
     Ok(out)
 }
 
-fn users_coll(store: &Store) -> Result<std::sync::Arc<cairn_storage::catalog::CollectionMeta>, CommandError> {
-    Ok(store.ensure_collection(ADMIN_DB, USERS)?)
+/// A new user document in MongoDB's field order: `_id, userId, user, db, credentials,
+/// customData?, roles` (a fresh `userId` UUID).
+pub fn new_user_doc(
+    name: &UserName,
+    credentials: RawDocumentBuf,
+    custom_data: Option<&RawDocument>,
+    roles: &[RoleName],
+) -> RawDocumentBuf {
+    use bson::raw::cstr;
+    let mut doc = RawDocumentBuf::new();
+    doc.append(cstr!("_id"), user_id(name));
+    doc.append(cstr!("userId"), bson::Binary::from_uuid(bson::Uuid::new()));
+    doc.append(cstr!("user"), name.user.as_str());
+    doc.append(cstr!("db"), name.db.as_str());
+    doc.append(cstr!("credentials"), credentials);
+    if let Some(c) = custom_data {
+        doc.append(cstr!("customData"), c.to_owned());
+    }
+    doc.append(cstr!("roles"), roles_array(roles));
+    doc
+}
+
+/// Creates the first user — `root@admin` with the given name and password — unless some
+/// user already exists. Returns whether it created one.
+pub fn create_initial_root(
+    store: &Store,
+    user: &str,
+    pwd: &str,
+    iterations: (u32, u32),
+) -> Result<bool, CommandError> {
+    if !scan(store, &mut |_| true)?.is_empty() {
+        return Ok(false);
+    }
+    let name = UserName {
+        user: user.to_string(),
+        db: ADMIN_DB.to_string(),
+    };
+    let creds = build_credentials(&name, pwd, None, true, iterations)?;
+    let root = RoleName {
+        role: "root".into(),
+        db: ADMIN_DB.into(),
+    };
+    insert(store, &name, &new_user_doc(&name, creds, None, &[root]))?;
+    Ok(true)
+}
+
+fn users_coll(
+    store: &Store,
+) -> Result<std::sync::Arc<cairn_storage::catalog::CollectionMeta>, CommandError> {
+    if let Some(meta) = store.collection(ADMIN_DB, USERS) {
+        return Ok(meta);
+    }
+    // Created directly: `system.users` is closed to client writes, not to the catalog.
+    match store.create_collection(ADMIN_DB, USERS, &RawDocumentBuf::new()) {
+        Ok(_) | Err(cairn_storage::StorageError::NamespaceExists(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    store.collection(ADMIN_DB, USERS).ok_or_else(|| {
+        CommandError::new(
+            ErrorCode::NamespaceNotFound,
+            "admin.system.users was dropped while it was being created",
+        )
+    })
 }
 
 /// Inserts a new user document; 51003 when the user exists.

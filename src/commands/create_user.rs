@@ -8,7 +8,6 @@
 //! (51003). `authenticationRestrictions` are not enforced by Cairn, so a non-empty list is
 //! NotImplemented rather than silently ignored.
 
-use bson::raw::cstr;
 use bson::{RawBsonRef, RawDocumentBuf};
 
 use super::args::{command_string, opt_document, opt_strict_bool, opt_string, opt_string_array};
@@ -39,10 +38,7 @@ pub static COMMAND: Command = Command {
 };
 
 /// Refuses authentication restrictions Cairn would not enforce.
-pub fn check_no_restrictions(
-    body: &bson::RawDocument,
-    cmd: &str,
-) -> Result<(), CommandError> {
+pub fn check_no_restrictions(body: &bson::RawDocument, cmd: &str) -> Result<(), CommandError> {
     match body.get("authenticationRestrictions") {
         Ok(None) => Ok(()),
         Ok(Some(RawBsonRef::Array(a))) if a.into_iter().next().is_none() => Ok(()),
@@ -120,19 +116,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 "User document needs 'user' field to be non-empty",
             ));
         }
-        let mut doc = RawDocumentBuf::new();
-        doc.append(cstr!("_id"), users::user_id(&user));
-        doc.append(
-            cstr!("userId"),
-            bson::Binary::from_uuid(bson::Uuid::new()),
-        );
-        doc.append(cstr!("user"), name);
-        doc.append(cstr!("db"), req.db);
-        doc.append(cstr!("credentials"), credentials);
-        if let Some(c) = custom {
-            doc.append(cstr!("customData"), c.to_owned());
-        }
-        doc.append(cstr!("roles"), users::roles_array(&roles));
+        let doc = users::new_user_doc(&user, credentials, custom, &roles);
 
         let store = inv.server.store.clone();
         crate::blocking::run(move || {

@@ -31,11 +31,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
 }
 
 /// Grants (`grant`) or revokes the command's `roles`.
-pub async fn change_roles(
-    inv: Invocation<'_>,
-    cmd: &'static str,
-    grant: bool,
-) -> super::CmdResult {
+pub async fn change_roles(inv: Invocation<'_>, cmd: &'static str, grant: bool) -> super::CmdResult {
     let req = inv.req;
     let name = command_string(&req, cmd)?;
     let Some(v) = req.body.get("roles").ok().flatten() else {

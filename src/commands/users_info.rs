@@ -88,7 +88,8 @@ fn parse_target(v: RawBsonRef<'_>, db: &str) -> Result<Target, CommandError> {
         RawBsonRef::Array(arr) => {
             let mut out = Vec::new();
             for el in arr {
-                let el = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+                let el =
+                    el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
                 out.push(parse_user_name(el, db)?);
             }
             if out.is_empty() {
@@ -201,7 +202,10 @@ mod tests {
             db: d.into(),
         };
         assert_eq!(target(rawdoc! {"u": 1}).unwrap(), Target::Db);
-        assert_eq!(target(rawdoc! {"u": {"forAllDBs": true}}).unwrap(), Target::All);
+        assert_eq!(
+            target(rawdoc! {"u": {"forAllDBs": true}}).unwrap(),
+            Target::All
+        );
         assert_eq!(
             target(rawdoc! {"u": "a"}).unwrap(),
             Target::Users(vec![u("a", "db")])
