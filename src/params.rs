@@ -216,15 +216,6 @@ pub static PARAMETERS: &[Parameter] = &[
         set: None,
     },
     Parameter {
-        name: "enableTestCommands",
-        startup: Startup::Config(|c, t| {
-            c.enable_test_commands = parse_bool("enableTestCommands", t)?;
-            Ok(())
-        }),
-        value: |s| RawBson::Boolean(s.config.enable_test_commands),
-        set: None,
-    },
-    Parameter {
         name: "enableLocalhostAuthBypass",
         startup: Startup::State,
         value: |s| RawBson::Boolean(s.auth.localhost_bypass.load(Ordering::Relaxed)),
@@ -243,6 +234,15 @@ pub static PARAMETERS: &[Parameter] = &[
             s.auth.localhost_bypass.store(b, Ordering::Relaxed);
             Ok(())
         }),
+    },
+    Parameter {
+        name: "enableTestCommands",
+        startup: Startup::Config(|c, t| {
+            c.enable_test_commands = parse_bool("enableTestCommands", t)?;
+            Ok(())
+        }),
+        value: |s| RawBson::Boolean(s.config.enable_test_commands),
+        set: None,
     },
     Parameter {
         name: "featureCompatibilityVersion",
