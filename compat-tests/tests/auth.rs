@@ -558,6 +558,19 @@ async fn logout_ends_the_connections_authentication() {
         .unwrap();
     let other = raw_login(&mut c, "other", "o", true).await;
     assert_eq!(error_of(&other[1]), failed18());
+    // A dropped user is logged out of its connections at their next command.
+    let mut o = s.raw().await;
+    raw_login(&mut o, "other", "o", true).await;
+    let r = o.command(rawdoc! {"find": "c", "$db": "app"}).await;
+    assert_eq!(r.get_f64("ok").unwrap(), 1.0);
+    root(&s)
+        .await
+        .database("admin")
+        .run_command(doc! {"dropUser": "other"})
+        .await
+        .unwrap();
+    let r = o.command(rawdoc! {"find": "c", "$db": "app"}).await;
+    assert_eq!(r.get_i32("code").unwrap(), 13, "{r:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -68,6 +68,9 @@ impl fmt::Display for RoleName {
 pub struct AuthState {
     /// Authenticated users, in the order they authenticated.
     pub users: Vec<UserName>,
+    /// The catalog generation ([`AuthSettings::generation`]) at which `users` were last
+    /// known to exist.
+    pub checked_generation: u64,
 }
 
 impl AuthState {
@@ -88,6 +91,9 @@ pub struct AuthSettings {
     pub failed_delay_ms: AtomicU64,
     /// `enableLocalhostAuthBypass`.
     pub localhost_bypass: AtomicBool,
+    /// Bumped whenever users are removed: connections re-check that their users still exist
+    /// (a dropped user is logged out of every connection at its next command, as in mongod).
+    generation: AtomicU64,
     /// Set once a user or role is known to exist (the localhost exception is then over);
     /// cleared when users are dropped, so the next check reads the catalog again.
     users_exist: AtomicBool,
@@ -100,6 +106,7 @@ impl Default for AuthSettings {
             sha256_iterations: AtomicU32::new(users::DEFAULT_SHA256_ITERATIONS),
             failed_delay_ms: AtomicU64::new(0),
             localhost_bypass: AtomicBool::new(true),
+            generation: AtomicU64::new(0),
             users_exist: AtomicBool::new(false),
         }
     }
@@ -119,9 +126,16 @@ impl AuthSettings {
         self.users_exist.store(true, Ordering::Relaxed);
     }
 
-    /// Records that users were removed (the catalog is read again at the next check).
+    /// Records that users were removed (the catalog is read again at the next check, and
+    /// every authenticated connection re-checks its user).
     pub fn users_removed(&self) {
         self.users_exist.store(false, Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The current catalog generation (see [`AuthSettings::users_removed`]).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
     }
 }
 
@@ -171,10 +185,14 @@ pub async fn localhost_bypass(server: &Arc<ServerState>, client: &Client) -> boo
 /// exception) is Unauthorized (13) `Command <name> requires authentication`.
 pub async fn check_authenticated(
     server: &Arc<ServerState>,
-    client: &Client,
+    client: &mut Client,
     cmd: &crate::commands::Command,
 ) -> Result<(), CommandError> {
-    if !server.config.auth || !cmd.requires_auth || client.auth.is_authenticated() {
+    if !server.config.auth {
+        return Ok(());
+    }
+    forget_dropped_users(server, client).await;
+    if !cmd.requires_auth || client.auth.is_authenticated() {
         return Ok(());
     }
     if localhost_bypass(server, client).await {
@@ -184,4 +202,55 @@ pub async fn check_authenticated(
         ErrorCode::Unauthorized,
         format!("Command {} requires authentication", cmd.name),
     ))
+}
+
+/// Logs the connection out of users that no longer exist (checked only after users were
+/// removed somewhere).
+async fn forget_dropped_users(server: &Arc<ServerState>, client: &mut Client) {
+    let generation = server.auth.generation();
+    if !client.auth.is_authenticated() || client.auth.checked_generation == generation {
+        return;
+    }
+    let store = server.store.clone();
+    let names = client.auth.users.clone();
+    let kept = crate::blocking::run(move || {
+        let mut kept = Vec::new();
+        for n in names {
+            if users::get(&store, &n)?.is_some() {
+                kept.push(n);
+            }
+        }
+        Ok(kept)
+    })
+    .await;
+    if let Ok(kept) = kept {
+        for gone in client.auth.users.iter().filter(|u| !kept.contains(u)) {
+            tracing::info!(id = 20240, user = %gone.user, db = %gone.db,
+                           "Removed deleted user from session cache");
+        }
+        client.auth.users = kept;
+        client.auth.checked_generation = generation;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_addresses() {
+        for a in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] {
+            assert!(is_loopback(a.parse().unwrap()), "{a}");
+        }
+        for a in [
+            "10.0.0.1",
+            "192.168.1.1",
+            "0.0.0.0",
+            "::",
+            "::ffff:10.0.0.1",
+            "fe80::1",
+        ] {
+            assert!(!is_loopback(a.parse().unwrap()), "{a}");
+        }
+    }
 }

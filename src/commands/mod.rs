@@ -735,6 +735,35 @@ mod tests {
         }
     }
 
+    /// The commands MongoDB 7.0 runs before authentication (`requiresAuth: false` in
+    /// `listCommands`), plus the test commands, which mongod also exempts.
+    #[test]
+    fn pre_auth_commands_are_mongods() {
+        let mut pre: Vec<_> = REGISTRY
+            .iter()
+            .filter(|c| !c.requires_auth)
+            .map(|c| c.name)
+            .collect();
+        pre.sort_unstable();
+        assert_eq!(
+            pre,
+            [
+                "authenticate",
+                "buildInfo",
+                "configureFailPoint",
+                "connectionStatus",
+                "hello",
+                "isMaster",
+                "listCommands",
+                "ping",
+                "saslContinue",
+                "saslStart",
+                "sleep",
+                "waitForFailPoint",
+            ]
+        );
+    }
+
     #[test]
     fn generic_arguments_sorted() {
         let mut s = GENERIC_ARGUMENTS.to_vec();
