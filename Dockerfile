@@ -15,7 +15,8 @@
 #
 # Both final stages follow the official `mongo` image's conventions: port 27017, data in the
 # /data/db volume, a non-root user (999:999), configuration through flags or CAIRN_* variables,
-# and a healthcheck that sends a `ping` over the wire.
+# a healthcheck that sends a `ping` over the wire, and MONGO_INITDB_ROOT_USERNAME/_PASSWORD
+# (or CAIRN_INITDB_ROOT_*) turning access control on with a `root` user created on first start.
 #
 # Notes:
 # - HEALTHCHECK is not part of the OCI image format: with buildah/podman build with

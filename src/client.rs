@@ -35,6 +35,8 @@ pub struct Client {
     /// The TLS session's protocol and verified client certificate subject (`None` on a
     /// plain connection).
     pub tls: Option<crate::tls::PeerInfo>,
+    /// The SASL conversation in progress (between `saslStart` and its last `saslContinue`).
+    pub sasl: Option<Box<crate::auth::sasl::Pending>>,
 }
 
 impl Client {
@@ -51,6 +53,7 @@ impl Client {
             slow_log: None,
             auth: crate::auth::AuthState::default(),
             tls: None,
+            sasl: None,
         }
     }
 

@@ -8,8 +8,9 @@
 //!    ([`cairn_wire::header::check_frame`], then [`cairn_wire::decode`]): OP_MSG, the legacy
 //!    OP_QUERY handshake and OP_COMPRESSED all become one command document.
 //! 3. [`commands::dispatch`] checks `$db`, looks the command up in the sorted
-//!    [`commands::REGISTRY`] (unknown → CommandNotFound 59), enforces admin-only, the stable
-//!    API parameters and strict field lists; [`session::begin`] then applies the session and
+//!    [`commands::REGISTRY`] (unknown → CommandNotFound 59), enforces admin-only, the
+//!    authentication gate of `--auth` ([`auth::check_authenticated`]), the stable API
+//!    parameters and strict field lists; [`session::begin`] then applies the session and
 //!    transaction rules and decides where the command reads and writes (the latest data, a
 //!    snapshot, or the session's open transaction, a [`session::target::Target`]); the
 //!    command's handler runs, e.g. [`commands::find`], reading through the planner

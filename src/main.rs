@@ -1,5 +1,7 @@
 //! The `cairn` binary: parse flags, set up logging, run the server until SIGINT/SIGTERM
-//! (SIGUSR1 rotates the log file, SIGHUP re-reads the TLS certificates).
+//! (SIGUSR1 rotates the log file, SIGHUP re-reads the TLS certificates). With
+//! `CAIRN_INITDB_ROOT_USERNAME`/`_PASSWORD` (or the official image's `MONGO_INITDB_…`) it turns
+//! access control on and creates a `root` user on `admin` when no user exists.
 //! `cairn healthcheck` pings a running server instead (for container health checks).
 
 use std::process::ExitCode;
@@ -119,10 +121,17 @@ fn main() -> ExitCode {
             }
         };
     }
-    let config = cli.config;
-    if config.auth {
-        eprintln!("--auth: authentication is not available in this build");
-        return ExitCode::from(EXIT_BAD_OPTIONS);
+    let mut config = cli.config;
+    let initial_root = match initial_root_from_env() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if initial_root.is_some() {
+        // As the official image: the init-root variables turn access control on.
+        config.auth = true;
     }
     let log_file = match &config.log_path {
         Some(path) => {
@@ -184,6 +193,27 @@ fn main() -> ExitCode {
                 error!(id = 20574, error = %e, "Error during global initialization");
                 return ExitCode::from(EXIT_BAD_OPTIONS);
             }
+            if let Some((user, pwd)) = initial_root {
+                let s = state.clone();
+                let iterations = s.auth.iterations();
+                let created = cairn::blocking::run(move || {
+                    cairn::auth::users::create_initial_root(&s.store, &user, &pwd, iterations)
+                        .map(|c| (c, user))
+                })
+                .await;
+                match created {
+                    Ok((true, user)) => {
+                        state.auth.user_created();
+                        info!(id = 20323, user = %user, db = "admin", roles = "root",
+                              "Created the initial root user");
+                    }
+                    Ok((false, _)) => {}
+                    Err(e) => {
+                        error!(id = 20324, error = %e.message, "cannot create the initial root user");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
             tokio::spawn(reap_cursors(state.clone()));
             tokio::spawn(reap_sessions(state.clone()));
             tokio::spawn(rotate_on_sigusr1(state.clone()));
@@ -222,7 +252,41 @@ fn main() -> ExitCode {
     )
 }
 
+/// The initial root user from `CAIRN_INITDB_ROOT_USERNAME`/`_PASSWORD`, or the official
+/// image's `MONGO_INITDB_ROOT_USERNAME`/`_PASSWORD` (each also as `<NAME>_FILE`, a file
+/// holding the value, trailing newlines removed). Both or neither of a pair must be given.
+fn initial_root_from_env() -> Result<Option<(String, String)>, String> {
+    fn var(name: &str) -> Result<Option<String>, String> {
+        let direct = std::env::var(name).ok().filter(|v| !v.is_empty());
+        let file_var = format!("{name}_FILE");
+        let file = std::env::var(&file_var).ok().filter(|v| !v.is_empty());
+        match (direct, file) {
+            (Some(_), Some(_)) => Err(format!(
+                "error: both {name} and {file_var} are set (but are exclusive)"
+            )),
+            (Some(v), None) => Ok(Some(v)),
+            (None, Some(path)) => std::fs::read_to_string(&path)
+                .map(|v| Some(v.trim_end_matches(['\n', '\r']).to_string()))
+                .map_err(|e| format!("error: cannot read {file_var} ({path}): {e}")),
+            (None, None) => Ok(None),
+        }
+    }
+    for prefix in ["CAIRN", "MONGO"] {
+        let user_var = format!("{prefix}_INITDB_ROOT_USERNAME");
+        let pwd_var = format!("{prefix}_INITDB_ROOT_PASSWORD");
+        match (var(&user_var)?, var(&pwd_var)?) {
+            (Some(u), Some(p)) => return Ok(Some((u, p))),
+            (None, None) => continue,
+            _ => return Err(format!("error: missing '{user_var}' or '{pwd_var}'")),
+        }
+    }
+    Ok(None)
+}
+
 fn startup_warnings(state: &ServerState) {
+    if state.config.auth {
+        return;
+    }
     warn!(
         id = 22120,
         startup_warning = true,

@@ -253,8 +253,10 @@ pub fn namespace(db: &str, body: &RawDocument, command: &str) -> String {
     }
 }
 
-/// A command document as operations keep it: whole when small, else MongoDB's summary.
+/// A command document as operations keep it (secrets redacted, [`crate::auth::redact`]):
+/// whole when small, else MongoDB's summary.
 pub fn command_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
+    let body = &*crate::auth::redact::command(body);
     if body.as_bytes().len() <= limit {
         return body.to_owned();
     }

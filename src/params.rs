@@ -188,6 +188,25 @@ pub static PARAMETERS: &[Parameter] = &[
         set: None,
     },
     Parameter {
+        name: "authFailedDelayMs",
+        startup: Startup::State,
+        value: |s| {
+            RawBson::Int32(
+                i32::try_from(s.auth.failed_delay_ms.load(Ordering::Relaxed)).unwrap_or(i32::MAX),
+            )
+        },
+        set: Some(|s, v| {
+            let n = int_at_least("authFailedDelayMs", v, 0)?;
+            if n > 5000 {
+                return Err(CommandError::bad_value(format!(
+                    "Invalid value for parameter authFailedDelayMs: {n} is not less than or equal to 5000"
+                )));
+            }
+            s.auth.failed_delay_ms.store(n, Ordering::Relaxed);
+            Ok(())
+        }),
+    },
+    Parameter {
         name: "cursorTimeoutMillis",
         startup: Startup::Config(|c, t| {
             c.cursor_timeout_ms = parse_u64("cursorTimeoutMillis", t)?;
@@ -195,6 +214,26 @@ pub static PARAMETERS: &[Parameter] = &[
         }),
         value: |s| RawBson::Int64(i64::try_from(s.config.cursor_timeout_ms).unwrap_or(i64::MAX)),
         set: None,
+    },
+    Parameter {
+        name: "enableLocalhostAuthBypass",
+        startup: Startup::State,
+        value: |s| RawBson::Boolean(s.auth.localhost_bypass.load(Ordering::Relaxed)),
+        set: Some(|s, v| {
+            let b = match v {
+                RawBsonRef::Boolean(b) => b,
+                RawBsonRef::Int32(i) => i != 0,
+                RawBsonRef::Int64(i) => i != 0,
+                _ => {
+                    return Err(CommandError::bad_value(format!(
+                        "Invalid value for parameter enableLocalhostAuthBypass: {} is not a boolean",
+                        type_name(&v)
+                    )));
+                }
+            };
+            s.auth.localhost_bypass.store(b, Ordering::Relaxed);
+            Ok(())
+        }),
     },
     Parameter {
         name: "enableTestCommands",
@@ -267,6 +306,28 @@ pub static PARAMETERS: &[Parameter] = &[
         set: Some(|s, v| {
             let n = int_at_least("minSnapshotHistoryWindowInSeconds", v, 0)?;
             s.store.history_window_secs.store(n, Ordering::Relaxed);
+            Ok(())
+        }),
+    },
+    Parameter {
+        name: "scramIterationCount",
+        startup: Startup::State,
+        value: |s| RawBson::Int32(s.auth.iterations().0 as i32),
+        set: Some(|s, v| {
+            let n = int_at_least("scramIterationCount", v, 5000)?;
+            let n = u32::try_from(n).unwrap_or(u32::MAX).min(i32::MAX as u32);
+            s.auth.sha1_iterations.store(n, Ordering::Relaxed);
+            Ok(())
+        }),
+    },
+    Parameter {
+        name: "scramSHA256IterationCount",
+        startup: Startup::State,
+        value: |s| RawBson::Int32(s.auth.iterations().1 as i32),
+        set: Some(|s, v| {
+            let n = int_at_least("scramSHA256IterationCount", v, 5000)?;
+            let n = u32::try_from(n).unwrap_or(u32::MAX).min(i32::MAX as u32);
+            s.auth.sha256_iterations.store(n, Ordering::Relaxed);
             Ok(())
         }),
     },

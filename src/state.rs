@@ -127,6 +127,8 @@ pub struct ServerState {
     pub tls: Option<crate::tls::Tls>,
     /// Resolved privileges of authenticated users ([`crate::auth::invalidate`] drops them).
     pub authz: crate::auth::roles::AuthzCache,
+    /// Authentication settings and the localhost exception's state.
+    pub auth: crate::auth::AuthSettings,
     topology: watch::Sender<TopologyVersion>,
     shutdown: watch::Sender<bool>,
     /// Ticks after every commit that wrote (awaitData cursors wait on it).
@@ -193,6 +195,7 @@ impl ServerState {
             metrics: crate::metrics::Metrics::default(),
             tls: None,
             authz: crate::auth::roles::AuthzCache::default(),
+            auth: crate::auth::AuthSettings::default(),
             topology,
             shutdown,
             commits,

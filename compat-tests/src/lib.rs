@@ -81,16 +81,44 @@ impl TestServer {
         s
     }
 
+    /// Starts a server with extra flags and environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().to_path_buf();
+        let mut s = TestServer::spawn_env(&path, args, env);
+        s.data_dir = Some(dir);
+        s
+    }
+
     /// Starts a server on an existing data directory (for restart tests).
     pub fn start_in(data_path: &std::path::Path, args: &[&str]) -> TestServer {
         TestServer::spawn(data_path, args)
     }
 
+    /// Starts a server on an existing data directory with environment variables.
+    pub fn start_in_env(
+        data_path: &std::path::Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
+        TestServer::spawn_env(data_path, args, env)
+    }
+
     fn spawn(data_path: &std::path::Path, args: &[&str]) -> TestServer {
+        TestServer::spawn_env(data_path, args, &[])
+    }
+
+    fn spawn_env(data_path: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> TestServer {
         let mut child = Command::new(cairn_bin())
             .args(["--port", "0", "--log-format", "json", "--data-dir"])
             .arg(data_path)
             .args(args)
+            .env_remove("CAIRN_AUTH")
+            .env_remove("CAIRN_INITDB_ROOT_USERNAME")
+            .env_remove("CAIRN_INITDB_ROOT_PASSWORD")
+            .env_remove("MONGO_INITDB_ROOT_USERNAME")
+            .env_remove("MONGO_INITDB_ROOT_PASSWORD")
+            .envs(env.iter().copied())
             .env_remove("CAIRN_PORT")
             .env_remove("CAIRN_BIND")
             .env_remove("CAIRN_DATA_DIR")

@@ -9,15 +9,16 @@
 //! `getMore` and `killCursors` look at who owns the cursor; ...). The custom checks are
 //! the functions of this module, so a command file only names its declaration.
 //!
-//! [`check`] runs when authentication is on and the connection has authenticated (the
-//! unauthenticated case is the "requires authentication" gate's); it resolves the users'
+//! [`check`] runs when authentication is on: for an authenticated connection it resolves the users'
 //! privileges through the cache ([`crate::auth::roles::user_authz`]) and refuses with
 //! Unauthorized (13) `not authorized on <db> to execute command { ... }` (the command shown
 //! as MongoDB logs it, `pwd` redacted), or with the cursor-ownership message for `getMore`.
 //! A session belongs to the users that first used it: another user's command in it is
-//! refused the same way. [`after`] records who owns a new cursor or session and drops the
-//! privilege cache when a command wrote `admin.system.users` or `admin.system.roles`
-//! directly.
+//! refused the same way. An unauthenticated connection reaches it only with a pre-auth
+//! command (nothing to check) or through the localhost exception, which is checked against
+//! the few privileges MongoDB grants it (creating the first user). [`after`] records who owns a new cursor or session and drops the
+//! privilege cache after a user command, or when a command wrote `admin.system.users` or
+//! `admin.system.roles` directly.
 //!
 //! Invariants: with authentication off, or before authentication, nothing here refuses
 //! anything; a check never changes data; a request the check cannot parse is left to the
@@ -141,7 +142,24 @@ pub async fn check(
     cmd: &Command,
     req: &Request<'_>,
 ) -> Result<(), CommandError> {
-    if !server.config.auth || !client.auth.is_authenticated() {
+    if !server.config.auth {
+        return Ok(());
+    }
+    if !client.auth.is_authenticated() {
+        // Past the authentication gate unauthenticated: a pre-authentication command, or the
+        // localhost exception, which grants only what creating the first user needs.
+        if !cmd.requires_auth {
+            return Ok(());
+        }
+        let authz = localhost_privileges();
+        let ctx = AuthCtx {
+            server,
+            users: &[],
+            authz,
+        };
+        if !authorized(&ctx, cmd, req)? {
+            return Err(unauthorized(req));
+        }
         return Ok(());
     }
     let authz = user_authz(server, &client.auth.users).await?;
@@ -154,6 +172,33 @@ pub async fn check(
         return Err(unauthorized(req));
     }
     Ok(())
+}
+
+/// What the localhost exception grants (MongoDB's default privileges of an unauthenticated
+/// loopback connection while no user exists): `createUser` and `grantRole` on `admin`,
+/// `createUser` on `$external`, and the replica-set cluster actions.
+fn localhost_privileges() -> &'static UserAuthz {
+    static PRIVILEGES: std::sync::OnceLock<UserAuthz> = std::sync::OnceLock::new();
+    PRIVILEGES.get_or_init(|| {
+        let mut privileges = super::privilege::PrivilegeSet::new();
+        privileges.add(&super::privilege::Privilege::new(
+            R::db("admin"),
+            &[A::CreateUser, A::GrantRole],
+        ));
+        privileges.add(&super::privilege::Privilege::new(
+            R::db("$external"),
+            &[A::CreateUser],
+        ));
+        privileges.add(&super::privilege::Privilege::new(
+            R::Cluster,
+            &[A::AddShard, A::ReplSetConfigure, A::ReplSetGetStatus],
+        ));
+        UserAuthz {
+            roles: Vec::new(),
+            all_roles: Vec::new(),
+            privileges,
+        }
+    })
 }
 
 fn lsid_of(body: &RawDocument) -> Option<cairn_storage::sessions::Lsid> {
@@ -224,6 +269,18 @@ pub fn after(
 }
 
 fn writes_auth_collections(cmd: &Command, req: &Request<'_>) -> bool {
+    // The user commands change `admin.system.users` whatever database they run on.
+    if matches!(
+        cmd.name,
+        "createUser"
+            | "updateUser"
+            | "dropUser"
+            | "dropAllUsersFromDatabase"
+            | "grantRolesToUser"
+            | "revokeRolesFromUser"
+    ) {
+        return true;
+    }
     if req.db != "admin" {
         return false;
     }

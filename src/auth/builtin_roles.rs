@@ -539,6 +539,10 @@ fn find(name: &str) -> Option<&'static BuiltinRole> {
 
 /// The built-in role `name@db`, if it exists (admin-only roles exist only on `admin`).
 pub fn get(name: &str, db: &str) -> Option<&'static BuiltinRole> {
+    if db.is_empty() || db == "$external" {
+        // No built-in role lives on `$external` (its users are defined elsewhere).
+        return None;
+    }
     find(name).filter(|r| !r.admin_only || db == "admin")
 }
 

@@ -13,7 +13,8 @@
 //! `create`, `collMod`, `convertToCapped`, `cloneCollectionAsCapped`);
 //! [`pre_and_post_images`], [`check_images_allowed`] (`changeStreamPreAndPostImages`);
 //! [`hint_value`], [`parse_hint`] (`hint`); [`parse_scale`] (`scale` of the statistics
-//! commands); [`check_batch_size`] with [`MAX_BATCH`] (write batches).
+//! commands); [`check_batch_size`] with [`MAX_BATCH`] (write batches); [`command_string`],
+//! [`opt_string`], [`opt_string_array`] (string parameters, e.g. of the user commands).
 
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
@@ -371,6 +372,71 @@ pub fn check_batch_size(count: usize) -> Result<(), CommandError> {
         ));
     }
     Ok(())
+}
+
+/// The command's own parameter as a string (`{createUser: "name"}`), 14 otherwise.
+pub fn command_string<'a>(req: &Request<'a>, cmd: &str) -> Result<&'a str, CommandError> {
+    match req.body.iter().next() {
+        Some(Ok((_, RawBsonRef::String(s)))) => Ok(s),
+        Some(Ok((_, other))) => Err(CommandError::wrong_type(
+            &format!("{cmd}.{cmd}"),
+            type_name(&other),
+            "string",
+        )),
+        _ => Err(CommandError::missing_field(&format!("{cmd}.{cmd}"))),
+    }
+}
+
+/// An optional string field (14 when present with another type).
+pub fn opt_string<'a>(
+    body: &'a RawDocument,
+    cmd: &str,
+    field: &str,
+) -> Result<Option<&'a str>, CommandError> {
+    match body.get(field) {
+        Ok(None) => Ok(None),
+        Ok(Some(RawBsonRef::String(s))) => Ok(Some(s)),
+        Ok(Some(other)) => Err(CommandError::wrong_type(
+            &format!("{cmd}.{field}"),
+            type_name(&other),
+            "string",
+        )),
+        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    }
+}
+
+/// An optional array of strings (14 for the array or an element of another type).
+pub fn opt_string_array<'a>(
+    body: &'a RawDocument,
+    cmd: &str,
+    field: &str,
+) -> Result<Option<Vec<&'a str>>, CommandError> {
+    let arr = match body.get(field) {
+        Ok(None) => return Ok(None),
+        Ok(Some(RawBsonRef::Array(a))) => a,
+        Ok(Some(other)) => {
+            return Err(CommandError::wrong_type(
+                &format!("{cmd}.{field}"),
+                type_name(&other),
+                "array",
+            ));
+        }
+        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    };
+    let mut out = Vec::new();
+    for (i, el) in arr.into_iter().enumerate() {
+        match el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
+            RawBsonRef::String(s) => out.push(s),
+            other => {
+                return Err(CommandError::wrong_type(
+                    &format!("{cmd}.{field}.{i}"),
+                    type_name(&other),
+                    "string",
+                ));
+            }
+        }
+    }
+    Ok(Some(out))
 }
 
 #[cfg(test)]

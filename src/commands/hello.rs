@@ -11,6 +11,11 @@
 //! keeps streaming replies (see [`super::Reply::more_to_come`]) until an error or the client
 //! leaves. Shutdown bumps the counter, so waiters wake and answer ShutdownInProgress (91).
 //!
+//! Authentication: `saslSupportedMechs: "<db>.<user>"` adds the mechanisms that user has
+//! credentials for (nothing for an unknown user), and `speculativeAuthenticate` (a
+//! `saslStart` body plus `db`) runs the first SASL step in the handshake and adds its reply —
+//! or nothing when it fails ([`crate::auth::sasl`]).
+//!
 //! Unknown fields are ignored (drivers add new handshake fields, e.g. PyMongo 4.20's
 //! `backpressure`, and servers must accept them); the fields hello knows are type-checked.
 //!
@@ -368,6 +373,20 @@ async fn hello(inv: Invocation<'_>, legacy: bool) -> Result<Reply, CommandError>
             arr.push(c.name());
         }
         out.append(cstr!("compression"), arr);
+    }
+    if let Some(spec) = body.get("saslSupportedMechs").ok().flatten()
+        && let Some(mechs) = crate::auth::sasl::supported_mechs(server, spec).await?
+    {
+        let mut arr = RawArrayBuf::new();
+        for m in mechs {
+            arr.push(m);
+        }
+        out.append(cstr!("saslSupportedMechs"), arr);
+    }
+    if let Some(spec) = body.get("speculativeAuthenticate").ok().flatten()
+        && let Some(reply) = crate::auth::sasl::speculative(server, client, spec).await
+    {
+        out.append(cstr!("speculativeAuthenticate"), reply);
     }
     let more_to_come = match awaitable {
         Some(_) if req.exhaust_allowed => Some(next_exhaust_body(body, tv)),

@@ -10,9 +10,12 @@
 //! 2. the first field names a registered command, exactly as MongoDB matches (case-sensitive,
 //!    aliases as extra names) — otherwise 59;
 //! 3. admin-only commands run only against `admin` (13);
-//! 4. the stable-API parameters `apiVersion`, `apiStrict`, `apiDeprecationErrors` are valid
+//! 4. with `--auth`, a command that requires authentication on a connection that has not
+//!    authenticated (and has no localhost exception) is Unauthorized (13) `Command <name>
+//!    requires authentication` ([`crate::auth::check_authenticated`]);
+//! 5. the stable-API parameters `apiVersion`, `apiStrict`, `apiDeprecationErrors` are valid
 //!    (4886600, 14, 322, 323);
-//! 5. for strict commands, every field is either the command's own or a generic argument
+//! 6. for strict commands, every field is either the command's own or a generic argument
 //!    (40415), as MongoDB's IDL parsers enforce.
 //!
 //! Test commands ([`TEST_COMMANDS`]) exist only when the server runs with test commands
@@ -52,6 +55,7 @@ pub use args::{
 pub mod abort_transaction;
 pub mod aggregate;
 pub mod args;
+pub mod authenticate;
 pub mod build_info;
 pub mod clone_collection_as_capped;
 pub mod coll_mod;
@@ -64,6 +68,7 @@ pub mod count;
 pub mod create;
 pub mod create_indexes;
 pub mod create_role;
+pub mod create_user;
 pub mod current_op;
 pub mod db_hash;
 pub mod db_stats;
@@ -71,9 +76,11 @@ pub mod delete;
 pub mod distinct;
 pub mod drop;
 pub mod drop_all_roles_from_database;
+pub mod drop_all_users_from_database;
 pub mod drop_database;
 pub mod drop_indexes;
 pub mod drop_role;
+pub mod drop_user;
 pub mod end_sessions;
 pub mod explain;
 pub mod find;
@@ -85,6 +92,7 @@ pub mod get_more;
 pub mod get_parameter;
 pub mod grant_privileges_to_role;
 pub mod grant_roles_to_role;
+pub mod grant_roles_to_user;
 pub mod hello;
 pub mod host_info;
 pub mod insert;
@@ -98,14 +106,18 @@ pub mod list_commands;
 pub mod list_databases;
 pub mod list_indexes;
 pub mod log_rotate;
+pub mod logout;
 pub mod ping;
 pub mod profile;
 pub mod refresh_sessions;
 pub mod rename_collection;
 pub mod revoke_privileges_from_role;
 pub mod revoke_roles_from_role;
+pub mod revoke_roles_from_user;
 pub mod roles_info;
 pub mod rotate_certificates;
+pub mod sasl_continue;
+pub mod sasl_start;
 pub mod server_status;
 pub mod set_parameter;
 pub mod sleep;
@@ -113,6 +125,8 @@ pub mod start_session;
 pub mod top;
 pub mod update;
 pub mod update_role;
+pub mod update_user;
+pub mod users_info;
 pub mod validate;
 pub mod wait_for_fail_point;
 pub mod whatsmyuri;
@@ -230,6 +244,7 @@ impl std::fmt::Debug for Command {
 pub static REGISTRY: &[&Command] = &[
     &abort_transaction::COMMAND,
     &aggregate::COMMAND,
+    &authenticate::COMMAND,
     &build_info::COMMAND,
     &clone_collection_as_capped::COMMAND,
     &coll_mod::COMMAND,
@@ -242,6 +257,7 @@ pub static REGISTRY: &[&Command] = &[
     &create::COMMAND,
     &create_indexes::COMMAND,
     &create_role::COMMAND,
+    &create_user::COMMAND,
     &current_op::COMMAND,
     &db_hash::COMMAND,
     &db_stats::COMMAND,
@@ -249,9 +265,11 @@ pub static REGISTRY: &[&Command] = &[
     &distinct::COMMAND,
     &drop::COMMAND,
     &drop_all_roles_from_database::COMMAND,
+    &drop_all_users_from_database::COMMAND,
     &drop_database::COMMAND,
     &drop_indexes::COMMAND,
     &drop_role::COMMAND,
+    &drop_user::COMMAND,
     &end_sessions::COMMAND,
     &explain::COMMAND,
     &find::COMMAND,
@@ -263,6 +281,7 @@ pub static REGISTRY: &[&Command] = &[
     &get_parameter::COMMAND,
     &grant_privileges_to_role::COMMAND,
     &grant_roles_to_role::COMMAND,
+    &grant_roles_to_user::COMMAND,
     &hello::HELLO,
     &host_info::COMMAND,
     &insert::COMMAND,
@@ -277,14 +296,18 @@ pub static REGISTRY: &[&Command] = &[
     &list_databases::COMMAND,
     &list_indexes::COMMAND,
     &log_rotate::COMMAND,
+    &logout::COMMAND,
     &ping::COMMAND,
     &profile::COMMAND,
     &refresh_sessions::COMMAND,
     &rename_collection::COMMAND,
     &revoke_privileges_from_role::COMMAND,
     &revoke_roles_from_role::COMMAND,
+    &revoke_roles_from_user::COMMAND,
     &roles_info::COMMAND,
     &rotate_certificates::COMMAND,
+    &sasl_continue::COMMAND,
+    &sasl_start::COMMAND,
     &server_status::COMMAND,
     &set_parameter::COMMAND,
     &sleep::COMMAND,
@@ -292,6 +315,8 @@ pub static REGISTRY: &[&Command] = &[
     &top::COMMAND,
     &update::COMMAND,
     &update_role::COMMAND,
+    &update_user::COMMAND,
+    &users_info::COMMAND,
     &validate::COMMAND,
     &wait_for_fail_point::COMMAND,
     &whatsmyuri::COMMAND,
@@ -494,10 +519,17 @@ pub async fn run(
     op: &mut crate::session::OpCtx,
     effects: &mut crate::failpoint::Effects,
 ) -> (CmdResult, RawDocumentBuf) {
-    let cmd = match prepare(server, body) {
+    let cmd = match resolve(server, body) {
         Ok(cmd) => cmd,
         Err(e) => return (Err(e), RawDocumentBuf::new()),
     };
+    let checked = match crate::auth::check_authenticated(server, client, cmd).await {
+        Ok(()) => prepare(cmd, body),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = checked {
+        return (Err(e), RawDocumentBuf::new());
+    }
     let Ok((db, name)) = parse_envelope(body) else {
         return (
             Err(CommandError::new(ErrorCode::InternalError, "envelope")),
@@ -623,8 +655,8 @@ pub fn available(server: &ServerState, cmd: &Command) -> bool {
     server.config.enable_test_commands || !TEST_COMMANDS.contains(&cmd.name)
 }
 
-/// The checks every command shares before it runs (see the module doc).
-fn prepare(server: &ServerState, body: &RawDocument) -> Result<&'static Command, CommandError> {
+/// The command a request names, on a database it may run against (module doc steps 1–3).
+fn resolve(server: &ServerState, body: &RawDocument) -> Result<&'static Command, CommandError> {
     let (db, name) = parse_envelope(body)?;
     let cmd = lookup(name)
         .filter(|c| available(server, c))
@@ -640,6 +672,12 @@ fn prepare(server: &ServerState, body: &RawDocument) -> Result<&'static Command,
             format!("{} may only be run against the admin database.", cmd.name),
         ));
     }
+    Ok(cmd)
+}
+
+/// The checks every command shares after authentication (module doc steps 5–6).
+fn prepare(cmd: &'static Command, body: &RawDocument) -> Result<(), CommandError> {
+    let (db, name) = parse_envelope(body)?;
     check_api_parameters(cmd, body)?;
     let req = Request {
         name,
@@ -649,7 +687,7 @@ fn prepare(server: &ServerState, body: &RawDocument) -> Result<&'static Command,
     };
     check_fields(cmd, &req)?;
     crate::deadline::parse(body)?;
-    Ok(cmd)
+    Ok(())
 }
 
 /// Adds the command's latency to its collection's `latencyStats`.
@@ -733,6 +771,35 @@ mod tests {
         for name in TEST_COMMANDS {
             assert!(lookup(name).is_some(), "{name}");
         }
+    }
+
+    /// The commands MongoDB 7.0 runs before authentication (`requiresAuth: false` in
+    /// `listCommands`), plus the test commands, which mongod also exempts.
+    #[test]
+    fn pre_auth_commands_are_mongods() {
+        let mut pre: Vec<_> = REGISTRY
+            .iter()
+            .filter(|c| !c.requires_auth)
+            .map(|c| c.name)
+            .collect();
+        pre.sort_unstable();
+        assert_eq!(
+            pre,
+            [
+                "authenticate",
+                "buildInfo",
+                "configureFailPoint",
+                "connectionStatus",
+                "hello",
+                "isMaster",
+                "listCommands",
+                "ping",
+                "saslContinue",
+                "saslStart",
+                "sleep",
+                "waitForFailPoint",
+            ]
+        );
     }
 
     #[test]

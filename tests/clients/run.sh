@@ -9,7 +9,9 @@
 # same data dir; PyMongo and mongosh over TLS (tls_clients.py, its own requireTLS server);
 # PyMongo fail-point and operator checks (ops_pymongo.py) on their own server
 # started with test commands; and a fixed subset of PyMongo's own test suite
-# (tests/pymongo-suite/ci-subset.txt) on another such server.
+# (tests/pymongo-suite/ci-subset.txt) on another such server; and access control
+# (auth_pymongo.py, auth_node.mjs, mongosh logins) against a server started with --auth and an
+# initial root user.
 #
 #   bash tests/clients/run.sh
 #
@@ -320,6 +322,59 @@ else
     bad "mongosh interactive session in a pty"
     printf '%s\n' "$out" | sed 's/^/  /'
 fi
+
+# --- 5b. access control: a second server with --auth and an initial root user ----------------
+# Started with CAIRN_INITDB_ROOT_USERNAME/_PASSWORD (which also turn --auth on); PyMongo,
+# Node.js and mongosh log in with SCRAM, fail alike on bad credentials, and are refused
+# unauthenticated.
+log "access control (--auth): PyMongo, Node.js, mongosh"
+AUTH_USER=cairn-root
+AUTH_PWD='s3cret:p@ss/word'
+mkdir -p "$WORK/auth-data"
+CAIRN_INITDB_ROOT_USERNAME="$AUTH_USER" CAIRN_INITDB_ROOT_PASSWORD="$AUTH_PWD" \
+    "$BIN" --auth --port 0 --log-format json --data-dir "$WORK/auth-data" >"$WORK/auth-server.log" 2>&1 &
+AUTH_PID=$!
+AUTH_PORT=""
+deadline=$((SECONDS + 30))
+while [ -z "$AUTH_PORT" ]; do
+    AUTH_PORT="$(sed -n 's/.*"msg":"Waiting for connections".*"port":\([0-9][0-9]*\).*/\1/p' "$WORK/auth-server.log" | head -n 1)"
+    [ -n "$AUTH_PORT" ] && break
+    kill -0 "$AUTH_PID" 2>/dev/null || { bad "the --auth server exited before it was ready"; break; }
+    [ "$SECONDS" -lt "$deadline" ] || { bad "the --auth server did not start within 30s"; break; }
+    sleep 0.1
+done
+if [ -n "$AUTH_PORT" ]; then
+    AUTH_URI="mongodb://127.0.0.1:$AUTH_PORT/"
+    run_suite auth_pymongo "$PY" "$HERE/auth_pymongo.py" "$AUTH_URI" "$AUTH_USER" "$AUTH_PWD"
+    run_suite auth_node node "$HERE/auth_node.mjs" "$AUTH_URI" "$AUTH_USER" "$AUTH_PWD"
+    ENC_PWD="$(node -p 'encodeURIComponent(process.argv[1])' "$AUTH_PWD")"
+    ROOT_URI="mongodb://$AUTH_USER:$ENC_PWD@127.0.0.1:$AUTH_PORT/?authSource=admin"
+    amsh() {
+        HOME="$WORK/home" MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING="$WORK/mongosh.conf" \
+            timeout 120 "$MONGOSH" "$@" --quiet 2>"$WORK/mongosh.err" | tr -d '\r' | sed -e 's/[[:space:]]*$//'
+    }
+    out="$(amsh "$ROOT_URI" --eval 'db.getSiblingDB("cairn_auth_sh").c.insertOne({a: 1}); db.getSiblingDB("cairn_auth_sh").c.countDocuments()')"
+    [ "$out" = 1 ] && ok "mongosh logs in with a URI's credentials (SCRAM-SHA-256)" ||
+        bad "mongosh login: got '$out' ($(cat "$WORK/mongosh.err"))"
+    # shellcheck disable=SC2016
+    out="$(amsh "$AUTH_URI" --eval 'try { db.getSiblingDB("cairn_auth_sh").c.findOne(); "no error" } catch (e) { e.code + " " + e.message }')"
+    [ "$out" = "13 Command find requires authentication" ] && ok "mongosh unauthenticated: 13 Command find requires authentication" ||
+        bad "mongosh unauthenticated: got '$out'"
+    out="$(amsh "$AUTH_URI" --eval "JSON.stringify(db.getSiblingDB('admin').auth('$AUTH_USER', '$AUTH_PWD')) + ' ' + db.getSiblingDB('cairn_auth_sh').c.countDocuments()")"
+    [ "$out" = '{"ok":1} 1' ] && ok "mongosh db.auth() then a read" || bad "mongosh db.auth(): got '$out'"
+    out="$(amsh "$AUTH_URI" --eval "try { db.getSiblingDB('admin').auth('$AUTH_USER', 'wrong'); 'no error' } catch (e) { e.code + ' ' + e.message }")"
+    [ "$out" = "18 Authentication failed." ] && ok "mongosh db.auth() with a wrong password: 18 Authentication failed." ||
+        bad "mongosh wrong password: got '$out'"
+    out="$(amsh "$ROOT_URI" --eval 'db.getSiblingDB("admin").createUser({user: "sh", pwd: "shpw", roles: ["root"]}); JSON.stringify(db.getSiblingDB("admin").getUser("sh").roles)')"
+    [ "$out" = '[{"role":"root","db":"admin"}]' ] && ok "mongosh createUser and getUser" || bad "mongosh createUser/getUser: got '$out'"
+    if grep -q "$AUTH_PWD" "$WORK/auth-server.log"; then
+        bad "the root password appears in the --auth server's log"
+    else
+        ok "the root password never appears in the server log"
+    fi
+fi
+kill -TERM "$AUTH_PID" 2>/dev/null || true
+wait "$AUTH_PID" 2>/dev/null || true
 
 # --- 6. the server must still be up and stop cleanly ------------------------------------------
 if kill -0 "$SERVER_PID" 2>/dev/null; then

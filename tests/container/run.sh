@@ -7,7 +7,8 @@
 # Steps: install buildah/podman/runc if missing (Debian, as root) -> build the static release
 # binary -> copy it to .ci/out/cairn -> `buildah bud --target prebuilt` -> run the image with
 # host networking on a free port -> PyMongo checks, non-root user, /data/db ownership,
-# healthcheck (both ways), graceful stop. The container is always removed.
+# healthcheck (both ways), graceful stop, and the official image's init-root variables
+# (MONGO_INITDB_ROOT_USERNAME/_PASSWORD: both, or only one). The containers are always removed.
 #
 # Environment:
 #   CAIRN_VENV         Python venv with pymongo (default <repo>/.venv; created when missing)
@@ -59,7 +60,7 @@ cleanup() {
             "${PODMAN[@]}" logs "$CTR" 2>&1 | tail -n 40 >&2
             echo "----------------------------------------" >&2
         fi
-        "${PODMAN[@]}" rm -f -v -t 5 "$CTR" >/dev/null 2>&1
+        "${PODMAN[@]}" rm -f -v -t 5 "$CTR" "$CTR-auth" "$CTR-half" >/dev/null 2>&1
     fi
     if [ "${CAIRN_KEEP_IMAGE:-0}" != 1 ] && [ "${#PODMAN[@]}" -gt 0 ]; then
         "${PODMAN[@]}" rmi -f "$IMAGE" >/dev/null 2>&1
@@ -361,6 +362,56 @@ PY
 else
     bad "the restarted container did not become ready within ${READY_SECS}s"
 fi
+
+# --- 9. the official image's init-root variables --------------------------------------------
+# Both set: access control is on and a root user exists (as `mongo`'s entrypoint does).
+AUTH_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"${PODMAN[@]}" run -d --name "$CTR-auth" --network host -e CAIRN_PORT="$AUTH_PORT" \
+    -e MONGO_INITDB_ROOT_USERNAME=ctr-root -e MONGO_INITDB_ROOT_PASSWORD=ctr-pass "$IMAGE" >/dev/null 2>>"$WORK/run.err" ||
+    bad "podman run with MONGO_INITDB_ROOT_* failed"
+deadline=$((SECONDS + READY_SECS))
+until "${PODMAN[@]}" logs "$CTR-auth" 2>/dev/null | grep -q "\"msg\":\"Waiting for connections\""; do
+    [ "$SECONDS" -lt "$deadline" ] || break
+    sleep 0.2
+done
+if "$VENV/bin/python" - "$AUTH_PORT" >"$WORK/auth.out" 2>&1 <<'PY'; then
+import sys
+from pymongo import MongoClient
+from pymongo.errors import OperationFailure
+port = sys.argv[1]
+anon = MongoClient(f"mongodb://127.0.0.1:{port}/", serverSelectionTimeoutMS=10000)
+try:
+    anon.ctr.c.find_one()
+    sys.exit("an unauthenticated find ran")
+except OperationFailure as e:
+    assert e.code == 13, e
+root = MongoClient(f"mongodb://ctr-root:ctr-pass@127.0.0.1:{port}/?authSource=admin",
+                   serverSelectionTimeoutMS=10000)
+root.ctr.c.insert_one({"ok": 1})
+users = root.admin.command("usersInfo", 1)["users"]
+assert [(u["user"], u["roles"]) for u in users] == [("ctr-root", [{"role": "root", "db": "admin"}])], users
+PY
+    ok "MONGO_INITDB_ROOT_USERNAME/_PASSWORD: auth is on, ctr-root@admin has root and logs in"
+else
+    cat "$WORK/auth.out"
+    bad "the init-root container does not behave like mongo's"
+fi
+if "${PODMAN[@]}" logs "$CTR-auth" 2>&1 | grep -q "ctr-pass"; then
+    bad "the root password appears in the container log"
+else
+    ok "the root password never appears in the container log"
+fi
+"${PODMAN[@]}" rm -f -v -t 5 "$CTR-auth" >/dev/null 2>&1
+# Only one of the two: the server refuses to start, with the official image's message.
+"${PODMAN[@]}" run --name "$CTR-half" --network host -e CAIRN_PORT="$AUTH_PORT" \
+    -e MONGO_INITDB_ROOT_USERNAME=ctr-root "$IMAGE" >"$WORK/half.out" 2>&1 && half_rc=0 || half_rc=$?
+if [ "$half_rc" != 0 ] && grep -q "error: missing 'MONGO_INITDB_ROOT_USERNAME' or 'MONGO_INITDB_ROOT_PASSWORD'" "$WORK/half.out"; then
+    ok "only MONGO_INITDB_ROOT_USERNAME: exits $half_rc with the official image's error"
+else
+    cat "$WORK/half.out"
+    bad "only one init-root variable: exit $half_rc, want a failure with the official message"
+fi
+"${PODMAN[@]}" rm -f -v -t 5 "$CTR-half" >/dev/null 2>&1
 
 log "done in $((SECONDS - T0))s"
 echo "container: $PASSED passed, $FAILED failed"
