@@ -553,7 +553,9 @@ async fn logout_ends_the_connections_authentication() {
     root(&s)
         .await
         .database("admin")
-        .run_command(doc! {"createUser": "other", "pwd": "o", "roles": []})
+        .run_command(
+            doc! {"createUser": "other", "pwd": "o", "roles": [{"role": "read", "db": "app"}]},
+        )
         .await
         .unwrap();
     let other = raw_login(&mut c, "other", "o", true).await;
