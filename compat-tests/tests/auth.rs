@@ -311,8 +311,20 @@ async fn raw_conversation_with_and_without_the_empty_exchange() {
         .await;
     let p = r.get_str("payload").expect("string payload");
     assert!(B64.decode(p).unwrap().starts_with(b"r=clientNonce"));
-    // `authenticate` has no usable mechanism (MONGODB-X509 needs a client certificate).
-    for mech in ["MONGODB-X509", "MONGODB-CR", "SCRAM-SHA-256"] {
+    // `authenticate`: MONGODB-X509 needs TLS (a protocol error on a plain connection, see
+    // tls.rs for it over TLS); other mechanisms are generic failures.
+    let r = c
+        .command(rawdoc! {"authenticate": 1, "mechanism": "MONGODB-X509", "$db": "$external"})
+        .await;
+    assert_eq!(
+        error_of(&r),
+        (
+            17,
+            "ProtocolError".to_string(),
+            "SSL support is required for the MONGODB-X509 mechanism.".to_string()
+        )
+    );
+    for mech in ["MONGODB-CR", "SCRAM-SHA-256"] {
         let r = c
             .command(rawdoc! {"authenticate": 1, "mechanism": mech, "$db": "$external"})
             .await;
@@ -726,6 +738,37 @@ async fn user_commands_store_and_describe_users() {
     assert_eq!(
         err(run(&app, doc! {"usersInfo": 1, "showPrivileges": true}).await).0,
         20
+    );
+    // On an exact match: the roles held (here, exactly the granted ones) and their privileges.
+    let shown = run(&app, doc! {"usersInfo": "alice", "showPrivileges": true})
+        .await
+        .unwrap();
+    let u = shown.get_array("users").unwrap()[0]
+        .as_document()
+        .unwrap()
+        .clone();
+    let mut held: Vec<bson::Bson> = u.get_array("roles").unwrap().clone();
+    let mut inherited = u.get_array("inheritedRoles").unwrap().clone();
+    let by_name = |b: &bson::Bson| {
+        b.as_document()
+            .unwrap()
+            .get_str("role")
+            .unwrap()
+            .to_string()
+    };
+    held.sort_by_key(by_name);
+    inherited.sort_by_key(by_name);
+    assert_eq!(held, inherited);
+    let privileges = u.get_array("inheritedPrivileges").unwrap();
+    assert!(
+        privileges.iter().any(|p| {
+            let p = p.as_document().unwrap();
+            p.get_document("resource").unwrap() == &doc! {"db": "app", "collection": ""}
+                && p.get_array("actions")
+                    .unwrap()
+                    .contains(&bson::Bson::String("find".into()))
+        }),
+        "{privileges:?}"
     );
 
     // usersInfo forms.

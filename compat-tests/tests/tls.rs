@@ -660,3 +660,85 @@ fn startup_refuses_bad_tls_configuration() {
     assert_eq!(got, 1, "{log}");
     assert!(log.contains("holds no private key"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn x509_authenticates_the_certificate_subject() {
+    let pki = Pki::new("X509 CA");
+    let mut args = tls_args(&pki, "requireTLS", &[]);
+    args.push("--auth".into());
+    let s = TestServer::start_with_env(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[
+            ("CAIRN_INITDB_ROOT_USERNAME", "root"),
+            ("CAIRN_INITDB_ROOT_PASSWORD", "pw"),
+        ],
+    );
+    let cert_opts = tls_opts(&pki.path("ca.pem"), Some(&pki.path("client.pem")));
+    let root = mongodb::Client::with_uri_str(format!(
+        "mongodb://root:pw@127.0.0.1:{}/?authSource=admin&serverSelectionTimeoutMS=3000&{cert_opts}",
+        s.port
+    ))
+    .await
+    .unwrap();
+    // The user name is the certificate's subject as openssl prints it in RFC 2253 form.
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-subject", "-nameopt", "RFC2253", "-in"])
+        .arg(pki.path("client.pem"))
+        .output()
+        .expect("openssl");
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let subject = printed.trim().trim_start_matches("subject=").to_string();
+    let subject = subject.as_str();
+    root.database("$external")
+        .run_command(doc! {"createUser": subject, "roles": [{"role": "read", "db": "test"}]})
+        .await
+        .unwrap();
+    root.database("test")
+        .collection::<Document>("c")
+        .insert_one(doc! {"_id": 1})
+        .await
+        .unwrap();
+
+    // The driver's MONGODB-X509: the subject is the user, with its roles.
+    let x509 = client(s.port, &format!("{cert_opts}&authMechanism=MONGODB-X509")).await;
+    let c = x509.database("test").collection::<Document>("c");
+    assert_eq!(c.find_one(doc! {}).await.unwrap(), Some(doc! {"_id": 1}));
+    assert_eq!(
+        code_of(&c.insert_one(doc! {"_id": 2}).await.unwrap_err()),
+        13
+    );
+    let status = x509
+        .database("admin")
+        .run_command(doc! {"connectionStatus": 1})
+        .await
+        .unwrap();
+    assert_eq!(
+        status
+            .get_document("authInfo")
+            .unwrap()
+            .get_array("authenticatedUsers")
+            .unwrap()[0],
+        bson::Bson::Document(doc! {"user": subject, "db": "$external"})
+    );
+
+    // The command itself: the reply, a wrong user (18), the wrong database (17).
+    let anon = client(s.port, &cert_opts).await;
+    let ext = anon.database("$external");
+    let e = ext
+        .run_command(doc! {"authenticate": 1, "mechanism": "MONGODB-X509", "user": "CN=other"})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 18);
+    let e = anon
+        .database("test")
+        .run_command(doc! {"authenticate": 1, "mechanism": "MONGODB-X509"})
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), 17);
+    let r = ext
+        .run_command(doc! {"authenticate": 1, "mechanism": "MONGODB-X509"})
+        .await
+        .unwrap();
+    assert_eq!(r.get_str("user").unwrap(), subject);
+    assert_eq!(r.get_str("dbname").unwrap(), "$external");
+}

@@ -592,7 +592,8 @@ pub fn privileges_arg(
         .transpose()
 }
 
-/// A role command's `authenticationRestrictions` (an array of documents, kept as given).
+/// A role command's `authenticationRestrictions` (an array of documents). Cairn does not
+/// enforce restrictions, so a non-empty list is NotImplemented rather than silently ignored.
 pub fn restrictions_arg(
     body: &RawDocument,
     cmd: &str,
@@ -600,6 +601,12 @@ pub fn restrictions_arg(
     let Some(arr) = array_arg(body, cmd, "authenticationRestrictions", false)? else {
         return Ok(None);
     };
+    if arr.into_iter().next().is_some() {
+        return Err(CommandError::new(
+            ErrorCode::NotImplemented,
+            "authenticationRestrictions are not supported",
+        ));
+    }
     for (i, v) in arr.into_iter().enumerate() {
         let v = v.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         if !matches!(v, RawBsonRef::Document(_)) {

@@ -323,10 +323,15 @@ fn step_inner(
     }
 }
 
-/// Attaches the user to the connection (one user per connection, as mongod).
+/// Attaches the user of a finished conversation to the connection.
 fn complete(client: &mut Client, p: &Pending) -> Result<(), CommandError> {
+    attach(client, &p.user, p.mech.name())
+}
+
+/// Attaches an authenticated user to the connection (one user per connection, as mongod).
+pub fn attach(client: &mut Client, user: &UserName, mechanism: &str) -> Result<(), CommandError> {
     if let Some(prev) = client.auth.users.first()
-        && *prev != p.user
+        && prev != user
     {
         return Err(CommandError::new(
             ErrorCode::Location(18),
@@ -337,12 +342,61 @@ fn complete(client: &mut Client, p: &Pending) -> Result<(), CommandError> {
         ));
     }
     if client.auth.users.is_empty() {
-        client.auth.users.push(p.user.clone());
+        client.auth.users.push(user.clone());
     }
-    tracing::info!(id = 20250, mechanism = p.mech.name(), principalName = %p.user.user,
-                   authenticationDatabase = %p.user.db, remote = %client.peer,
+    tracing::info!(id = 20250, mechanism, principalName = %user.user,
+                   authenticationDatabase = %user.db, remote = %client.peer,
                    "Authentication succeeded");
     Ok(())
+}
+
+/// MONGODB-X509: authenticates the connection as the `$external` user named by its verified
+/// TLS client certificate's subject (RFC 2253). `user`, when given, must be that subject.
+/// Returns the user; every refusal but a protocol error is the caller's generic failure,
+/// with the reason for the log.
+pub async fn x509(
+    server: &Arc<ServerState>,
+    client: &mut Client,
+    db: &str,
+    user: Option<&str>,
+) -> Result<Result<UserName, String>, CommandError> {
+    if db != "$external" {
+        return Err(CommandError::new(
+            ErrorCode::ProtocolError,
+            "X.509 authentication must always use the $external database.",
+        ));
+    }
+    let Some(tls) = &client.tls else {
+        return Err(CommandError::new(
+            ErrorCode::ProtocolError,
+            "SSL support is required for the MONGODB-X509 mechanism.",
+        ));
+    };
+    let Some(subject) = tls.subject.clone() else {
+        return Ok(Err("No verified subject name available from client".into()));
+    };
+    if user.is_some_and(|u| !u.is_empty() && u != subject) {
+        return Ok(Err(
+            "There is no x.509 client certificate matching the user.".into(),
+        ));
+    }
+    let name = UserName {
+        user: subject,
+        db: "$external".into(),
+    };
+    let store = server.store.clone();
+    let lookup = name.clone();
+    if crate::blocking::run(move || super::users::get(&store, &lookup))
+        .await?
+        .is_none()
+    {
+        return Ok(Err(format!(
+            "Could not find user \"{}\" for db \"$external\"",
+            name.user
+        )));
+    }
+    attach(client, &name, "MONGODB-X509")?;
+    Ok(Ok(name))
 }
 
 /// `hello`'s `saslSupportedMechs: "<db>.<user>"`: the mechanisms the user has credentials
@@ -396,9 +450,28 @@ pub async fn speculative(
         return None;
     };
     let first = d.iter().next()?.ok()?.0.as_str();
+    if first == "authenticate" {
+        // MONGODB-X509 in one step: the reply is `authenticate`'s.
+        if !matches!(
+            d.get("mechanism"),
+            Ok(Some(RawBsonRef::String("MONGODB-X509")))
+        ) {
+            return None;
+        }
+        let db = match d.get("db") {
+            Ok(Some(RawBsonRef::String(db))) => db.to_string(),
+            _ => return None,
+        };
+        let user = match d.get("user") {
+            Ok(Some(RawBsonRef::String(u))) => Some(u.to_string()),
+            _ => None,
+        };
+        return match x509(server, client, &db, user.as_deref()).await {
+            Ok(Ok(name)) => Some(bson::rawdoc! {"dbname": name.db, "user": name.user}),
+            _ => None,
+        };
+    }
     if first != "saslStart" {
-        // MONGODB-X509 (`authenticate`) needs TLS client certificates, which Cairn does not
-        // take: it fails, and a failed speculative attempt is left out.
         return None;
     }
     let db = match d.get("db") {

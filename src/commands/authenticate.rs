@@ -1,12 +1,15 @@
 //! `authenticate`: the single-step mechanisms. MongoDB 7.0 has one, MONGODB-X509, which
-//! authenticates a TLS client certificate's subject; Cairn's connections carry no client
-//! certificate, so it fails as mongod does for a client without one, and every other
-//! mechanism is unsupported. Both reach the client as MongoDB shows them: AuthenticationFailed
-//! (18) `Authentication failed.` (after `authFailedDelayMs`), the reason in the log.
+//! authenticates a TLS connection as the `$external` user named by its verified client
+//! certificate's subject ([`sasl::x509`]): `{dbname: "$external", user: "<subject>"}`. A
+//! connection without TLS, or on another database, is a ProtocolError (17); every other
+//! failure (no verified certificate, a `user` that is not the subject, no such user) and every
+//! other mechanism reach the client as MongoDB shows them: AuthenticationFailed (18)
+//! `Authentication failed.` (after `authFailedDelayMs`), the reason in the log.
 
 use super::{CmdFuture, Command, Counter, Fields, Invocation, args::opt_string};
 use crate::auth::sasl;
 use crate::error::CommandError;
+use bson::rawdoc;
 
 /// `authenticate`.
 pub static COMMAND: Command = Command {
@@ -33,7 +36,15 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let user = opt_string(body, "authenticate", "user")?.unwrap_or("");
         let reason = match mechanism {
             "" => "Auth mechanism not specified".to_string(),
-            "MONGODB-X509" => "No verified subject name available from client".to_string(),
+            "MONGODB-X509" => {
+                let db = inv.req.db;
+                match sasl::x509(inv.server, inv.client, db, Some(user)).await? {
+                    Ok(name) => {
+                        return Ok(rawdoc! {"dbname": name.db, "user": name.user}.into());
+                    }
+                    Err(reason) => reason,
+                }
+            }
             other => format!("Unsupported mechanism: {other}"),
         };
         tracing::info!(id = 20249, mechanism, principalName = user,

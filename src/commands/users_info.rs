@@ -8,9 +8,11 @@
 //! Each user is described as MongoDB's `usersInfo` does: the stored document without
 //! `authenticationRestrictions`, without `credentials` unless asked, plus `mechanisms` (the
 //! credential names) at the end; sorted by user, then db. Missing users are skipped.
-//! `showPrivileges` and `showAuthenticationRestrictions` need the role graph: on a query that
-//! is not an exact-match list they fail as in MongoDB (20); on an exact-match list they are
-//! NotImplemented (238).
+//! `showPrivileges` and `showAuthenticationRestrictions` (only on an exact-match list, else
+//! IllegalOperation 20 as in MongoDB) add `inheritedRoles` (every role held, directly or
+//! through other roles), `inheritedPrivileges` (their privileges merged) and the (always empty:
+//! Cairn refuses restrictions) `inheritedAuthenticationRestrictions` /
+//! `authenticationRestrictions`.
 
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -148,10 +150,6 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     "Privilege or restriction details require exact-match usersInfo queries.",
                 ));
             }
-            return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                "usersInfo with showPrivileges or showAuthenticationRestrictions is not supported",
-            ));
         }
         let store = inv.server.store.clone();
         let db = req.db.to_string();
@@ -176,7 +174,33 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         docs.sort_by_key(key);
         let mut arr = RawArrayBuf::new();
         for d in &docs {
-            let shown = describe(d, show_credentials, show_custom);
+            let mut shown = describe(d, show_credentials, show_custom);
+            if show_privileges || show_restrictions {
+                let name = UserName {
+                    user: d.get_str("user").unwrap_or_default().to_string(),
+                    db: d.get_str("db").unwrap_or_default().to_string(),
+                };
+                let store = inv.server.store.clone();
+                let authz = crate::blocking::run(move || {
+                    crate::auth::roles::UserAuthz::load(&store, &[name])
+                })
+                .await?;
+                shown.append(
+                    cstr!("inheritedRoles"),
+                    crate::auth::roles::roles_bson(&authz.all_roles),
+                );
+                if show_privileges {
+                    shown.append(cstr!("inheritedPrivileges"), authz.privileges.to_bson());
+                }
+                if show_restrictions {
+                    // Cairn refuses non-empty restrictions, so there are none to inherit.
+                    shown.append(
+                        cstr!("inheritedAuthenticationRestrictions"),
+                        RawArrayBuf::new(),
+                    );
+                    shown.append(cstr!("authenticationRestrictions"), RawArrayBuf::new());
+                }
+            }
             if filter.as_ref().is_none_or(|f| f.matches(&shown)) {
                 arr.push(shown);
             }
