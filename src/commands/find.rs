@@ -39,7 +39,8 @@ use super::{
 };
 use crate::blocking;
 use crate::cursor::{
-    Cursor, MAX_BATCH_BYTES, Output, Source, executor_error, next_batch, session_of,
+    Cursor, MAX_BATCH_BYTES, Output, Source, executor_error, finish_batch, next_batch,
+    session_of,
 };
 use crate::error::{CommandError, ErrorCode};
 use crate::state::ServerState;
@@ -485,7 +486,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     false,
                 )?;
                 crate::ops::record_plan(crate::ops::plan_summary(chosen.exec.plan()));
-                Ok(Some(match &r.sort {
+                Ok(Some((match &r.sort {
                     Some(spec) if !chosen.exec.plan().provides_sort => {
                         let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
                         let mut sorter = Sorter::new(
@@ -521,17 +522,43 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                         }
                         Source::Sorted(sorted)
                     }
-                    _ => Source::Plan {
-                        db: r.db.clone(),
-                        coll: r.coll.clone(),
-                        space: meta.id,
-                        exec: Box::new(chosen.exec),
-                        pending: chosen.buffered.into(),
-                        skip: skip as u64,
-                    },
-                }))
+                    _ => {
+                        // The first batch comes from the snapshot the plan was chosen on (a
+                        // point read or a short index read opens one snapshot, not two).
+                        let mut exec = Box::new(chosen.exec);
+                        let mut pending = chosen.buffered.into();
+                        let mut skip = skip as u64;
+                        let first = if first_max == 0 {
+                            None
+                        } else {
+                            let want = match remaining {
+                                Some(r) => first_max.min(usize::try_from(r).unwrap_or(usize::MAX)),
+                                None => first_max,
+                            };
+                            Some(crate::cursor::plan_batch(
+                                read,
+                                &meta,
+                                &mut exec,
+                                &mut pending,
+                                &mut skip,
+                                want,
+                            ))
+                        };
+                        return Ok(Some((
+                            Source::Plan {
+                                db: r.db.clone(),
+                                coll: r.coll.clone(),
+                                space: meta.id,
+                                exec,
+                                pending,
+                                skip,
+                            },
+                            first,
+                        )));
+                    }
+                }, None)))
             })?;
-            let Some(source) = source else {
+            let Some((source, first)) = source else {
                 return Ok((Vec::new(), 0));
             };
             let mut cursor = Cursor {
@@ -554,7 +581,11 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 server.cursors.insert(cursor);
                 return Ok((Vec::new(), id));
             }
-            let batch = next_batch(store, &mut cursor, first_max);
+            let batch = match first {
+                Some(Ok((docs, exhausted))) => finish_batch(&mut cursor, docs, exhausted),
+                Some(Err(e)) => Err(e),
+                None => next_batch(store, &mut cursor, first_max),
+            };
             crate::ops::record_source_work(&cursor.source, &mut (0, 0));
             let (docs, exhausted) = batch?;
             if exhausted || r.single_batch {
