@@ -467,7 +467,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ));
         }
         let at_cluster_time = inv.op.at_cluster_time;
-        let (docs, id) = blocking::run(move || {
+        // A point read by `_id` (no hint, min/max or forced scan) reads one key: inline.
+        let point = r.filter.id_equality().is_some()
+            && matches!(r.hint, Hint::None)
+            && r.min.is_none()
+            && r.max.is_none()
+            && r.natural.is_none();
+        let (docs, id) = blocking::run_short(point, move || {
             let store = &server.store;
             let (skip, limit) = (r.skip, r.limit);
             let remaining = limit.map(|l| l as u64);
