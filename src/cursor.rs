@@ -598,7 +598,8 @@ pub fn plan_batch(
             break false;
         }
         crate::deadline::check().map_err(executor_error)?;
-        let want = (max_docs - out.len()).saturating_add(usize::try_from(*skip).unwrap_or(usize::MAX));
+        let want =
+            (max_docs - out.len()).saturating_add(usize::try_from(*skip).unwrap_or(usize::MAX));
         let room = if *skip > 0 {
             MAX_BATCH_BYTES
         } else {

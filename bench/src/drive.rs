@@ -42,7 +42,10 @@ pub async fn run(args: &[String]) {
     if what == "load" {
         let t = Instant::now();
         compare::load_cairn(&db, docs).await;
-        println!("loaded {docs} documents in {:.1} s", t.elapsed().as_secs_f64());
+        println!(
+            "loaded {docs} documents in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
         return;
     }
     let w = compare::workload(&what).unwrap_or_else(|| panic!("no workload named {what}"));

@@ -11,8 +11,8 @@ use cairn_query::filter::Filter;
 use cairn_query::index::QueryKeyGen;
 use cairn_query::plan::{Access, Execution, Hint, Query, Source, candidates};
 use cairn_storage::catalog::CollectionMeta;
-use cairn_storage::index::IndexMeta;
 use cairn_storage::engine::memory::MemoryEngine;
+use cairn_storage::index::IndexMeta;
 use cairn_storage::index_ops::{IndexHit, KeyRange};
 use cairn_storage::{
     Durability, ReadTxn, ScanBatch, ScanLimits, StorageError, Store, StoreOptions,

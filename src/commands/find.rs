@@ -39,8 +39,7 @@ use super::{
 };
 use crate::blocking;
 use crate::cursor::{
-    Cursor, MAX_BATCH_BYTES, Output, Source, executor_error, finish_batch, next_batch,
-    session_of,
+    Cursor, MAX_BATCH_BYTES, Output, Source, executor_error, finish_batch, next_batch, session_of,
 };
 use crate::error::{CommandError, ErrorCode};
 use crate::state::ServerState;
@@ -492,77 +491,87 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     false,
                 )?;
                 crate::ops::record_plan(crate::ops::plan_summary(chosen.exec.plan()));
-                Ok(Some((match &r.sort {
-                    Some(spec) if !chosen.exec.plan().provides_sort => {
-                        let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
-                        let mut sorter = Sorter::new(
-                            spec.clone(),
-                            top_k,
-                            usize::try_from(server.config.sort_memory_limit_bytes)
-                                .unwrap_or(usize::MAX),
-                            r.allow_disk_use,
-                            Some(spill_dir),
-                        );
-                        let sort_err = |e| executor_error(CommandError::from(e));
-                        for d in chosen.buffered {
-                            sorter.push(d).map_err(sort_err)?;
-                        }
-                        let mut exec = chosen.exec;
-                        while !exec.is_exhausted() {
-                            crate::deadline::check().map_err(executor_error)?;
-                            for d in exec
-                                .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
-                                .map_err(|e| executor_error(e.into()))?
-                            {
+                Ok(Some((
+                    match &r.sort {
+                        Some(spec) if !chosen.exec.plan().provides_sort => {
+                            let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
+                            let mut sorter = Sorter::new(
+                                spec.clone(),
+                                top_k,
+                                usize::try_from(server.config.sort_memory_limit_bytes)
+                                    .unwrap_or(usize::MAX),
+                                r.allow_disk_use,
+                                Some(spill_dir),
+                            );
+                            let sort_err = |e| executor_error(CommandError::from(e));
+                            for d in chosen.buffered {
                                 sorter.push(d).map_err(sort_err)?;
                             }
-                        }
-                        crate::ops::record_work(exec.stats.keys_examined, exec.stats.docs_examined);
-                        let mut sorted = sorter.finish().map_err(sort_err)?;
-                        for _ in 0..skip {
-                            match sorted.next() {
-                                Some(Ok(_)) => {}
-                                Some(Err(e)) => return Err(executor_error(CommandError::from(e))),
-                                None => break,
+                            let mut exec = chosen.exec;
+                            while !exec.is_exhausted() {
+                                crate::deadline::check().map_err(executor_error)?;
+                                for d in exec
+                                    .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
+                                    .map_err(|e| executor_error(e.into()))?
+                                {
+                                    sorter.push(d).map_err(sort_err)?;
+                                }
                             }
+                            crate::ops::record_work(
+                                exec.stats.keys_examined,
+                                exec.stats.docs_examined,
+                            );
+                            let mut sorted = sorter.finish().map_err(sort_err)?;
+                            for _ in 0..skip {
+                                match sorted.next() {
+                                    Some(Ok(_)) => {}
+                                    Some(Err(e)) => {
+                                        return Err(executor_error(CommandError::from(e)));
+                                    }
+                                    None => break,
+                                }
+                            }
+                            Source::Sorted(sorted)
                         }
-                        Source::Sorted(sorted)
-                    }
-                    _ => {
-                        // The first batch comes from the snapshot the plan was chosen on (a
-                        // point read or a short index read opens one snapshot, not two).
-                        let mut exec = Box::new(chosen.exec);
-                        let mut pending = chosen.buffered.into();
-                        let mut skip = skip as u64;
-                        let first = if first_max == 0 {
-                            None
-                        } else {
-                            let want = match remaining {
-                                Some(r) => first_max.min(usize::try_from(r).unwrap_or(usize::MAX)),
-                                None => first_max,
+                        _ => {
+                            // The first batch comes from the snapshot the plan was chosen on (a
+                            // point read or a short index read opens one snapshot, not two).
+                            let mut exec = Box::new(chosen.exec);
+                            let mut pending = chosen.buffered.into();
+                            let mut skip = skip as u64;
+                            let first = if first_max == 0 {
+                                None
+                            } else {
+                                let want = match remaining {
+                                    Some(r) => {
+                                        first_max.min(usize::try_from(r).unwrap_or(usize::MAX))
+                                    }
+                                    None => first_max,
+                                };
+                                Some(crate::cursor::plan_batch(
+                                    read,
+                                    &meta,
+                                    &mut exec,
+                                    &mut pending,
+                                    &mut skip,
+                                    want,
+                                ))
                             };
-                            Some(crate::cursor::plan_batch(
-                                read,
-                                &meta,
-                                &mut exec,
-                                &mut pending,
-                                &mut skip,
-                                want,
-                            ))
-                        };
-                        return Ok(Some((
-                            Source::Plan {
-                                db: r.db.clone(),
-                                coll: r.coll.clone(),
-                                space: meta.id,
-                                exec,
-                                pending,
-                                skip,
-                            },
-                            first,
-                        )));
-                    }
-                }, None)))
+                            return Ok(Some((
+                                Source::Plan {
+                                    db: r.db.clone(),
+                                    coll: r.coll.clone(),
+                                    space: meta.id,
+                                    exec,
+                                    pending,
+                                    skip,
+                                },
+                                first,
+                            )));
+                        }
+                    },
+                    None,
+                )))
             })?;
             let Some((source, first)) = source else {
                 return Ok((Vec::new(), 0));
