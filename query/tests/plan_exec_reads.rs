@@ -126,5 +126,5 @@ fn rejected_entries_grow_the_next_read() {
         .take(10)
         .collect();
     assert_eq!(ids, want);
-    assert!(entries >= 30 && entries <= 70, "read {entries} entries");
+    assert!((30..=70).contains(&entries), "read {entries} entries");
 }
