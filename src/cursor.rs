@@ -33,6 +33,7 @@ use cairn_query::plan::Execution;
 use cairn_query::projection::Projection;
 use cairn_query::sort::SortedDocs;
 use cairn_storage::Store;
+use cairn_storage::catalog::CollectionMeta;
 
 use crate::error::{CommandError, ErrorCode};
 
@@ -587,48 +588,72 @@ pub fn next_batch(
                             format!("collection dropped or renamed: {db}.{coll}"),
                         )
                     })?;
-                let mut out: Vec<RawDocumentBuf> = Vec::new();
-                let mut bytes = 0usize;
-                let exhausted = loop {
-                    // Hand over what is pending, skipping first.
-                    while out.len() < max_docs {
-                        let Some(d) = pending.pop_front() else { break };
-                        if *skip > 0 {
-                            *skip -= 1;
-                            continue;
-                        }
-                        let len = d.as_bytes().len();
-                        if !out.is_empty() && bytes + len > MAX_BATCH_BYTES {
-                            pending.push_front(d);
-                            break;
-                        }
-                        bytes += len;
-                        out.push(d);
-                    }
-                    if exec.is_exhausted() && pending.is_empty() {
-                        break true;
-                    }
-                    if out.len() >= max_docs || bytes >= MAX_BATCH_BYTES / 2 || !pending.is_empty()
-                    {
-                        break false;
-                    }
-                    crate::deadline::check().map_err(executor_error)?;
-                    let want = (max_docs - out.len())
-                        .saturating_add(usize::try_from(*skip).unwrap_or(usize::MAX));
-                    let room = if *skip > 0 {
-                        MAX_BATCH_BYTES
-                    } else {
-                        MAX_BATCH_BYTES - bytes
-                    };
-                    let docs = exec
-                        .next(view.source(), &meta, want, room, 10_000)
-                        .map_err(|e| executor_error(e.into()))?;
-                    pending.extend(docs);
-                };
-                Ok((out, exhausted))
+                plan_batch(view.source(), &meta, exec, pending, skip, max_docs)
             })?
         }
     };
+    finish_batch(cursor, docs, exhausted)
+}
+
+/// Up to `max_docs` documents of a plan's results (within [`MAX_BATCH_BYTES`]): first what
+/// is `pending`, then more from `exec` on `src`, skipping `skip` matches first; returns them
+/// and whether the plan is exhausted. (`find` calls it on the snapshot it planned on for the
+/// first batch; [`next_batch`] on a fresh one for each later batch.)
+pub fn plan_batch(
+    src: &dyn cairn_query::plan::Source,
+    meta: &CollectionMeta,
+    exec: &mut Execution,
+    pending: &mut VecDeque<RawDocumentBuf>,
+    skip: &mut u64,
+    max_docs: usize,
+) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
+    let mut out: Vec<RawDocumentBuf> = Vec::new();
+    let mut bytes = 0usize;
+    let exhausted = loop {
+        // Hand over what is pending, skipping first.
+        while out.len() < max_docs {
+            let Some(d) = pending.pop_front() else { break };
+            if *skip > 0 {
+                *skip -= 1;
+                continue;
+            }
+            let len = d.as_bytes().len();
+            if !out.is_empty() && bytes + len > MAX_BATCH_BYTES {
+                pending.push_front(d);
+                break;
+            }
+            bytes += len;
+            out.push(d);
+        }
+        if exec.is_exhausted() && pending.is_empty() {
+            break true;
+        }
+        if out.len() >= max_docs || bytes >= MAX_BATCH_BYTES / 2 || !pending.is_empty() {
+            break false;
+        }
+        crate::deadline::check().map_err(executor_error)?;
+        let want =
+            (max_docs - out.len()).saturating_add(usize::try_from(*skip).unwrap_or(usize::MAX));
+        let room = if *skip > 0 {
+            MAX_BATCH_BYTES
+        } else {
+            MAX_BATCH_BYTES - bytes
+        };
+        let docs = exec
+            .next(src, meta, want, room, 10_000)
+            .map_err(|e| executor_error(e.into()))?;
+        pending.extend(docs);
+    };
+    Ok((out, exhausted))
+}
+
+/// Accounts a batch against the cursor's `limit` and applies its projection; returns the
+/// documents and whether the cursor is done.
+pub fn finish_batch(
+    cursor: &mut Cursor,
+    docs: Vec<RawDocumentBuf>,
+    exhausted: bool,
+) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
     if let Some(r) = &mut cursor.remaining {
         *r = r.saturating_sub(docs.len() as u64);
     }

@@ -13,6 +13,11 @@ use cairn::server::Server;
 use cairn::state::ServerState;
 use tracing::{Instrument, error, info, info_span, warn};
 
+/// The global allocator: mimalloc (measured against the system allocator with
+/// `cairn-bench compare`: the request path allocates many small buffers per command).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// MongoDB's exit code for invalid options.
 const EXIT_BAD_OPTIONS: u8 = 2;
 /// MongoDB's exit code when global initialization fails (e.g. an unusable TLS certificate).

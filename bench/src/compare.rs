@@ -127,7 +127,7 @@ fn json(d: &Document) -> serde_json::Value {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Workload {
+pub(crate) enum Workload {
     InsertOne,
     FindById,
     IndexedEq,
@@ -139,7 +139,7 @@ enum Workload {
 }
 
 impl Workload {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Workload::InsertOne => "insert_one",
             Workload::FindById => "find_one by _id",
@@ -154,19 +154,81 @@ impl Workload {
 }
 
 /// What both targets share while a phase runs.
-struct Shared {
+pub(crate) struct Shared {
     docs: i64,
     /// The next `_id` for `insert_one`.
     next_id: AtomicI64,
 }
 
-struct CairnWorker {
+impl Shared {
+    /// For a data set of `docs` documents.
+    pub(crate) fn new(docs: usize) -> Shared {
+        Shared {
+            docs: docs as i64,
+            next_id: AtomicI64::new(10_000_000),
+        }
+    }
+}
+
+/// The workload whose name contains `name` (for [`crate::drive`]).
+pub(crate) fn workload(name: &str) -> Option<Workload> {
+    [
+        Workload::InsertOne,
+        Workload::FindById,
+        Workload::IndexedEq,
+        Workload::RangeSort,
+        Workload::Inc,
+        Workload::AddToSet,
+        Workload::MatchGroup,
+        Workload::Ping,
+    ]
+    .into_iter()
+    .find(|w| w.name().contains(name))
+}
+
+/// A client's random state seeded from `k`.
+pub(crate) fn seed(k: u64) -> u64 {
+    splitmix(k)
+}
+
+/// A Cairn client of `db` (for [`crate::drive`]).
+pub(crate) fn cairn_worker(db: &mongodb::Database) -> Worker {
+    Worker::Cairn(CairnWorker {
+        db: db.clone(),
+        docs: db.collection("docs"),
+        sets: db.collection("sets"),
+    })
+}
+
+/// Loads Cairn alone as [`load`] does (for [`crate::drive`]).
+pub(crate) async fn load_cairn(cairn: &mongodb::Database, n: usize) {
+    let coll = cairn.collection::<Document>("docs");
+    for keys in [doc! {"cat": 1}, doc! {"score": 1}] {
+        coll.create_index(mongodb::IndexModel::builder().keys(keys).build())
+            .await
+            .expect("index");
+    }
+    let mut i = 0;
+    while i < n {
+        let end = (i + BATCH).min(n);
+        let docs: Vec<Document> = (i..end).map(|k| document(k as i64)).collect();
+        coll.insert_many(docs).await.expect("insert_many");
+        i = end;
+    }
+    let sets = cairn.collection::<Document>("sets");
+    let all: Vec<Document> = (0..SETS).map(set_document).collect();
+    for chunk in all.chunks(BATCH) {
+        sets.insert_many(chunk.to_vec()).await.expect("sets");
+    }
+}
+
+pub(crate) struct CairnWorker {
     db: mongodb::Database,
     docs: mongodb::Collection<Document>,
     sets: mongodb::Collection<Document>,
 }
 
-struct PgWorker {
+pub(crate) struct PgWorker {
     c: tokio_postgres::Client,
     insert: tokio_postgres::Statement,
     by_id: tokio_postgres::Statement,
@@ -178,13 +240,13 @@ struct PgWorker {
     ping: tokio_postgres::Statement,
 }
 
-enum Worker {
+pub(crate) enum Worker {
     Cairn(CairnWorker),
     Pg(Box<PgWorker>),
 }
 
 impl Worker {
-    async fn op(&mut self, w: Workload, x: &mut u64, shared: &Shared) {
+    pub(crate) async fn op(&mut self, w: Workload, x: &mut u64, shared: &Shared) {
         let r = next(x);
         let id = (r % shared.docs as u64) as i64;
         let cat = format!("cat-{:04}", (r >> 20) as usize % CATS);

@@ -40,6 +40,10 @@
 //! insert, point read, `$inc` and `$push` rates by document size and pack threshold (how the
 //! default threshold was chosen; see [`pack`]).
 //!
+//! `cairn-bench drive <port> <load|workload> [--docs N] [--clients N] [--ops N]`: a fixed
+//! number of [`compare`]'s Cairn operations against a server started elsewhere, for
+//! profiling it (see [`drive`]).
+//!
 //! `cargo run -p cairn-bench --release -- streams [--seconds S]`: insert throughput with and
 //! without a change stream draining the events, and commit-to-delivery latency with 1 and 100
 //! open streams, next to PostgreSQL 15 inserts with a `NOTIFY` trigger and `LISTEN`ing
@@ -48,6 +52,7 @@
 mod agg;
 mod compare;
 mod crud;
+mod drive;
 mod harness;
 mod indexes;
 mod pack;
@@ -65,6 +70,14 @@ fn main() {
         );
         std::process::exit(2);
     };
+    if bench == "drive" {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(drive::run(&args[1..]));
+        return;
+    }
     let opts = if bench == "echo-server" {
         harness::Opts::parse(&[])
     } else {

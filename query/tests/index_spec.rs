@@ -337,3 +337,23 @@ fn storage_mapping() {
             .is_ok()
     );
 }
+
+/// A key pattern orders at most 32 fields (MongoDB's jstest `compound_index_max_fields`):
+/// 32 are accepted, a 33rd is refused with 13103.
+#[test]
+fn compound_key_field_limit() {
+    let spec = |n: usize| {
+        let mut key = RawDocumentBuf::new();
+        for i in 0..n {
+            let name = format!("f{i}");
+            let name = <&bson::raw::CStr>::try_from(name.as_str()).unwrap();
+            key.append(name, if i % 2 == 0 { 1 } else { -1 });
+        }
+        rawdoc! {"key": key, "name": "big"}
+    };
+    assert_eq!(check(spec(32)), Ok(()));
+    assert_eq!(
+        check(spec(33)),
+        Err((13103, "too many compound keys".to_string()))
+    );
+}

@@ -39,7 +39,7 @@ use super::{
 };
 use crate::blocking;
 use crate::cursor::{
-    Cursor, MAX_BATCH_BYTES, Output, Source, executor_error, next_batch, session_of,
+    Cursor, MAX_BATCH_BYTES, Output, Source, executor_error, finish_batch, next_batch, session_of,
 };
 use crate::error::{CommandError, ErrorCode};
 use crate::state::ServerState;
@@ -467,7 +467,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ));
         }
         let at_cluster_time = inv.op.at_cluster_time;
-        let (docs, id) = blocking::run(move || {
+        // A point read by `_id` (no hint, min/max or forced scan) reads one key: inline.
+        let point = r.filter.id_equality().is_some()
+            && matches!(r.hint, Hint::None)
+            && r.min.is_none()
+            && r.max.is_none()
+            && r.natural.is_none();
+        let (docs, id) = blocking::run_short(point, move || {
             let store = &server.store;
             let (skip, limit) = (r.skip, r.limit);
             let remaining = limit.map(|l| l as u64);
@@ -486,93 +492,132 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     false,
                 )?;
                 crate::ops::record_plan(crate::ops::plan_summary(chosen.exec.plan()));
-                Ok(Some(match &r.sort {
-                    // `$near`: nearest first (ties in scan order), then skip.
-                    None if r.filter.near().is_some() => {
-                        let memory = usize::try_from(server.config.sort_memory_limit_bytes)
-                            .unwrap_or(usize::MAX);
-                        let mut hits: Vec<(f64, RawDocumentBuf)> = Vec::new();
-                        let mut bytes = 0usize;
-                        let mut push = |d: RawDocumentBuf| -> Result<(), CommandError> {
-                            bytes = bytes.saturating_add(d.as_bytes().len());
-                            if bytes > memory {
-                                return Err(executor_error(CommandError::new(
-                                    ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-                                    "$near exceeded the memory limit for sorting by distance",
-                                )));
-                            }
-                            let dist = r.filter.near_distance(&d).unwrap_or(f64::INFINITY);
-                            hits.push((dist, d));
-                            Ok(())
-                        };
-                        for d in chosen.buffered {
-                            push(d)?;
-                        }
-                        let mut exec = chosen.exec;
-                        while !exec.is_exhausted() {
-                            crate::deadline::check().map_err(executor_error)?;
-                            for d in exec
-                                .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
-                                .map_err(|e| executor_error(e.into()))?
-                            {
+                Ok(Some((
+                    match &r.sort {
+                        // `$near`: nearest first (ties in scan order), then skip.
+                        None if r.filter.near().is_some() => {
+                            let memory = usize::try_from(server.config.sort_memory_limit_bytes)
+                                .unwrap_or(usize::MAX);
+                            let mut hits: Vec<(f64, RawDocumentBuf)> = Vec::new();
+                            let mut bytes = 0usize;
+                            let mut push = |d: RawDocumentBuf| -> Result<(), CommandError> {
+                                bytes = bytes.saturating_add(d.as_bytes().len());
+                                if bytes > memory {
+                                    return Err(executor_error(CommandError::new(
+                                        ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
+                                        "$near exceeded the memory limit for sorting by distance",
+                                    )));
+                                }
+                                let dist = r.filter.near_distance(&d).unwrap_or(f64::INFINITY);
+                                hits.push((dist, d));
+                                Ok(())
+                            };
+                            for d in chosen.buffered {
                                 push(d)?;
                             }
+                            let mut exec = chosen.exec;
+                            while !exec.is_exhausted() {
+                                crate::deadline::check().map_err(executor_error)?;
+                                for d in exec
+                                    .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
+                                    .map_err(|e| executor_error(e.into()))?
+                                {
+                                    push(d)?;
+                                }
+                            }
+                            crate::ops::record_work(
+                                exec.stats.keys_examined,
+                                exec.stats.docs_examined,
+                            );
+                            hits.sort_by(|a, b| a.0.total_cmp(&b.0));
+                            Source::Buffered(
+                                hits.into_iter()
+                                    .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+                                    .map(|(_, d)| d)
+                                    .collect(),
+                            )
                         }
-                        crate::ops::record_work(exec.stats.keys_examined, exec.stats.docs_examined);
-                        hits.sort_by(|a, b| a.0.total_cmp(&b.0));
-                        Source::Buffered(
-                            hits.into_iter()
-                                .skip(usize::try_from(skip).unwrap_or(usize::MAX))
-                                .map(|(_, d)| d)
-                                .collect(),
-                        )
-                    }
-                    Some(spec) if !chosen.exec.plan().provides_sort => {
-                        let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
-                        let mut sorter = Sorter::new(
-                            spec.clone(),
-                            top_k,
-                            usize::try_from(server.config.sort_memory_limit_bytes)
-                                .unwrap_or(usize::MAX),
-                            r.allow_disk_use,
-                            Some(spill_dir),
-                        );
-                        let sort_err = |e| executor_error(CommandError::from(e));
-                        for d in chosen.buffered {
-                            sorter.push(d).map_err(sort_err)?;
-                        }
-                        let mut exec = chosen.exec;
-                        while !exec.is_exhausted() {
-                            crate::deadline::check().map_err(executor_error)?;
-                            for d in exec
-                                .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
-                                .map_err(|e| executor_error(e.into()))?
-                            {
+                        Some(spec) if !chosen.exec.plan().provides_sort => {
+                            let top_k = limit.map(|l| (l as usize).saturating_add(skip as usize));
+                            let mut sorter = Sorter::new(
+                                spec.clone(),
+                                top_k,
+                                usize::try_from(server.config.sort_memory_limit_bytes)
+                                    .unwrap_or(usize::MAX),
+                                r.allow_disk_use,
+                                Some(spill_dir),
+                            );
+                            let sort_err = |e| executor_error(CommandError::from(e));
+                            for d in chosen.buffered {
                                 sorter.push(d).map_err(sort_err)?;
                             }
-                        }
-                        crate::ops::record_work(exec.stats.keys_examined, exec.stats.docs_examined);
-                        let mut sorted = sorter.finish().map_err(sort_err)?;
-                        for _ in 0..skip {
-                            match sorted.next() {
-                                Some(Ok(_)) => {}
-                                Some(Err(e)) => return Err(executor_error(CommandError::from(e))),
-                                None => break,
+                            let mut exec = chosen.exec;
+                            while !exec.is_exhausted() {
+                                crate::deadline::check().map_err(executor_error)?;
+                                for d in exec
+                                    .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
+                                    .map_err(|e| executor_error(e.into()))?
+                                {
+                                    sorter.push(d).map_err(sort_err)?;
+                                }
                             }
+                            crate::ops::record_work(
+                                exec.stats.keys_examined,
+                                exec.stats.docs_examined,
+                            );
+                            let mut sorted = sorter.finish().map_err(sort_err)?;
+                            for _ in 0..skip {
+                                match sorted.next() {
+                                    Some(Ok(_)) => {}
+                                    Some(Err(e)) => {
+                                        return Err(executor_error(CommandError::from(e)));
+                                    }
+                                    None => break,
+                                }
+                            }
+                            Source::Sorted(sorted)
                         }
-                        Source::Sorted(sorted)
-                    }
-                    _ => Source::Plan {
-                        db: r.db.clone(),
-                        coll: r.coll.clone(),
-                        space: meta.id,
-                        exec: Box::new(chosen.exec),
-                        pending: chosen.buffered.into(),
-                        skip: skip as u64,
+                        _ => {
+                            // The first batch comes from the snapshot the plan was chosen on (a
+                            // point read or a short index read opens one snapshot, not two).
+                            let mut exec = Box::new(chosen.exec);
+                            let mut pending = chosen.buffered.into();
+                            let mut skip = skip as u64;
+                            let first = if first_max == 0 {
+                                None
+                            } else {
+                                let want = match remaining {
+                                    Some(r) => {
+                                        first_max.min(usize::try_from(r).unwrap_or(usize::MAX))
+                                    }
+                                    None => first_max,
+                                };
+                                Some(crate::cursor::plan_batch(
+                                    read,
+                                    &meta,
+                                    &mut exec,
+                                    &mut pending,
+                                    &mut skip,
+                                    want,
+                                ))
+                            };
+                            return Ok(Some((
+                                Source::Plan {
+                                    db: r.db.clone(),
+                                    coll: r.coll.clone(),
+                                    space: meta.id,
+                                    exec,
+                                    pending,
+                                    skip,
+                                },
+                                first,
+                            )));
+                        }
                     },
-                }))
+                    None,
+                )))
             })?;
-            let Some(source) = source else {
+            let Some((source, first)) = source else {
                 return Ok((Vec::new(), 0));
             };
             let mut cursor = Cursor {
@@ -595,7 +640,11 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 server.cursors.insert(cursor);
                 return Ok((Vec::new(), id));
             }
-            let batch = next_batch(store, &mut cursor, first_max);
+            let batch = match first {
+                Some(Ok((docs, exhausted))) => finish_batch(&mut cursor, docs, exhausted),
+                Some(Err(e)) => Err(e),
+                None => next_batch(store, &mut cursor, first_max),
+            };
             crate::ops::record_source_work(&cursor.source, &mut (0, 0));
             let (docs, exhausted) = batch?;
             if exhausted || r.single_batch {

@@ -143,13 +143,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             Some(f) => Some(cairn_query::filter::Filter::parse(f)?),
             None => None,
         };
-        if show_privileges || show_restrictions {
-            if !matches!(target, Target::Users(_)) || filter.is_some() {
-                return Err(CommandError::new(
-                    ErrorCode::IllegalOperation,
-                    "Privilege or restriction details require exact-match usersInfo queries.",
-                ));
-            }
+        if (show_privileges || show_restrictions)
+            && (!matches!(target, Target::Users(_)) || filter.is_some())
+        {
+            return Err(CommandError::new(
+                ErrorCode::IllegalOperation,
+                "Privilege or restriction details require exact-match usersInfo queries.",
+            ));
         }
         let store = inv.server.store.clone();
         let db = req.db.to_string();

@@ -205,8 +205,15 @@ pub fn validate_spec(spec: &RawDocument) -> Result<(), IndexError> {
     }
     is_spec_ok(spec, &info).map_err(|e| in_specification(e, &normalised))?;
     access_method_checks(spec, &info)?;
+    // `Ordering::make`: an index key orders at most 32 fields.
+    if info.key.iter().count() > MAX_KEY_FIELDS {
+        return Err(err(13103, "too many compound keys"));
+    }
     Ok(())
 }
+
+/// Most fields in a key pattern (MongoDB's `Ordering` holds one direction bit per field).
+pub const MAX_KEY_FIELDS: usize = 32;
 
 /// What `validateIndexSpec` learned.
 struct SpecInfo<'a> {

@@ -6,6 +6,9 @@
 //! transactions. Invariants:
 //! - every call does bounded work (`budget` keys plus documents examined), so callers can
 //!   check deadlines between calls;
+//! - an index scan reads, per storage call, as many entries as documents are still wanted
+//!   (doubling while entries are rejected, up to `ENTRY_CHUNK`), so a small `limit` reads
+//!   only the entries it returns;
 //! - a document reached twice (multikey entries, `$or` branches) is returned once;
 //! - the filter is re-checked on every fetched document unless the plan is exact, and an
 //!   evaluation error (`$expr`) fails the execution.
@@ -561,6 +564,14 @@ impl Execution {
         let mut pos = self.positions.get(slot).cloned().unwrap_or_default();
         let covered = self.plan.covered;
         let entries_only = covered || (self.count_only && self.plan.count_scan);
+        // Entries to read per storage call: as many as the documents still wanted (each
+        // entry yields at most one), doubling when entries fail the bounds or the residual
+        // filter, capped at ENTRY_CHUNK — so a `limit: 10` reads 10 entries, not 256.
+        let mut chunk = if self.count_only {
+            ENTRY_CHUNK
+        } else {
+            sink.max_docs.saturating_sub(sink.docs.len())
+        };
         'outer: while !pos.done && !sink.full() {
             let ranges = ranges_after(&ia.ranges, pos.resume.as_deref(), ia.reverse);
             if ranges.is_empty() {
@@ -569,7 +580,9 @@ impl Execution {
             }
             let room = usize::try_from(sink.budget.saturating_sub(sink.work))
                 .unwrap_or(usize::MAX)
+                .min(chunk)
                 .clamp(1, ENTRY_CHUNK);
+            chunk = room.saturating_mul(2);
             let hits = src.index_scan(&ia.index, &ranges, ia.reverse, room)?;
             let complete = hits.len() < room;
             for h in hits {
