@@ -20,6 +20,10 @@
 //!    reply carries `moreToCome` and the next reply is produced without a new request, each
 //!    answering the previous reply's id, until an error reply or the client leaves.
 //!
+//! With access control on, a connection that has not authenticated may send messages of at
+//! most [`UNAUTHENTICATED_MAX_MESSAGE`] bytes and stay silent at most
+//! [`UNAUTHENTICATED_IDLE`]; beyond either it is closed.
+//!
 //! Invariants: a malformed message never ends the server or another connection; the socket
 //! buffer never holds more than one maximum-size message plus one read; no lock is held
 //! across an `.await` (all per-connection state is owned by this task).
@@ -46,6 +50,13 @@ use crate::state::ServerState;
 
 /// Largest step by which the read buffer grows while a big frame arrives.
 const READ_STEP: usize = 4 * 1024 * 1024;
+
+/// With `--auth`, the largest message a connection may send before it authenticates (the
+/// pre-authentication commands are small; a larger message closes the connection).
+pub const UNAUTHENTICATED_MAX_MESSAGE: usize = 1024 * 1024;
+
+/// With `--auth`, how long a connection that has not authenticated may stay silent.
+pub const UNAUTHENTICATED_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Commands MongoDB 7.0 still accepts over OP_QUERY.
 const OP_QUERY_COMMANDS: &[&str] = &[
@@ -117,10 +128,33 @@ pub async fn serve(
         next_request_id: 1,
     };
     loop {
+        // With access control on, a connection that has not authenticated gets a small message
+        // limit and an idle timeout (drivers' monitoring connections send `hello` every few
+        // seconds; pooled ones authenticate first).
+        let unauthenticated = conn.server.config.auth && !conn.client.auth.is_authenticated();
+        let read = async {
+            if unauthenticated {
+                tokio::time::timeout(
+                    UNAUTHENTICATED_IDLE,
+                    conn.read_frame(UNAUTHENTICATED_MAX_MESSAGE),
+                )
+                .await
+                .ok()
+            } else {
+                Some(conn.read_frame(MAX_MESSAGE_SIZE).await)
+            }
+        };
         let outcome = tokio::select! {
             biased;
             _ = shutdown.wait_for(|s| *s) => break,
-            r = conn.read_frame() => r,
+            r = read => match r {
+                Some(r) => r,
+                None => {
+                    info!(remote = %conn.client.peer,
+                          "Closing an unauthenticated connection idle for too long");
+                    break;
+                }
+            },
         };
         match outcome {
             ReadOutcome::Frame(frame) => {
@@ -141,9 +175,9 @@ pub async fn serve(
 }
 
 impl Connection {
-    async fn read_frame(&mut self) -> ReadOutcome {
+    async fn read_frame(&mut self, max: usize) -> ReadOutcome {
         loop {
-            match header::check_frame(&self.buf, MAX_MESSAGE_SIZE) {
+            match header::check_frame(&self.buf, max) {
                 Err(e) => return ReadOutcome::Fatal(e.to_string()),
                 Ok(Some(n)) if self.buf.len() >= n => {
                     return ReadOutcome::Frame(self.buf.split_to(n));

@@ -1078,3 +1078,23 @@ async fn init_root_variables() {
         .unwrap();
     assert_eq!(info.get_array("users").unwrap().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unauthenticated_connections_get_a_small_message_limit() {
+    let s = auth_server();
+    let big =
+        rawdoc! {"insert": "c", "documents": [{"s": "x".repeat(2 * 1024 * 1024)}], "$db": "app"};
+    // Before authenticating: a 2 MB message closes the connection.
+    let mut c = s.raw().await;
+    c.send_command(&big, 0).await;
+    assert!(c.recv().await.is_none(), "the connection stays open");
+    // A small refused command is answered.
+    let mut c = s.raw().await;
+    let r = c.command(rawdoc! {"find": "c", "$db": "app"}).await;
+    assert_eq!(r.get_i32("code").unwrap(), 13);
+    // After authenticating, the usual limit applies.
+    raw_login(&mut c, ROOT, ROOT_PWD, true).await;
+    let r = c.command(big).await;
+    assert_eq!(r.get_f64("ok").unwrap(), 1.0, "{r:?}");
+    assert_eq!(r.get_i32("n").unwrap(), 1);
+}

@@ -164,7 +164,12 @@ async fn kill_op_stops_a_long_collection_scan() {
             (r, t.elapsed())
         })
     };
-    let op = wait_for_op(&c, doc! {"command.comment": "scan"}).await;
+    // The operation is listed as soon as it starts; its plan a moment later.
+    let op = wait_for_op(
+        &c,
+        doc! {"command.comment": "scan", "planSummary": {"$exists": true}},
+    )
+    .await;
     assert_eq!(op.get_str("ns").unwrap(), "ops.big");
     assert_eq!(op.get_str("planSummary").unwrap(), "COLLSCAN");
     let r = admin(&c, doc! {"killOp": 1, "op": opid(&op)})

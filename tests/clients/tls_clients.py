@@ -8,7 +8,10 @@ Makes a throwaway PKI with the openssl CLI (a CA; a server certificate for local
 - PyMongo with `tls=True, tlsCAFile` (and with a client certificate) inserts and reads back;
 - a plain PyMongo client and a client trusting another CA are refused;
 - `rotateCertificates` switches new connections to a certificate from a second CA;
-- mongosh `--tls --tlsCAFile` runs commands, and without `--tls` it cannot connect.
+- mongosh `--tls --tlsCAFile` runs commands, and without `--tls` it cannot connect;
+- against a second server with `--auth` (and the same PKI): PyMongo SCRAM-SHA-256/SHA-1 over
+  TLS, PyMongo MONGODB-X509 with the client certificate (its RFC 2253 subject as the `$external`
+  user, read-only role enforced), mongosh SCRAM over TLS.
 
 Prints one `ok`/`FAIL` line per check and a closing `tls: N passed, N failed` line. The server
 is always stopped on exit. Started by tests/clients/run.sh.
@@ -181,6 +184,94 @@ def mongosh_plain_refused():
            + r.stdout, f"not a connection failure: {(r.stderr + r.stdout)[-300:]}")
 
 
+# --- a second server with access control: SCRAM and MONGODB-X509 over TLS ---------------------
+
+AUTH_LOG = os.path.join(WORKDIR, "auth-server.log")
+os.makedirs(os.path.join(WORKDIR, "auth-data"), exist_ok=True)
+with open(AUTH_LOG, "wb") as log:
+    auth_proc = subprocess.Popen(
+        [BIN, "--port", "0", "--log-format", "json",
+         "--data-dir", os.path.join(WORKDIR, "auth-data"), "--auth",
+         "--tls-mode", "requireTLS", "--tls-certificate-key-file", server1,
+         "--tls-ca-file", ca1[1], "--tls-allow-connections-without-certificates"],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        env=dict(os.environ, CAIRN_INITDB_ROOT_USERNAME="root", CAIRN_INITDB_ROOT_PASSWORD="pw"),
+    )
+
+
+def stop_auth():
+    if auth_proc.poll() is None:
+        auth_proc.terminate()
+        try:
+            auth_proc.wait(10)
+        except subprocess.TimeoutExpired:
+            auth_proc.kill()
+            auth_proc.wait()
+
+
+atexit.register(stop_auth)
+t0 = time.monotonic()
+auth_port = None
+while auth_port is None:
+    with open(AUTH_LOG, encoding="utf-8", errors="replace") as f:
+        m = PORT_LINE.search(f.read())
+    if m:
+        auth_port = int(m.group(1))
+    elif auth_proc.poll() is not None or time.monotonic() - t0 > 30:
+        sys.exit(f"FAIL - the TLS server with --auth did not start (status {auth_proc.poll()})")
+    else:
+        time.sleep(0.05)
+
+
+def auth_client(**kw):
+    return MongoClient("localhost", auth_port, serverSelectionTimeoutMS=3000, tls=True,
+                       tlsCAFile=ca1[1], **kw)
+
+
+def scram_over_tls():
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-1"):
+        c = auth_client(username="root", password="pw", authSource="admin", authMechanism=mech)
+        c.app.c.insert_one({"mech": mech})
+        expect(c.app.c.count_documents({"mech": mech}) == 1, mech)
+
+
+def x509_over_tls():
+    out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-nameopt", "RFC2253",
+                          "-in", client1], check=True, capture_output=True, text=True).stdout
+    subject = out.strip().removeprefix("subject=").strip()
+    root = auth_client(username="root", password="pw", authSource="admin")
+    root["$external"].command("createUser", subject, roles=[{"role": "read", "db": "app"}])
+    c = auth_client(tlsCertificateKeyFile=client1, authMechanism="MONGODB-X509")
+    expect(c.app.c.count_documents({}) >= 1, "read as the certificate's user")
+    status = c.admin.command("connectionStatus")["authInfo"]["authenticatedUsers"]
+    expect(status == [{"user": subject, "db": "$external"}], f"users {status}")
+    try:
+        c.app.c.insert_one({"x": 1})
+        raise AssertionError("a read-only X.509 user inserted")
+    except PyMongoError as e:
+        expect(getattr(e, "code", None) == 13, f"{e}")
+    return subject
+
+
+def mongosh_scram_over_tls():
+    uri = (f"mongodb://root:pw@localhost:{auth_port}/?authSource=admin"
+           "&serverSelectionTimeoutMS=3000")
+    home = os.path.join(WORKDIR, "home")
+    os.makedirs(home, exist_ok=True)
+    conf = os.path.join(WORKDIR, "mongosh.conf")
+    with open(conf, "w") as f:
+        f.write("mongosh:\n  forceDisableTelemetry: true\n  updateURL: ''\n")
+    env = dict(os.environ, HOME=home, MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING=conf)
+    r = subprocess.run([MONGOSH, uri, "--quiet", "--tls", "--tlsCAFile", ca1[1], "--eval",
+                        "db.getSiblingDB('app').c.countDocuments({})"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    expect(r.returncode == 0, f"exit {r.returncode}: {r.stderr[-500:]}")
+    expect(int(r.stdout.strip()) >= 2, f"stdout {r.stdout!r}")
+
+
+check("PyMongo SCRAM-SHA-256 and SCRAM-SHA-1 over TLS (--auth, requireTLS)", scram_over_tls)
+check("PyMongo MONGODB-X509: the client certificate's subject on $external", x509_over_tls)
+check("mongosh SCRAM over TLS", mongosh_scram_over_tls)
 check("PyMongo tls=True, tlsCAFile: insert and read back 50 kB", tls_round_trip)
 check("PyMongo with a client certificate (tlsCertificateKeyFile)", tls_with_client_certificate)
 check("PyMongo without tls is refused by requireTLS", lambda: refused())
