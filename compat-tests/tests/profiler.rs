@@ -329,6 +329,12 @@ async fn level_one_slowms_sample_rate_and_filter() {
             .unwrap(),
     )
     .await;
+    // The log line is written as the command finishes, read from the server's stdout by a
+    // thread: give it a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while logged("insert") == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert_eq!(logged("insert"), 1);
     assert_eq!(logged("find"), 0);
     assert!(
