@@ -3,7 +3,6 @@
 //! stage of `{aggregate: 1}` against `admin` (73). Options must be booleans (FailedToParse).
 
 use std::any::Any;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
@@ -96,10 +95,7 @@ impl Stage for CurrentOp {
         _input: Box<dyn DocStream>,
         _opts: &Arc<Options>,
     ) -> Result<Box<dyn DocStream>> {
-        Ok(Box::new(CurrentOpStream {
-            stage: self,
-            out: None,
-        }))
+        Ok(Box::new(super::Listing::new(self, CurrentOp::load)))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -107,16 +103,8 @@ impl Stage for CurrentOp {
     }
 }
 
-struct CurrentOpStream {
-    stage: Arc<CurrentOp>,
-    out: Option<VecDeque<RawDocumentBuf>>,
-}
-
-impl DocStream for CurrentOpStream {
-    fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
-        if self.out.is_none() {
-            self.out = Some(cx.host.current_op(&self.stage.spec)?.into());
-        }
-        Ok(self.out.as_mut().and_then(VecDeque::pop_front))
+impl CurrentOp {
+    fn load(&self, cx: &ExecCx<'_>) -> Result<Vec<RawDocumentBuf>> {
+        cx.host.current_op(&self.spec)
     }
 }

@@ -3,7 +3,6 @@
 //! Must be the first stage; the argument must be an empty object (28803).
 
 use std::any::Any;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bson::{RawBson, RawBsonRef, RawDocumentBuf};
@@ -61,10 +60,7 @@ impl Stage for IndexStats {
         _input: Box<dyn DocStream>,
         _opts: &Arc<Options>,
     ) -> Result<Box<dyn DocStream>> {
-        Ok(Box::new(IndexStatsStream {
-            stage: self,
-            out: None,
-        }))
+        Ok(Box::new(super::Listing::new(self, IndexStats::load)))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -72,20 +68,11 @@ impl Stage for IndexStats {
     }
 }
 
-struct IndexStatsStream {
-    stage: Arc<IndexStats>,
-    out: Option<VecDeque<RawDocumentBuf>>,
-}
-
-impl DocStream for IndexStatsStream {
-    fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
-        if self.out.is_none() {
-            let docs = match cx.catalog.collection(&self.stage.db, &self.stage.coll)? {
-                Some(meta) => cx.host.index_stats(&meta)?,
-                None => Vec::new(),
-            };
-            self.out = Some(docs.into());
+impl IndexStats {
+    fn load(&self, cx: &ExecCx<'_>) -> Result<Vec<RawDocumentBuf>> {
+        match cx.catalog.collection(&self.db, &self.coll)? {
+            Some(meta) => cx.host.index_stats(&meta),
+            None => Ok(Vec::new()),
         }
-        Ok(self.out.as_mut().and_then(VecDeque::pop_front))
     }
 }

@@ -10,7 +10,6 @@
 //! only on `admin` (InvalidNamespace 73); first stage only (40602).
 
 use std::any::Any;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bson::{RawBson, RawBsonRef, RawDocumentBuf};
@@ -78,10 +77,7 @@ impl Stage for ListCatalog {
         _input: Box<dyn DocStream>,
         _opts: &Arc<Options>,
     ) -> Result<Box<dyn DocStream>> {
-        Ok(Box::new(ListCatalogStream {
-            stage: self,
-            out: None,
-        }))
+        Ok(Box::new(super::Listing::new(self, ListCatalog::load)))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -89,21 +85,9 @@ impl Stage for ListCatalog {
     }
 }
 
-struct ListCatalogStream {
-    stage: Arc<ListCatalog>,
-    out: Option<VecDeque<RawDocumentBuf>>,
-}
-
-impl DocStream for ListCatalogStream {
-    fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
-        if self.out.is_none() {
-            let ns = self
-                .stage
-                .coll
-                .as_deref()
-                .map(|c| (self.stage.db.as_str(), c));
-            self.out = Some(cx.host.list_catalog(ns)?.into());
-        }
-        Ok(self.out.as_mut().and_then(VecDeque::pop_front))
+impl ListCatalog {
+    fn load(&self, cx: &ExecCx<'_>) -> Result<Vec<RawDocumentBuf>> {
+        let ns = self.coll.as_deref().map(|c| (self.db.as_str(), c));
+        cx.host.list_catalog(ns)
     }
 }

@@ -8,7 +8,6 @@
 //! a list of named users matches none.
 
 use std::any::Any;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc, spec::BinarySubtype};
@@ -141,10 +140,7 @@ impl Stage for ListSessions {
         _input: Box<dyn DocStream>,
         _opts: &Arc<Options>,
     ) -> Result<Box<dyn DocStream>> {
-        Ok(Box::new(SessionStream {
-            stage: self,
-            out: None,
-        }))
+        Ok(Box::new(super::Listing::new(self, ListSessions::load)))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -152,28 +148,24 @@ impl Stage for ListSessions {
     }
 }
 
-struct SessionStream {
-    stage: Arc<ListSessions>,
-    out: Option<VecDeque<RawDocumentBuf>>,
-}
-
-impl DocStream for SessionStream {
-    fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
-        if self.out.is_none() {
-            let mut out = VecDeque::new();
-            if !self.stage.none {
-                for (id, last_use) in cx.host.sessions()? {
-                    out.push_back(rawdoc! {
-                        "_id": {
-                            "id": bson::Binary { subtype: BinarySubtype::Uuid, bytes: id.to_vec() },
-                            "uid": bson::Binary { subtype: BinarySubtype::Generic, bytes: NO_AUTH_UID.to_vec() },
-                        },
-                        "lastUse": last_use,
-                    });
-                }
-            }
-            self.out = Some(out);
+impl ListSessions {
+    fn load(&self, cx: &ExecCx<'_>) -> Result<Vec<RawDocumentBuf>> {
+        if self.none {
+            return Ok(Vec::new());
         }
-        Ok(self.out.as_mut().and_then(VecDeque::pop_front))
+        Ok(cx
+            .host
+            .sessions()?
+            .into_iter()
+            .map(|(id, last_use)| {
+                rawdoc! {
+                    "_id": {
+                        "id": bson::Binary { subtype: BinarySubtype::Uuid, bytes: id.to_vec() },
+                        "uid": bson::Binary { subtype: BinarySubtype::Generic, bytes: NO_AUTH_UID.to_vec() },
+                    },
+                    "lastUse": last_use,
+                }
+            })
+            .collect())
     }
 }

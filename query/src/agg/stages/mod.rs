@@ -8,9 +8,11 @@
 
 use std::sync::Arc;
 
-use bson::{RawBsonRef, RawDocument};
+use std::collections::VecDeque;
 
-use super::{ParseCx, Stage, loc};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+
+use super::{DocStream, ExecCx, ParseCx, Stage, loc};
 use crate::error::{QueryError, Result};
 
 pub mod add_fields;
@@ -144,6 +146,38 @@ pub fn parse_stage(spec: &RawDocument, cx: &ParseCx) -> Result<Vec<Arc<dyn Stage
             40324,
             format!("Unrecognized pipeline stage name: '{name}'"),
         )),
+    }
+}
+
+/// The output of a source stage that lists server data (`$currentOp`, `$indexStats`,
+/// `$listCatalog`, `$listLocalSessions`, `$planCacheStats`): the documents `load` gives on the
+/// first call, then one per call.
+pub(crate) struct Listing<S> {
+    stage: Arc<S>,
+    load: fn(&S, &ExecCx<'_>) -> Result<Vec<RawDocumentBuf>>,
+    out: Option<VecDeque<RawDocumentBuf>>,
+}
+
+impl<S> Listing<S> {
+    /// A listing of what `load` gives for `stage`.
+    pub(crate) fn new(
+        stage: Arc<S>,
+        load: fn(&S, &ExecCx<'_>) -> Result<Vec<RawDocumentBuf>>,
+    ) -> Listing<S> {
+        Listing {
+            stage,
+            load,
+            out: None,
+        }
+    }
+}
+
+impl<S: Send + Sync> DocStream for Listing<S> {
+    fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
+        if self.out.is_none() {
+            self.out = Some((self.load)(&self.stage, cx)?.into());
+        }
+        Ok(self.out.as_mut().and_then(VecDeque::pop_front))
     }
 }
 

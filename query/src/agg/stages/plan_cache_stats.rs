@@ -3,7 +3,6 @@
 //! first stage. Options other than `allHosts` are unknown (40415).
 
 use std::any::Any;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bson::{RawBson, RawBsonRef, RawDocumentBuf};
@@ -70,10 +69,7 @@ impl Stage for PlanCacheStats {
         _input: Box<dyn DocStream>,
         _opts: &Arc<Options>,
     ) -> Result<Box<dyn DocStream>> {
-        Ok(Box::new(PcsStream {
-            stage: self,
-            out: None,
-        }))
+        Ok(Box::new(super::Listing::new(self, PlanCacheStats::load)))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -81,21 +77,12 @@ impl Stage for PlanCacheStats {
     }
 }
 
-struct PcsStream {
-    stage: Arc<PlanCacheStats>,
-    out: Option<VecDeque<RawDocumentBuf>>,
-}
-
-impl DocStream for PcsStream {
-    fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
-        if self.out.is_none() {
-            let ns = format!("{}.{}", self.stage.db, self.stage.coll);
-            let docs = match cx.catalog.collection(&self.stage.db, &self.stage.coll)? {
-                Some(meta) => cx.host.plan_cache_stats(&ns, &meta)?,
-                None => Vec::new(),
-            };
-            self.out = Some(docs.into());
+impl PlanCacheStats {
+    fn load(&self, cx: &ExecCx<'_>) -> Result<Vec<RawDocumentBuf>> {
+        let ns = format!("{}.{}", self.db, self.coll);
+        match cx.catalog.collection(&self.db, &self.coll)? {
+            Some(meta) => cx.host.plan_cache_stats(&ns, &meta),
+            None => Ok(Vec::new()),
         }
-        Ok(self.out.as_mut().and_then(VecDeque::pop_front))
     }
 }
