@@ -117,22 +117,9 @@ pub fn unauthorized(req: &Request<'_>) -> CommandError {
         format!(
             "not authorized on {} to execute command {}",
             req.db,
-            cairn_storage::display::document(&redact(req.body))
+            cairn_storage::display::document(&super::redact::command(req.body))
         ),
     )
-}
-
-/// The command as MongoDB shows it in messages: a password is `"xxx"`.
-fn redact(body: &RawDocument) -> RawDocumentBuf {
-    let mut out = RawDocumentBuf::new();
-    for (k, v) in body.iter().flatten() {
-        if k.as_str() == "pwd" {
-            out.append(k, "xxx");
-        } else {
-            out.append(k, v);
-        }
-    }
-    out
 }
 
 /// The authorization check the dispatcher runs before a command (see the module doc).
