@@ -153,8 +153,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         }
         let store = inv.server.store.clone();
         let db = req.db.to_string();
+        let details = show_privileges || show_restrictions;
         let mut docs = crate::blocking::run(move || {
-            users::scan(&store, &mut |d| {
+            let docs = users::scan(&store, &mut |d| {
                 let user = d.get_str("user").unwrap_or_default();
                 let udb = d.get_str("db").unwrap_or_default();
                 match &target {
@@ -162,35 +163,40 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     Target::Db => udb == db,
                     Target::Users(list) => list.iter().any(|u| u.user == user && u.db == udb),
                 }
-            })
+            })?;
+            // The role graph, read once, resolves every described user's roles.
+            let catalog = if details {
+                Some(crate::auth::roles::RoleCatalog::load(&store)?)
+            } else {
+                None
+            };
+            Ok::<_, CommandError>(
+                docs.into_iter()
+                    .map(|d| {
+                        let resolved = catalog.as_ref().map(|c| c.resolve(&users::roles_of(&d)));
+                        (d, resolved)
+                    })
+                    .collect::<Vec<_>>(),
+            )
         })
         .await?;
-        let key = |d: &RawDocumentBuf| {
+        let key = |d: &(RawDocumentBuf, _)| {
             (
-                d.get_str("user").unwrap_or_default().to_string(),
-                d.get_str("db").unwrap_or_default().to_string(),
+                d.0.get_str("user").unwrap_or_default().to_string(),
+                d.0.get_str("db").unwrap_or_default().to_string(),
             )
         };
         docs.sort_by_key(key);
         let mut arr = RawArrayBuf::new();
-        for d in &docs {
+        for (d, resolved) in &docs {
             let mut shown = describe(d, show_credentials, show_custom);
-            if show_privileges || show_restrictions {
-                let name = UserName {
-                    user: d.get_str("user").unwrap_or_default().to_string(),
-                    db: d.get_str("db").unwrap_or_default().to_string(),
-                };
-                let store = inv.server.store.clone();
-                let authz = crate::blocking::run(move || {
-                    crate::auth::roles::UserAuthz::load(&store, &[name])
-                })
-                .await?;
+            if let Some(resolved) = resolved {
                 shown.append(
                     cstr!("inheritedRoles"),
-                    crate::auth::roles::roles_bson(&authz.all_roles),
+                    crate::auth::roles::roles_bson(&resolved.roles),
                 );
                 if show_privileges {
-                    shown.append(cstr!("inheritedPrivileges"), authz.privileges.to_bson());
+                    shown.append(cstr!("inheritedPrivileges"), resolved.privileges.to_bson());
                 }
                 if show_restrictions {
                     // Cairn refuses non-empty restrictions, so there are none to inherit.
