@@ -84,39 +84,44 @@ shutil.copy(ca1[1], CA_FILE)
 # --- the server -------------------------------------------------------------------------------
 
 PORT_LINE = re.compile(r'"msg":"Waiting for connections".*"port":(\d+)')
-LOG = os.path.join(WORKDIR, "server.log")
-os.makedirs(os.path.join(WORKDIR, "data"), exist_ok=True)
-with open(LOG, "wb") as log:
-    proc = subprocess.Popen(
-        [BIN, "--port", "0", "--log-format", "json", "--data-dir", os.path.join(WORKDIR, "data"),
-         "--tls-mode", "requireTLS", "--tls-certificate-key-file", KEY_FILE,
-         "--tls-ca-file", CA_FILE, "--tls-allow-connections-without-certificates"],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-    )
 
 
-def stop():
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def start_server(name, args, env=None):
+    """Starts a Cairn on a free port with its own data directory; returns (process, port)."""
+    log_path = os.path.join(WORKDIR, f"{name}.log")
+    data = os.path.join(WORKDIR, f"{name}-data")
+    os.makedirs(data, exist_ok=True)
+    with open(log_path, "wb") as log:
+        p = subprocess.Popen(
+            [BIN, "--port", "0", "--log-format", "json", "--data-dir", data, *args],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=dict(os.environ, **(env or {})),
+        )
 
+    def stop():
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
-atexit.register(stop)
-t0 = time.monotonic()
-port = None
-while port is None:
-    with open(LOG, encoding="utf-8", errors="replace") as f:
-        m = PORT_LINE.search(f.read())
-    if m:
-        port = int(m.group(1))
-    elif proc.poll() is not None or time.monotonic() - t0 > 30:
-        sys.exit(f"FAIL - the TLS server did not start (status {proc.poll()})")
-    else:
+    atexit.register(stop)
+    t0 = time.monotonic()
+    while True:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            m = PORT_LINE.search(f.read())
+        if m:
+            return p, int(m.group(1))
+        if p.poll() is not None or time.monotonic() - t0 > 30:
+            sys.exit(f"FAIL - the {name} server did not start (status {p.poll()})")
         time.sleep(0.05)
+
+
+proc, port = start_server(
+    "server", ["--tls-mode", "requireTLS", "--tls-certificate-key-file", KEY_FILE,
+               "--tls-ca-file", CA_FILE, "--tls-allow-connections-without-certificates"])
 
 
 def client(**kw):
@@ -157,14 +162,14 @@ def rotation():
     refused(tls=True, tlsCAFile=ca1[1])
 
 
-def mongosh(*args):
+def mongosh(*args, uri=None):
     home = os.path.join(WORKDIR, "home")
     os.makedirs(home, exist_ok=True)
     conf = os.path.join(WORKDIR, "mongosh.conf")
     with open(conf, "w") as f:
         f.write("mongosh:\n  forceDisableTelemetry: true\n  updateURL: ''\n")
     env = dict(os.environ, HOME=home, MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING=conf)
-    uri = f"mongodb://localhost:{port}/?serverSelectionTimeoutMS=3000"
+    uri = uri or f"mongodb://localhost:{port}/?serverSelectionTimeoutMS=3000"
     return subprocess.run([MONGOSH, uri, "--quiet", *args],
                           capture_output=True, text=True, timeout=120, env=env)
 
@@ -186,41 +191,10 @@ def mongosh_plain_refused():
 
 # --- a second server with access control: SCRAM and MONGODB-X509 over TLS ---------------------
 
-AUTH_LOG = os.path.join(WORKDIR, "auth-server.log")
-os.makedirs(os.path.join(WORKDIR, "auth-data"), exist_ok=True)
-with open(AUTH_LOG, "wb") as log:
-    auth_proc = subprocess.Popen(
-        [BIN, "--port", "0", "--log-format", "json",
-         "--data-dir", os.path.join(WORKDIR, "auth-data"), "--auth",
-         "--tls-mode", "requireTLS", "--tls-certificate-key-file", server1,
-         "--tls-ca-file", ca1[1], "--tls-allow-connections-without-certificates"],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        env=dict(os.environ, CAIRN_INITDB_ROOT_USERNAME="root", CAIRN_INITDB_ROOT_PASSWORD="pw"),
-    )
-
-
-def stop_auth():
-    if auth_proc.poll() is None:
-        auth_proc.terminate()
-        try:
-            auth_proc.wait(10)
-        except subprocess.TimeoutExpired:
-            auth_proc.kill()
-            auth_proc.wait()
-
-
-atexit.register(stop_auth)
-t0 = time.monotonic()
-auth_port = None
-while auth_port is None:
-    with open(AUTH_LOG, encoding="utf-8", errors="replace") as f:
-        m = PORT_LINE.search(f.read())
-    if m:
-        auth_port = int(m.group(1))
-    elif auth_proc.poll() is not None or time.monotonic() - t0 > 30:
-        sys.exit(f"FAIL - the TLS server with --auth did not start (status {auth_proc.poll()})")
-    else:
-        time.sleep(0.05)
+_, auth_port = start_server(
+    "auth-server", ["--auth", "--tls-mode", "requireTLS", "--tls-certificate-key-file", server1,
+                    "--tls-ca-file", ca1[1], "--tls-allow-connections-without-certificates"],
+    env={"CAIRN_INITDB_ROOT_USERNAME": "root", "CAIRN_INITDB_ROOT_PASSWORD": "pw"})
 
 
 def auth_client(**kw):
@@ -256,15 +230,8 @@ def x509_over_tls():
 def mongosh_scram_over_tls():
     uri = (f"mongodb://root:pw@localhost:{auth_port}/?authSource=admin"
            "&serverSelectionTimeoutMS=3000")
-    home = os.path.join(WORKDIR, "home")
-    os.makedirs(home, exist_ok=True)
-    conf = os.path.join(WORKDIR, "mongosh.conf")
-    with open(conf, "w") as f:
-        f.write("mongosh:\n  forceDisableTelemetry: true\n  updateURL: ''\n")
-    env = dict(os.environ, HOME=home, MONGOSH_GLOBAL_CONFIG_FILE_FOR_TESTING=conf)
-    r = subprocess.run([MONGOSH, uri, "--quiet", "--tls", "--tlsCAFile", ca1[1], "--eval",
-                        "db.getSiblingDB('app').c.countDocuments({})"],
-                       capture_output=True, text=True, timeout=120, env=env)
+    r = mongosh("--tls", "--tlsCAFile", ca1[1], "--eval",
+                "db.getSiblingDB('app').c.countDocuments({})", uri=uri)
     expect(r.returncode == 0, f"exit {r.returncode}: {r.stderr[-500:]}")
     expect(int(r.stdout.strip()) >= 2, f"stdout {r.stdout!r}")
 
