@@ -186,6 +186,17 @@ impl TestServer {
         self.client_with("").await
     }
 
+    /// A driver client logged in as `user` (on `admin`) with URI options `extra` (each
+    /// starting with `&`, e.g. "&authMechanism=SCRAM-SHA-1").
+    pub async fn login(&self, user: &str, pwd: &str, extra: &str) -> mongodb::Client {
+        mongodb::Client::with_uri_str(format!(
+            "mongodb://{user}:{pwd}@127.0.0.1:{}/?authSource=admin&serverSelectionTimeoutMS=10000{extra}",
+            self.port
+        ))
+        .await
+        .expect("client")
+    }
+
     /// A driver client with URI options.
     pub async fn client_with(&self, options: &str) -> mongodb::Client {
         let opts = if options.is_empty() {

@@ -27,12 +27,7 @@ fn auth_server() -> TestServer {
 }
 
 async fn login(s: &TestServer, user: &str, pwd: &str, extra: &str) -> mongodb::Client {
-    mongodb::Client::with_uri_str(format!(
-        "mongodb://{user}:{pwd}@127.0.0.1:{}/?authSource=admin&serverSelectionTimeoutMS=10000{extra}",
-        s.port
-    ))
-    .await
-    .expect("client")
+    s.login(user, pwd, extra).await
 }
 
 async fn root(s: &TestServer) -> mongodb::Client {

@@ -13,15 +13,6 @@ const ROOT: &str = "root";
 const ROOT_PWD: &str = "r00t-pass";
 const TABLE: &str = include_str!("../../src/auth/authorize/role_table.json");
 
-async fn login(s: &TestServer, user: &str, pwd: &str) -> mongodb::Client {
-    mongodb::Client::with_uri_str(format!(
-        "mongodb://{user}:{pwd}@127.0.0.1:{}/?authSource=admin&serverSelectionTimeoutMS=10000",
-        s.port
-    ))
-    .await
-    .expect("client")
-}
-
 fn to_doc(v: &serde_json::Value) -> Document {
     match Bson::try_from(v.clone()).expect("bson") {
         Bson::Document(d) => d,
@@ -39,7 +30,7 @@ async fn the_role_table_holds_through_real_logins() {
             ("CAIRN_INITDB_ROOT_PASSWORD", ROOT_PWD),
         ],
     );
-    let root = login(&s, ROOT, ROOT_PWD).await;
+    let root = s.login(ROOT, ROOT_PWD, "").await;
     for r in table["userDefinedRoles"].as_array().expect("roles") {
         let mut cmd = to_doc(r);
         let db = cmd
@@ -70,7 +61,7 @@ async fn the_role_table_holds_through_real_logins() {
             .run_command(doc! {"createUser": &name, "pwd": "pw", "roles": roles})
             .await
             .expect("createUser");
-        let client = login(&s, &name, "pw").await;
+        let client = s.login(&name, "pw", "").await;
         users.insert(key, (name, client));
     }
 
