@@ -138,6 +138,15 @@ pub struct RoleDoc {
 }
 
 impl RoleDoc {
+    /// Adds the roles it does not hold yet, in order.
+    pub fn add_roles(&mut self, roles: &[RoleName]) {
+        for r in roles {
+            if !self.roles.contains(r) {
+                self.roles.push(r.clone());
+            }
+        }
+    }
+
     /// A new role with no privileges or roles.
     pub fn new(name: RoleName) -> RoleDoc {
         RoleDoc {
@@ -758,6 +767,22 @@ pub fn modify_roles<R>(
         });
     super::invalidate(server);
     out
+}
+
+/// Changes the stored role `name` in one transaction ([`modify_roles`]): RoleNotFound when it
+/// does not exist; `f` sees the catalog as the transaction does and the role to change.
+pub fn modify_role(
+    server: &ServerState,
+    name: &RoleName,
+    mut f: impl FnMut(&RoleCatalog, &mut RoleDoc) -> Result<(), CommandError>,
+) -> Result<(), CommandError> {
+    modify_roles(server, |t| {
+        let Some(mut role) = t.catalog.get(name).cloned() else {
+            return Err(role_not_found(name));
+        };
+        f(&t.catalog, &mut role)?;
+        t.put(&role)
+    })
 }
 
 #[cfg(test)]

@@ -69,11 +69,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 }
                 let mut role = RoleDoc::new(name.clone());
                 role.privileges.add_all(&privileges);
-                for r in &inherits {
-                    if !role.roles.contains(r) {
-                        role.roles.push(r.clone());
-                    }
-                }
+                role.add_roles(&inherits);
                 if let Some(r) = &restrictions {
                     role.restrictions = r.clone();
                 }

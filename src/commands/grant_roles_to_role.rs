@@ -34,17 +34,10 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         roles::refuse_builtin(&name)?;
         let server = inv.server.clone();
         crate::blocking::run(move || {
-            roles::modify_roles(&server, |t| {
-                let Some(mut role) = t.catalog.get(&name).cloned() else {
-                    return Err(roles::role_not_found(&name));
-                };
-                t.catalog.check_grant_roles(&name, &granted)?;
-                for r in &granted {
-                    if !role.roles.contains(r) {
-                        role.roles.push(r.clone());
-                    }
-                }
-                t.put(&role)
+            roles::modify_role(&server, &name, |catalog, role| {
+                catalog.check_grant_roles(&name, &granted)?;
+                role.add_roles(&granted);
+                Ok(())
             })
         })
         .await?;

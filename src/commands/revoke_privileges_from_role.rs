@@ -34,14 +34,11 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         roles::refuse_builtin(&name)?;
         let server = inv.server.clone();
         crate::blocking::run(move || {
-            roles::modify_roles(&server, |t| {
-                let Some(mut role) = t.catalog.get(&name).cloned() else {
-                    return Err(roles::role_not_found(&name));
-                };
+            roles::modify_role(&server, &name, |_, role| {
                 for p in &privileges {
                     role.privileges.remove(p);
                 }
-                t.put(&role)
+                Ok(())
             })
         })
         .await?;

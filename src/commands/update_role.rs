@@ -41,20 +41,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ));
         }
         let server = inv.server.clone();
+        roles::refuse_builtin(&name)?;
         crate::blocking::run(move || {
-            roles::modify_roles(&server, |t| {
-                roles::refuse_builtin(&name)?;
-                let Some(mut role) = t.catalog.get(&name).cloned() else {
-                    return Err(roles::role_not_found(&name));
-                };
+            roles::modify_role(&server, &name, |catalog, role| {
                 if let Some(rs) = &inherits {
-                    t.catalog.check_grant_roles(&name, rs)?;
+                    catalog.check_grant_roles(&name, rs)?;
                     role.roles.clear();
-                    for r in rs {
-                        if !role.roles.contains(r) {
-                            role.roles.push(r.clone());
-                        }
-                    }
+                    role.add_roles(rs);
                 }
                 if let Some(ps) = &privileges {
                     roles::check_grant_privileges(&name, ps)?;
@@ -64,7 +57,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 if let Some(r) = &restrictions {
                     role.restrictions = r.clone();
                 }
-                t.put(&role)
+                Ok(())
             })
         })
         .await?;
