@@ -450,6 +450,10 @@ pub async fn speculative(
         return None;
     };
     let first = d.iter().next()?.ok()?.0.as_str();
+    let db = match d.get("db") {
+        Ok(Some(RawBsonRef::String(db))) => db.to_string(),
+        _ => return None,
+    };
     if first == "authenticate" {
         // MONGODB-X509 in one step: the reply is `authenticate`'s.
         if !matches!(
@@ -458,10 +462,6 @@ pub async fn speculative(
         ) {
             return None;
         }
-        let db = match d.get("db") {
-            Ok(Some(RawBsonRef::String(db))) => db.to_string(),
-            _ => return None,
-        };
         let user = match d.get("user") {
             Ok(Some(RawBsonRef::String(u))) => Some(u.to_string()),
             _ => None,
@@ -474,10 +474,6 @@ pub async fn speculative(
     if first != "saslStart" {
         return None;
     }
-    let db = match d.get("db") {
-        Ok(Some(RawBsonRef::String(db))) => db.to_string(),
-        _ => return None,
-    };
     let args = parse_start("saslStart", d).ok()?;
     if args.mechanism == "PLAIN" {
         return None;
