@@ -195,6 +195,17 @@ pub struct Config {
     )]
     pub cache_size_mb: u64,
 
+    /// Upper bound of the storage journal in MiB (at least 64): when the journal outgrows
+    /// it, the write buffers it still protects are flushed so it can be truncated. Restart
+    /// after a crash replays at most about this much, so it bounds recovery time.
+    #[arg(
+        long = "journal-size-mb",
+        env = "CAIRN_JOURNAL_SIZE_MB",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u64).range(64..=65_536)
+    )]
+    pub journal_size_mb: u64,
+
     /// Make every write durable (fsync, shared by concurrent writers) before acknowledging
     /// it, as if every write concern had `j: true`.
     #[arg(long, env = "CAIRN_SYNC")]
@@ -418,7 +429,18 @@ mod tests {
         assert_eq!(c.bind, ["127.0.0.1"]);
         assert_eq!(c.data_dir, PathBuf::from("./data"));
         assert_eq!(c.compressors, ["snappy", "zstd", "zlib"]);
+        assert_eq!(c.journal_size_mb, 64);
         assert!(c.explicit.is_empty());
+    }
+
+    #[test]
+    fn journal_size_has_fjalls_minimum() {
+        let c = Cli::parse_from_args(["cairn", "--journal-size-mb", "512"])
+            .unwrap()
+            .config;
+        assert_eq!(c.journal_size_mb, 512);
+        let e = Cli::parse_from_args(["cairn", "--journal-size-mb", "63"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
     }
 
     #[test]

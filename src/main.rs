@@ -34,6 +34,7 @@ fn open_store(config: &cairn::config::Config) -> Result<Arc<cairn_storage::Store
         &config.data_dir,
         &FjallOptions {
             cache_bytes: config.cache_size_mb.saturating_mul(1024 * 1024),
+            journal_bytes: config.journal_size_mb.saturating_mul(1024 * 1024),
         },
     )
     .map_err(|e| e.to_string())?;

@@ -29,12 +29,17 @@ pub const FJALL_MAX_KEY: usize = 65_535;
 pub struct FjallOptions {
     /// Block cache size in bytes.
     pub cache_bytes: u64,
+    /// Upper bound of the journal in bytes (fjall's `max_journaling_size`, at least 64 MiB):
+    /// beyond it the write buffers pinning the oldest journal file are flushed, so crash
+    /// recovery replays at most about this much.
+    pub journal_bytes: u64,
 }
 
 impl Default for FjallOptions {
     fn default() -> Self {
         FjallOptions {
             cache_bytes: 256 * 1024 * 1024,
+            journal_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -74,6 +79,7 @@ impl FjallEngine {
     pub fn open(path: &Path, opts: &FjallOptions) -> Result<FjallEngine> {
         let db = OptimisticTxDatabase::builder(path)
             .cache_size(opts.cache_bytes)
+            .max_journaling_size(opts.journal_bytes.max(64 * 1024 * 1024))
             .open()
             .map_err(io)?;
         let mut spaces = HashMap::new();
