@@ -171,7 +171,7 @@ impl Interval {
 }
 
 /// Sorts, drops empty intervals and merges overlapping or touching ones (`unionize`).
-fn unionize(mut ivs: Vec<Interval>) -> Vec<Interval> {
+pub(super) fn unionize(mut ivs: Vec<Interval>) -> Vec<Interval> {
     ivs.retain(|i| !i.is_empty());
     ivs.sort_by(|a, b| {
         cmp(&a.start, &b.start).then_with(|| b.start_inclusive.cmp(&a.start_inclusive))
@@ -815,7 +815,7 @@ fn translate_not(inner: &Expr, hashed: bool, multikey: bool) -> Option<Tr> {
 // Filters to bounds
 // ---------------------------------------------------------------------------------------------
 
-fn flatten<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+pub(super) fn flatten<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     match e {
         Expr::And(cs) => cs.iter().for_each(|c| flatten(c, out)),
         other => out.push(other),
@@ -1014,7 +1014,7 @@ pub fn bounds_for_index(expr: &Expr, index: &IndexMeta) -> Option<IndexBounds> {
     Some(build(expr, &comps, index.multikey))
 }
 
-fn build(expr: &Expr, comps: &[KeyComponent], multikey: bool) -> IndexBounds {
+pub(super) fn build(expr: &Expr, comps: &[KeyComponent], multikey: bool) -> IndexBounds {
     let mut conj = Vec::new();
     flatten(expr, &mut conj);
     let always_false = conj.iter().any(|c| matches!(c, Expr::AlwaysFalse));

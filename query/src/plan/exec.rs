@@ -24,7 +24,7 @@ use cairn_storage::index_ops::{IndexHit, KeyRange};
 use cairn_storage::store::{id_key, max_lower, min_upper};
 use cairn_storage::{ReadTxn, ScanBatch, ScanLimits, StorageError, WriteTxn};
 
-use super::planner::{Access, IndexAccess, Plan};
+use super::planner::{Access, IndexAccess, NearAccess, Plan};
 use crate::error::{QueryError, Result};
 use crate::filter::Filter;
 
@@ -167,6 +167,7 @@ pub struct Execution {
     positions: Vec<Position>,
     child: usize,
     seen: Option<HashSet<Vec<u8>>>,
+    near: Option<NearState>,
     /// Work done so far.
     pub stats: Stats,
     exhausted: bool,
@@ -285,7 +286,12 @@ impl Execution {
             Access::Or(cs) => cs.len(),
             _ => 1,
         };
+        let near = match &plan.access {
+            Access::Near(na) => Some(NearState::new(na)),
+            _ => None,
+        };
         Execution {
+            near,
             seen: plan.dedupe.then(HashSet::new),
             positions: vec![Position::default(); children],
             stats: Stats {
@@ -432,6 +438,7 @@ impl Execution {
                 ranges, reverse, ..
             } => self.run_docs(ranges, *reverse, slot, src, coll, sink),
             Access::Index(ia) => self.run_index(ia, slot, src, coll, sink),
+            Access::Near(na) => self.run_near(na, slot, src, coll, sink),
             Access::IdPoint { key } => {
                 if let Some(p) = self.positions.get(slot)
                     && p.done
@@ -623,6 +630,258 @@ impl Execution {
             *p = pos;
         }
         Ok(())
+    }
+}
+
+/// Where a `$near` ring search stands.
+#[derive(Debug, Clone)]
+struct NearState {
+    /// Inner radius of the next ring (query units).
+    inner: f64,
+    /// Width of the next ring.
+    width: f64,
+    /// The smallest width tried.
+    min_width: f64,
+    /// Distances beyond this hold nothing (the query's `$maxDistance`, or the farthest the
+    /// index's space reaches).
+    outer: f64,
+    /// Documents of the last ring, nearest first.
+    pending: std::collections::VecDeque<RawDocumentBuf>,
+    /// Every ring has been read.
+    done: bool,
+    /// Rings read.
+    rings: u64,
+}
+
+/// Documents a ring may hold before it is read again narrower.
+const RING_MAX_DOCS: usize = 2048;
+/// Ring widths adapt to keep about this many documents per ring.
+const RING_TARGET_DOCS: usize = 64;
+
+/// Query distance units per radian (meters for GeoJSON points, else radians).
+fn units_per_radian(na: &NearAccess) -> f64 {
+    if na.near.geojson {
+        crate::geo::sphere::EARTH_RADIUS_M
+    } else {
+        1.0
+    }
+}
+
+impl NearState {
+    fn new(na: &NearAccess) -> NearState {
+        use crate::index::geo_bounds::GeoKind;
+        let (farthest, width) = match na.kind {
+            GeoKind::Flat { min, max, .. } if !na.near.spherical => {
+                let (x, y) = na.near.flat;
+                let far = [(min, min), (min, max), (max, min), (max, max)]
+                    .iter()
+                    .map(|c| (c.0 - x).hypot(c.1 - y))
+                    .fold(0.0, f64::max);
+                (far, (max - min) / f64::from(1u32 << 20))
+            }
+            _ => {
+                let k = units_per_radian(na);
+                (
+                    std::f64::consts::PI * k,
+                    k * std::f64::consts::FRAC_PI_2 / f64::from(1u32 << 20),
+                )
+            }
+        };
+        let width = if width > 0.0 && width.is_finite() {
+            width
+        } else {
+            1e-9
+        };
+        NearState {
+            inner: na.near.min.max(0.0),
+            width,
+            min_width: width,
+            outer: na.near.max.min(farthest * (1.0 + 1e-9) + width),
+            pending: std::collections::VecDeque::new(),
+            done: false,
+            rings: 0,
+        }
+    }
+}
+
+/// The bounds of one ring `[lo, hi]` (query units) of a near search.
+fn ring_bounds(na: &NearAccess, lo: f64, hi: f64) -> crate::index::IndexBounds {
+    use crate::geo::cells;
+    use crate::index::geo_bounds::{GeoKind, planar_intervals, sphere_intervals};
+    let mut b = na.base.clone();
+    let ivs = match na.kind {
+        GeoKind::Sphere => {
+            let k = units_per_radian(na);
+            let (lo, hi) = (lo / k, hi / k + 4.0 * crate::geo::sphere::BOUNDARY_TOL);
+            let inner = lo - 4.0 * crate::geo::sphere::BOUNDARY_TOL;
+            match na.near.center {
+                Some(c) => sphere_intervals(&cells::cover_sphere(
+                    &mut |id| {
+                        cells::cell_distance(id, c) <= hi && !cells::cell_within(id, c, inner)
+                    },
+                    32,
+                    crate::index::geo_keys::FINEST_LEVEL,
+                )),
+                None => Vec::new(),
+            }
+        }
+        GeoKind::Flat { bits, min, max } => {
+            let center = na.near.flat;
+            let cover = if na.near.spherical {
+                let hi = hi + 4.0 * crate::geo::sphere::BOUNDARY_TOL;
+                cells::cover_planar(
+                    &mut |c| {
+                        let (a, z) = c.bounds(min, max);
+                        cells::box_sphere_distance_lower(center, a, z) <= hi
+                    },
+                    32,
+                    bits,
+                )
+            } else {
+                let hi = hi * (1.0 + 1e-12) + 1e-12;
+                let inner = lo * (1.0 - 1e-12) - 1e-12;
+                cells::cover_planar(
+                    &mut |c| {
+                        let (a, z) = c.bounds(min, max);
+                        let far = [(a.0, a.1), (a.0, z.1), (z.0, a.1), (z.0, z.1)]
+                            .iter()
+                            .map(|p| (p.0 - center.0).hypot(p.1 - center.1))
+                            .fold(0.0, f64::max);
+                        cells::box_distance(center, a, z) <= hi && far >= inner
+                    },
+                    32,
+                    bits,
+                )
+            };
+            planar_intervals(&cover)
+        }
+    };
+    if let Some(f) = b.fields.get_mut(na.field) {
+        f.intervals = ivs;
+    }
+    b
+}
+
+impl Execution {
+    /// The `$near` ring search: each ring's documents, nearest first (ties in `_id` order),
+    /// then the next ring.
+    fn run_near(
+        &mut self,
+        na: &NearAccess,
+        slot: usize,
+        src: &dyn Source,
+        coll: &CollectionMeta,
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        let Some(mut st) = self.near.take() else {
+            if let Some(p) = self.positions.get_mut(slot) {
+                p.done = true;
+            }
+            return Ok(());
+        };
+        let out = self.near_rings(na, &mut st, src, coll, sink);
+        if st.done
+            && st.pending.is_empty()
+            && let Some(p) = self.positions.get_mut(slot)
+        {
+            p.done = true;
+        }
+        self.near = Some(st);
+        out
+    }
+
+    fn near_rings(
+        &mut self,
+        na: &NearAccess,
+        st: &mut NearState,
+        src: &dyn Source,
+        coll: &CollectionMeta,
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        while !sink.full() {
+            if let Some(d) = st.pending.pop_front() {
+                self.emit(d, sink);
+                continue;
+            }
+            if st.done {
+                return Ok(());
+            }
+            let lo = st.inner;
+            let hi = (lo + st.width).min(st.outer);
+            let last = hi >= st.outer;
+            let bounds = ring_bounds(na, lo, hi);
+            let ranges = bounds.key_ranges();
+            // The documents with an entry in the ring's cells, each once.
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            let mut seen: HashSet<Vec<u8>> = HashSet::new();
+            let mut resume: Option<Vec<u8>> = None;
+            let mut too_many = false;
+            loop {
+                let rest = ranges_after(&ranges, resume.as_deref(), false);
+                if rest.is_empty() {
+                    break;
+                }
+                let hits = src.index_scan(&na.index, &rest, false, ENTRY_CHUNK)?;
+                let complete = hits.len() < ENTRY_CHUNK;
+                for h in hits {
+                    resume = Some(h.key.to_vec());
+                    self.stats.keys_examined += 1;
+                    sink.work += 1;
+                    if !bounds.contains_values(&h.values) {
+                        continue;
+                    }
+                    self.stats.keys_advanced += 1;
+                    if seen.insert(h.doc_key().to_vec()) {
+                        keys.push(h.doc_key().to_vec());
+                    }
+                }
+                if keys.len() > RING_MAX_DOCS && st.width > st.min_width {
+                    too_many = true;
+                    break;
+                }
+                if complete {
+                    break;
+                }
+            }
+            if too_many {
+                // Too wide for the data here: read it again, narrower.
+                st.width = (st.width / 8.0).max(st.min_width);
+                continue;
+            }
+            let mut found: Vec<(f64, Vec<u8>, RawDocumentBuf)> = Vec::new();
+            for k in keys {
+                let Some(doc) = src.get_by_key(coll, &k)? else {
+                    continue;
+                };
+                self.stats.docs_examined += 1;
+                sink.work += 1;
+                let Some(d) = self.filter.near_distance(&doc) else {
+                    continue;
+                };
+                let in_ring = d >= lo && (d < hi || (last && d <= hi));
+                if in_ring && self.filter.try_matches(&doc)? {
+                    found.push((d, k, doc));
+                }
+            }
+            found.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+            let n = found.len();
+            st.pending.extend(found.into_iter().map(|(_, _, d)| d));
+            st.rings += 1;
+            st.inner = hi;
+            if last {
+                st.done = true;
+            } else if n < RING_TARGET_DOCS / 4 {
+                st.width *= 2.0;
+            } else if n > RING_TARGET_DOCS * 4 {
+                st.width = (st.width / 2.0).max(st.min_width);
+            }
+        }
+        Ok(())
+    }
+
+    /// Rings a `$near` search has read so far.
+    pub fn near_rings_read(&self) -> u64 {
+        self.near.as_ref().map_or(0, |n| n.rings)
     }
 }
 

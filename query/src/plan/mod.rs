@@ -36,7 +36,9 @@ use cairn_storage::catalog::CollectionMeta;
 
 pub use cache::{CacheEntryInfo, PlanCache, signature};
 pub use exec::{Execution, Source, Stats, TRIAL_RESULTS, TRIAL_WORKS, Trial, race, ranges_after};
-pub use planner::{Access, Hint, IndexAccess, Modifies, Plan, Query, candidates, shape};
+pub use planner::{
+    Access, Hint, IndexAccess, Modifies, NearAccess, Plan, Query, candidates, shape,
+};
 
 use crate::error::Result;
 use crate::filter::Filter;
