@@ -6,6 +6,8 @@
 //! transactions. Invariants:
 //! - every call does bounded work (`budget` keys plus documents examined), so callers can
 //!   check deadlines between calls;
+//! - an index scan continues after its last key by binary search over its ranges
+//!   ([`split_after`]), never copying the ranges left, so a scan over many ranges stays linear;
 //! - an index scan reads, per storage call, as many entries as documents are still wanted
 //!   (doubling while entries are rejected, up to `ENTRY_CHUNK`), so a small `limit` reads
 //!   only the entries it returns;
@@ -192,21 +194,80 @@ fn is_empty(r: &KeyRange) -> bool {
 
 /// The part of `ranges` (ascending) still to read after consuming entry `resume`.
 pub fn ranges_after(ranges: &[KeyRange], resume: Option<&[u8]>, reverse: bool) -> Vec<KeyRange> {
+    let (head, rest) = split_after(ranges, resume, reverse);
+    let mut out: Vec<KeyRange> = Vec::with_capacity(rest.len() + 1);
+    if reverse {
+        out.extend_from_slice(rest);
+        out.extend(head);
+    } else {
+        out.extend(head);
+        out.extend_from_slice(rest);
+    }
+    out
+}
+
+/// What is left of `ranges` (ascending, disjoint) after consuming entry `resume`, without
+/// copying it: the range holding the position, cut there (`None` when nothing of it is
+/// left), and the untouched ranges still to read after it (in scan order: above it going
+/// forward, below it going backward). Binary search, so each read of a long scan costs
+/// O(log n), not a copy of every range left.
+pub fn split_after<'r>(
+    ranges: &'r [KeyRange],
+    resume: Option<&[u8]>,
+    reverse: bool,
+) -> (Option<KeyRange>, &'r [KeyRange]) {
     let Some(r) = resume else {
-        return ranges.to_vec();
+        return match (reverse, ranges.split_last(), ranges.split_first()) {
+            (true, Some((last, rest)), _) => (Some(last.clone()), rest),
+            (false, _, Some((first, rest))) => (Some(first.clone()), rest),
+            _ => (None, &[]),
+        };
     };
     let cut = Bound::Excluded(r.to_vec());
-    ranges
-        .iter()
-        .map(|(lo, hi)| {
-            if reverse {
-                (lo.clone(), min_upper(hi.clone(), cut.clone()))
-            } else {
-                (max_lower(lo.clone(), cut.clone()), hi.clone())
-            }
-        })
-        .filter(|r| !is_empty(r))
-        .collect()
+    if reverse {
+        // Ranges holding keys below `r`: those whose lower end admits one.
+        let j = ranges.partition_point(|(lo, _)| match lo {
+            Bound::Unbounded => true,
+            Bound::Included(k) | Bound::Excluded(k) => k.as_slice() < r,
+        });
+        let Some(((lo, hi), rest)) = ranges[..j].split_last() else {
+            return (None, &[]);
+        };
+        let head = (lo.clone(), min_upper(hi.clone(), cut));
+        (Some(head).filter(|h| !is_empty(h)), rest)
+    } else {
+        // Ranges holding keys above `r`: those whose upper end admits one.
+        let i = ranges.partition_point(|(_, hi)| match hi {
+            Bound::Unbounded => false,
+            Bound::Included(k) | Bound::Excluded(k) => k.as_slice() <= r,
+        });
+        let Some(((lo, hi), rest)) = ranges[i..].split_first() else {
+            return (None, &[]);
+        };
+        let head = (max_lower(lo.clone(), cut), hi.clone());
+        (Some(head).filter(|h| !is_empty(h)), rest)
+    }
+}
+
+/// Reads at most `limit` entries of what is left after `resume`: the cut range first, then
+/// the untouched ones (borrowed, never copied).
+fn scan_after(
+    src: &dyn Source,
+    idx: &IndexMeta,
+    ranges: &[KeyRange],
+    resume: Option<&[u8]>,
+    reverse: bool,
+    limit: usize,
+) -> std::result::Result<Vec<IndexHit>, StorageError> {
+    let (head, rest) = split_after(ranges, resume, reverse);
+    let mut hits = match head {
+        Some(h) => src.index_scan(idx, std::slice::from_ref(&h), reverse, limit)?,
+        None => Vec::new(),
+    };
+    if hits.len() < limit && !rest.is_empty() {
+        hits.extend(src.index_scan(idx, rest, reverse, limit - hits.len())?);
+    }
+    Ok(hits)
 }
 
 /// A document holding an entry's values at the key pattern's paths (in key-pattern order),
@@ -580,17 +641,19 @@ impl Execution {
             sink.max_docs.saturating_sub(sink.docs.len())
         };
         'outer: while !pos.done && !sink.full() {
-            let ranges = ranges_after(&ia.ranges, pos.resume.as_deref(), ia.reverse);
-            if ranges.is_empty() {
-                pos.done = true;
-                break;
-            }
             let room = usize::try_from(sink.budget.saturating_sub(sink.work))
                 .unwrap_or(usize::MAX)
                 .min(chunk)
                 .clamp(1, ENTRY_CHUNK);
             chunk = room.saturating_mul(2);
-            let hits = src.index_scan(&ia.index, &ranges, ia.reverse, room)?;
+            let hits = scan_after(
+                src,
+                &ia.index,
+                &ia.ranges,
+                pos.resume.as_deref(),
+                ia.reverse,
+                room,
+            )?;
             let complete = hits.len() < room;
             for h in hits {
                 pos.resume = Some(h.key.to_vec());
@@ -817,11 +880,14 @@ impl Execution {
             let mut resume: Option<Vec<u8>> = None;
             let mut too_many = false;
             loop {
-                let rest = ranges_after(&ranges, resume.as_deref(), false);
-                if rest.is_empty() {
-                    break;
-                }
-                let hits = src.index_scan(&na.index, &rest, false, ENTRY_CHUNK)?;
+                let hits = scan_after(
+                    src,
+                    &na.index,
+                    &ranges,
+                    resume.as_deref(),
+                    false,
+                    ENTRY_CHUNK,
+                )?;
                 let complete = hits.len() < ENTRY_CHUNK;
                 for h in hits {
                     resume = Some(h.key.to_vec());
@@ -989,4 +1055,54 @@ pub fn race(
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     Ok(trials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(lo: u8, hi: u8) -> KeyRange {
+        (Bound::Included(vec![lo]), Bound::Excluded(vec![hi]))
+    }
+
+    #[test]
+    fn split_after_walks_without_copying() {
+        let ranges = vec![r(1, 3), r(5, 7), r(9, 11)];
+        // Nothing read yet: the first (or, backward, the last) range, then the others.
+        let (h, rest) = split_after(&ranges, None, false);
+        assert_eq!(h, Some(r(1, 3)));
+        assert_eq!(rest.len(), 2);
+        let (h, rest) = split_after(&ranges, None, true);
+        assert_eq!(h, Some(r(9, 11)));
+        assert_eq!(rest, &ranges[..2]);
+        // Forward after key 5: the rest of [5, 7), then [9, 11).
+        let (h, rest) = split_after(&ranges, Some(&[5]), false);
+        assert_eq!(
+            h,
+            Some((Bound::Excluded(vec![5]), Bound::Excluded(vec![7])))
+        );
+        assert_eq!(rest, &ranges[2..]);
+        // After the last key of a range: the next range whole.
+        let (h, rest) = split_after(&ranges, Some(&[7]), false);
+        assert_eq!(h, Some(r(9, 11)));
+        assert!(rest.is_empty());
+        let (h, rest) = split_after(&ranges, Some(&[12]), false);
+        assert_eq!(h, None);
+        assert!(rest.is_empty());
+        // Backward after key 9: [5, 7) whole, then [1, 3).
+        let (h, rest) = split_after(&ranges, Some(&[9]), true);
+        assert_eq!(h, Some(r(5, 7)));
+        assert_eq!(rest, &ranges[..1]);
+        let (h, rest) = split_after(&ranges, Some(&[6]), true);
+        assert_eq!(
+            h,
+            Some((Bound::Included(vec![5]), Bound::Excluded(vec![6])))
+        );
+        assert_eq!(rest, &ranges[..1]);
+        assert_eq!(ranges_after(&ranges, Some(&[6]), false).len(), 2);
+        assert_eq!(
+            ranges_after(&ranges, Some(&[0]), true),
+            Vec::<KeyRange>::new()
+        );
+    }
 }

@@ -7,7 +7,11 @@
 //! - a plan is *exact* (no residual filter, eligible for covering and counting from the
 //!   index alone) only when [`IndexBounds::is_exact_for`] says so;
 //! - an index that is building or hidden (a hint naming it is refused too, as in MongoDB),
-//!   or over a path the statement modifies, is never a candidate.
+//!   or over a path the statement modifies, is never a candidate;
+//! - a geo index is a candidate only for a `$geoWithin`/`$geoIntersects` it can answer (its
+//!   entries are cells, not values) and never provides a sort; a `$near` query has exactly
+//!   one plan, the ring search over the first fitting geo index, whose documents come
+//!   nearest first.
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::catalog::CollectionMeta;
