@@ -168,6 +168,14 @@ pub fn plan_summary(plan: &cairn_query::plan::Plan) -> String {
                 if count { "COUNT_SCAN" } else { "IXSCAN" },
                 pattern(&ia.index.spec)
             ),
+            Access::Near(na) => format!(
+                "{} {}",
+                match na.kind {
+                    cairn_query::index::geo_bounds::GeoKind::Sphere => "GEO_NEAR_2DSPHERE",
+                    cairn_query::index::geo_bounds::GeoKind::Flat { .. } => "GEO_NEAR_2D",
+                },
+                pattern(&na.index.spec)
+            ),
             Access::Or(branches) => branches
                 .iter()
                 .map(|b| access(b, false))

@@ -49,10 +49,16 @@
 //! open streams, next to PostgreSQL 15 inserts with a `NOTIFY` trigger and `LISTEN`ing
 //! connections.
 
+//! `cargo run -p cairn-bench --release -- geo [--docs N] [--seconds S]`: `$near` limit 10
+//! and `$geoWithin` a small box over N points through a `2dsphere` index next to collection
+//! scans; `inmem`: the server's resident-memory growth for 1M-element `$in` commands (see
+//! [`geo`]).
+
 mod agg;
 mod compare;
 mod crud;
 mod drive;
+mod geo;
 mod harness;
 mod indexes;
 mod pack;
@@ -66,7 +72,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|compare|pack|streams> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|compare|pack|streams|geo|inmem> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -98,6 +104,8 @@ fn main() {
         "compare" => rt.block_on(compare::run(&opts)),
         "pack" => rt.block_on(pack::run(&opts)),
         "streams" => rt.block_on(streams::run(&opts)),
+        "geo" => rt.block_on(geo::run(&opts)),
+        "inmem" => rt.block_on(geo::run_inmem(&opts)),
         other => {
             eprintln!("unknown benchmark {other}");
             std::process::exit(2);

@@ -495,7 +495,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 Ok(Some((
                     match &r.sort {
                         // `$near`: nearest first (ties in scan order), then skip.
-                        None if r.filter.near().is_some() => {
+                        None if r.filter.near().is_some() && !chosen.exec.plan().by_distance() => {
                             let memory = usize::try_from(server.config.sort_memory_limit_bytes)
                                 .unwrap_or(usize::MAX);
                             let mut hits: Vec<(f64, RawDocumentBuf)> = Vec::new();

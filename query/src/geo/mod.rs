@@ -19,11 +19,15 @@
 //!   vertex lies in it (MongoDB's vertex test, about π meters inside the rim);
 //!   `$geoIntersects` with a `$centerSphere` matches nothing, as in MongoDB.
 //! - [`near`] parses `$near`/`$nearSphere` and measures distances for them.
+//! - [`cells`] covers regions with index cells: [`GeoMatch::sphere_cover`] and
+//!   [`GeoMatch::planar_cover`] give the cells a `2dsphere` / `2d` index scan reads for a
+//!   predicate (conservative: every location the predicate matches lies in one of them).
 //! - [`sphere`] holds the spherical predicates, [`planar`] the flat ones.
 //!
 //! Invariant: parsing and matching never panic; loops above
 //! [`sphere::MAX_VALIDATED_VERTICES`] skip the quadratic self-intersection check.
 
+pub mod cells;
 pub mod near;
 pub mod planar;
 pub mod sphere;
@@ -628,6 +632,105 @@ impl GeoMatch {
             GeoMatch::Intersects(None) => false,
             GeoMatch::Intersects(Some(q)) => shape.spherical() && intersects(q, &shape),
         }
+    }
+}
+
+/// Slack (radians) added to distance tests of cells, beyond the matcher's own tolerance.
+const COVER_SLACK: f64 = 4.0 * sphere::BOUNDARY_TOL;
+
+impl GeoMatch {
+    /// The `2dsphere` cells (mixed levels, at most about `max_cells`) holding every location
+    /// the predicate can match, or `None` when a `2dsphere` index cannot answer it (the
+    /// planar `$box`, `$polygon` and `$center`). A strict-winding polygon gets the six faces.
+    pub fn sphere_cover(&self, max_cells: usize, max_level: u32) -> Option<Vec<u64>> {
+        let whole = || Some(cells::faces().to_vec());
+        match self {
+            GeoMatch::Within(Region::CenterSphere(cap)) => {
+                let (c, r) = (cap.center, cap.radius + COVER_SLACK);
+                if r >= std::f64::consts::PI {
+                    return whole();
+                }
+                Some(cells::cover_sphere(
+                    &mut |id| cells::cell_distance(id, c) <= r,
+                    max_cells,
+                    max_level,
+                ))
+            }
+            GeoMatch::Within(Region::Polygons(polys)) => {
+                if polys
+                    .iter()
+                    .any(|p| p.shell().area() > 2.0 * std::f64::consts::PI)
+                {
+                    return whole();
+                }
+                Some(cells::cover_sphere(
+                    &mut |id| polys.iter().any(|p| cells::touches_polygon(id, p)),
+                    max_cells,
+                    max_level,
+                ))
+            }
+            GeoMatch::Within(_) => None,
+            GeoMatch::Intersects(None) => Some(Vec::new()),
+            GeoMatch::Intersects(Some(q)) => {
+                if q.is_big() {
+                    return whole();
+                }
+                Some(cells::cover_sphere(
+                    &mut |id| cells::touches_shape(id, q),
+                    max_cells,
+                    max_level,
+                ))
+            }
+        }
+    }
+
+    /// The `2d` cells (of a `[min, max)` square hashed to `bits` bits per axis) holding
+    /// every point the predicate can match, or `None` when a `2d` index cannot answer it
+    /// (`$geometry` regions and `$geoIntersects`).
+    pub fn planar_cover(
+        &self,
+        min: f64,
+        max: f64,
+        bits: u32,
+        max_cells: usize,
+    ) -> Option<Vec<cells::PlanarCell>> {
+        let GeoMatch::Within(region) = self else {
+            return None;
+        };
+        let overlaps = |a: ((f64, f64), (f64, f64)), lo: (f64, f64), hi: (f64, f64)| {
+            a.0.0 <= hi.0 && lo.0 <= a.1.0 && a.0.1 <= hi.1 && lo.1 <= a.1.1
+        };
+        let mut touches: Box<dyn FnMut(&cells::PlanarCell) -> bool + '_> = match region {
+            Region::Box(r) => Box::new(move |c| overlaps(c.bounds(min, max), r.min, r.max)),
+            Region::FlatPolygon(pts) => {
+                let lo = pts.iter().fold((f64::INFINITY, f64::INFINITY), |a, p| {
+                    (a.0.min(p.0), a.1.min(p.1))
+                });
+                let hi = pts
+                    .iter()
+                    .fold((f64::NEG_INFINITY, f64::NEG_INFINITY), |a, p| {
+                        (a.0.max(p.0), a.1.max(p.1))
+                    });
+                Box::new(move |c| overlaps(c.bounds(min, max), lo, hi))
+            }
+            Region::Center(center, r) => {
+                let r = r * (1.0 + 1e-12) + 1e-12;
+                Box::new(move |c| {
+                    let (lo, hi) = c.bounds(min, max);
+                    cells::box_distance(*center, lo, hi) <= r
+                })
+            }
+            Region::CenterSphere(cap) => {
+                let center = sphere::to_lng_lat(cap.center);
+                let r = cap.radius + COVER_SLACK;
+                Box::new(move |c| {
+                    let (lo, hi) = c.bounds(min, max);
+                    cells::box_sphere_distance_lower(center, lo, hi) <= r
+                })
+            }
+            Region::Polygons(_) => return None,
+        };
+        Some(cells::cover_planar(&mut *touches, max_cells, bits))
     }
 }
 

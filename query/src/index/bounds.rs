@@ -10,7 +10,9 @@
 //!   `["", "b")`, `$gt: "b"` → `("b", {})`), with MongoDB's cases for MinKey, MaxKey, NaN,
 //!   null and arrays;
 //! - `$in`: the union of its equalities and regexes; a regex is `["abc", "abd")` for a literal
-//!   prefix `^abc` (else every string, `["", {})`) plus the regex itself as a point;
+//!   prefix `^abc` (else every string, `["", {})`) plus the regex itself as a point; a `$in`
+//!   of more than [`MAX_RANGES`] values is bounded by hulls over runs of its sorted values
+//!   (inexact), so its bounds stay small whatever its length;
 //! - `$exists: true` → `[MinKey, MaxKey]`; `$exists: false` → `[null, null]`; `$type`, `$mod`
 //!   → their type brackets; `$elemMatch` (value form) → the intersection of its operators;
 //!   `$elemMatch` (object form) lends its children's predicates on non-numeric sub-paths to
@@ -171,7 +173,7 @@ impl Interval {
 }
 
 /// Sorts, drops empty intervals and merges overlapping or touching ones (`unionize`).
-fn unionize(mut ivs: Vec<Interval>) -> Vec<Interval> {
+pub(super) fn unionize(mut ivs: Vec<Interval>) -> Vec<Interval> {
     ivs.retain(|i| !i.is_empty());
     ivs.sort_by(|a, b| {
         cmp(&a.start, &b.start).then_with(|| b.start_inclusive.cmp(&a.start_inclusive))
@@ -686,6 +688,9 @@ fn in_bounds(list: &InList, hashed: bool) -> Option<Tr> {
     if hashed && !list.regexes().is_empty() {
         return None;
     }
+    if list.values().len() > MAX_RANGES {
+        return Some(long_in_bounds(list, hashed));
+    }
     let mut ivs = Vec::new();
     let (mut exact, mut negatable) = (true, list.regexes().is_empty());
     for v in list.values() {
@@ -700,6 +705,60 @@ fn in_bounds(list: &InList, hashed: bool) -> Option<Tr> {
         ivs.extend(t.ivs);
     }
     Some(Tr::new(ivs, exact, negatable))
+}
+
+/// Hulls a long `$in` is cut into (well below [`MAX_RANGES`], which the byte ranges would
+/// be widened to anyway).
+const LONG_IN_HULLS: usize = MAX_RANGES / 2;
+
+/// The bounds of a `$in` longer than [`MAX_RANGES`]: hulls over runs of its values (sorted
+/// and deduplicated once, by the parser), plus the exact bounds of its null, array and regex
+/// members. Never exact nor negatable: the filter, which holds the one parsed copy of the
+/// values, decides each entry, and bounds of a few hundred intervals replace a million
+/// points (and the copies of them `key_ranges`, `is_exact_for` and explain would make).
+fn long_in_bounds(list: &InList, hashed: bool) -> Tr {
+    let mut ivs = Vec::with_capacity(LONG_IN_HULLS + 8);
+    if hashed {
+        let mut hs: Vec<i64> = list
+            .values()
+            .iter()
+            .map(|v| hash::hash64(v.as_raw_bson_ref()))
+            .collect();
+        if list.values().iter().any(|v| matches!(v, RawBson::Null)) {
+            hs.push(hash::hash64(RawBsonRef::Undefined));
+        }
+        hs.sort_unstable();
+        hs.dedup();
+        let chunk = hs.len().div_ceil(LONG_IN_HULLS).max(1);
+        for c in hs.chunks(chunk) {
+            if let (Some(a), Some(b)) = (c.first(), c.last()) {
+                ivs.push(Interval::new(
+                    RawBson::Int64(*a),
+                    true,
+                    RawBson::Int64(*b),
+                    true,
+                ));
+            }
+        }
+    } else {
+        let (special, plain): (Vec<&RawBson>, Vec<&RawBson>) = list
+            .values()
+            .iter()
+            .partition(|v| matches!(v, RawBson::Null | RawBson::Array(_)));
+        for v in special {
+            ivs.extend(equality(v.as_raw_bson_ref(), false).ivs);
+        }
+        let chunk = plain.len().div_ceil(LONG_IN_HULLS).max(1);
+        for c in plain.chunks(chunk) {
+            if let (Some(a), Some(b)) = (c.first(), c.last()) {
+                ivs.push(Interval::new((*a).clone(), true, (*b).clone(), true));
+            }
+        }
+        for r in list.regexes() {
+            ivs.extend(regex_bounds(r).ivs);
+        }
+    }
+    Tr::new(ivs, false, false)
 }
 
 fn type_bounds(t: &TypeSet) -> Tr {
@@ -815,7 +874,7 @@ fn translate_not(inner: &Expr, hashed: bool, multikey: bool) -> Option<Tr> {
 // Filters to bounds
 // ---------------------------------------------------------------------------------------------
 
-fn flatten<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+pub(super) fn flatten<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     match e {
         Expr::And(cs) => cs.iter().for_each(|c| flatten(c, out)),
         other => out.push(other),
@@ -1014,7 +1073,7 @@ pub fn bounds_for_index(expr: &Expr, index: &IndexMeta) -> Option<IndexBounds> {
     Some(build(expr, &comps, index.multikey))
 }
 
-fn build(expr: &Expr, comps: &[KeyComponent], multikey: bool) -> IndexBounds {
+pub(super) fn build(expr: &Expr, comps: &[KeyComponent], multikey: bool) -> IndexBounds {
     let mut conj = Vec::new();
     flatten(expr, &mut conj);
     let always_false = conj.iter().any(|c| matches!(c, Expr::AlwaysFalse));

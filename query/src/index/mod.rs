@@ -17,6 +17,7 @@
 //! filter the bounds were built from (soundness), whatever the index's contents.
 
 pub mod bounds;
+pub mod geo_bounds;
 pub mod geo_keys;
 pub(crate) mod hash;
 pub mod keys;

@@ -133,6 +133,7 @@ impl PlanCache {
                 } => out.push("_id_".into()),
                 super::Access::Docs { bounds: None, .. } => out.push("$collscan".into()),
                 super::Access::Index(ia) => out.push(ia.index.name.clone()),
+                super::Access::Near(na) => out.push(na.index.name.clone()),
                 super::Access::Or(cs) => cs.iter().for_each(|c| names(c, out)),
             }
         }

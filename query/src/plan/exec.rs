@@ -6,6 +6,8 @@
 //! transactions. Invariants:
 //! - every call does bounded work (`budget` keys plus documents examined), so callers can
 //!   check deadlines between calls;
+//! - an index scan continues after its last key by binary search over its ranges
+//!   ([`split_after`]), never copying the ranges left, so a scan over many ranges stays linear;
 //! - an index scan reads, per storage call, as many entries as documents are still wanted
 //!   (doubling while entries are rejected, up to `ENTRY_CHUNK`), so a small `limit` reads
 //!   only the entries it returns;
@@ -24,7 +26,7 @@ use cairn_storage::index_ops::{IndexHit, KeyRange};
 use cairn_storage::store::{id_key, max_lower, min_upper};
 use cairn_storage::{ReadTxn, ScanBatch, ScanLimits, StorageError, WriteTxn};
 
-use super::planner::{Access, IndexAccess, Plan};
+use super::planner::{Access, IndexAccess, NearAccess, Plan};
 use crate::error::{QueryError, Result};
 use crate::filter::Filter;
 
@@ -167,6 +169,7 @@ pub struct Execution {
     positions: Vec<Position>,
     child: usize,
     seen: Option<HashSet<Vec<u8>>>,
+    near: Option<NearState>,
     /// Work done so far.
     pub stats: Stats,
     exhausted: bool,
@@ -191,21 +194,80 @@ fn is_empty(r: &KeyRange) -> bool {
 
 /// The part of `ranges` (ascending) still to read after consuming entry `resume`.
 pub fn ranges_after(ranges: &[KeyRange], resume: Option<&[u8]>, reverse: bool) -> Vec<KeyRange> {
+    let (head, rest) = split_after(ranges, resume, reverse);
+    let mut out: Vec<KeyRange> = Vec::with_capacity(rest.len() + 1);
+    if reverse {
+        out.extend_from_slice(rest);
+        out.extend(head);
+    } else {
+        out.extend(head);
+        out.extend_from_slice(rest);
+    }
+    out
+}
+
+/// What is left of `ranges` (ascending, disjoint) after consuming entry `resume`, without
+/// copying it: the range holding the position, cut there (`None` when nothing of it is
+/// left), and the untouched ranges still to read after it (in scan order: above it going
+/// forward, below it going backward). Binary search, so each read of a long scan costs
+/// O(log n), not a copy of every range left.
+pub fn split_after<'r>(
+    ranges: &'r [KeyRange],
+    resume: Option<&[u8]>,
+    reverse: bool,
+) -> (Option<KeyRange>, &'r [KeyRange]) {
     let Some(r) = resume else {
-        return ranges.to_vec();
+        return match (reverse, ranges.split_last(), ranges.split_first()) {
+            (true, Some((last, rest)), _) => (Some(last.clone()), rest),
+            (false, _, Some((first, rest))) => (Some(first.clone()), rest),
+            _ => (None, &[]),
+        };
     };
     let cut = Bound::Excluded(r.to_vec());
-    ranges
-        .iter()
-        .map(|(lo, hi)| {
-            if reverse {
-                (lo.clone(), min_upper(hi.clone(), cut.clone()))
-            } else {
-                (max_lower(lo.clone(), cut.clone()), hi.clone())
-            }
-        })
-        .filter(|r| !is_empty(r))
-        .collect()
+    if reverse {
+        // Ranges holding keys below `r`: those whose lower end admits one.
+        let j = ranges.partition_point(|(lo, _)| match lo {
+            Bound::Unbounded => true,
+            Bound::Included(k) | Bound::Excluded(k) => k.as_slice() < r,
+        });
+        let Some(((lo, hi), rest)) = ranges[..j].split_last() else {
+            return (None, &[]);
+        };
+        let head = (lo.clone(), min_upper(hi.clone(), cut));
+        (Some(head).filter(|h| !is_empty(h)), rest)
+    } else {
+        // Ranges holding keys above `r`: those whose upper end admits one.
+        let i = ranges.partition_point(|(_, hi)| match hi {
+            Bound::Unbounded => false,
+            Bound::Included(k) | Bound::Excluded(k) => k.as_slice() <= r,
+        });
+        let Some(((lo, hi), rest)) = ranges[i..].split_first() else {
+            return (None, &[]);
+        };
+        let head = (max_lower(lo.clone(), cut), hi.clone());
+        (Some(head).filter(|h| !is_empty(h)), rest)
+    }
+}
+
+/// Reads at most `limit` entries of what is left after `resume`: the cut range first, then
+/// the untouched ones (borrowed, never copied).
+fn scan_after(
+    src: &dyn Source,
+    idx: &IndexMeta,
+    ranges: &[KeyRange],
+    resume: Option<&[u8]>,
+    reverse: bool,
+    limit: usize,
+) -> std::result::Result<Vec<IndexHit>, StorageError> {
+    let (head, rest) = split_after(ranges, resume, reverse);
+    let mut hits = match head {
+        Some(h) => src.index_scan(idx, std::slice::from_ref(&h), reverse, limit)?,
+        None => Vec::new(),
+    };
+    if hits.len() < limit && !rest.is_empty() {
+        hits.extend(src.index_scan(idx, rest, reverse, limit - hits.len())?);
+    }
+    Ok(hits)
 }
 
 /// A document holding an entry's values at the key pattern's paths (in key-pattern order),
@@ -285,7 +347,12 @@ impl Execution {
             Access::Or(cs) => cs.len(),
             _ => 1,
         };
+        let near = match &plan.access {
+            Access::Near(na) => Some(NearState::new(na)),
+            _ => None,
+        };
         Execution {
+            near,
             seen: plan.dedupe.then(HashSet::new),
             positions: vec![Position::default(); children],
             stats: Stats {
@@ -432,6 +499,7 @@ impl Execution {
                 ranges, reverse, ..
             } => self.run_docs(ranges, *reverse, slot, src, coll, sink),
             Access::Index(ia) => self.run_index(ia, slot, src, coll, sink),
+            Access::Near(na) => self.run_near(na, slot, src, coll, sink),
             Access::IdPoint { key } => {
                 if let Some(p) = self.positions.get(slot)
                     && p.done
@@ -573,17 +641,19 @@ impl Execution {
             sink.max_docs.saturating_sub(sink.docs.len())
         };
         'outer: while !pos.done && !sink.full() {
-            let ranges = ranges_after(&ia.ranges, pos.resume.as_deref(), ia.reverse);
-            if ranges.is_empty() {
-                pos.done = true;
-                break;
-            }
             let room = usize::try_from(sink.budget.saturating_sub(sink.work))
                 .unwrap_or(usize::MAX)
                 .min(chunk)
                 .clamp(1, ENTRY_CHUNK);
             chunk = room.saturating_mul(2);
-            let hits = src.index_scan(&ia.index, &ranges, ia.reverse, room)?;
+            let hits = scan_after(
+                src,
+                &ia.index,
+                &ia.ranges,
+                pos.resume.as_deref(),
+                ia.reverse,
+                room,
+            )?;
             let complete = hits.len() < room;
             for h in hits {
                 pos.resume = Some(h.key.to_vec());
@@ -623,6 +693,261 @@ impl Execution {
             *p = pos;
         }
         Ok(())
+    }
+}
+
+/// Where a `$near` ring search stands.
+#[derive(Debug, Clone)]
+struct NearState {
+    /// Inner radius of the next ring (query units).
+    inner: f64,
+    /// Width of the next ring.
+    width: f64,
+    /// The smallest width tried.
+    min_width: f64,
+    /// Distances beyond this hold nothing (the query's `$maxDistance`, or the farthest the
+    /// index's space reaches).
+    outer: f64,
+    /// Documents of the last ring, nearest first.
+    pending: std::collections::VecDeque<RawDocumentBuf>,
+    /// Every ring has been read.
+    done: bool,
+    /// Rings read.
+    rings: u64,
+}
+
+/// Documents a ring may hold before it is read again narrower.
+const RING_MAX_DOCS: usize = 2048;
+/// Ring widths adapt to keep about this many documents per ring.
+const RING_TARGET_DOCS: usize = 64;
+
+/// Query distance units per radian (meters for GeoJSON points, else radians).
+fn units_per_radian(na: &NearAccess) -> f64 {
+    if na.near.geojson {
+        crate::geo::sphere::EARTH_RADIUS_M
+    } else {
+        1.0
+    }
+}
+
+impl NearState {
+    fn new(na: &NearAccess) -> NearState {
+        use crate::index::geo_bounds::GeoKind;
+        let (farthest, width) = match na.kind {
+            GeoKind::Flat { min, max, .. } if !na.near.spherical => {
+                let (x, y) = na.near.flat;
+                let far = [(min, min), (min, max), (max, min), (max, max)]
+                    .iter()
+                    .map(|c| (c.0 - x).hypot(c.1 - y))
+                    .fold(0.0, f64::max);
+                (far, (max - min) / f64::from(1u32 << 20))
+            }
+            _ => {
+                let k = units_per_radian(na);
+                (
+                    std::f64::consts::PI * k,
+                    k * std::f64::consts::FRAC_PI_2 / f64::from(1u32 << 20),
+                )
+            }
+        };
+        let width = if width > 0.0 && width.is_finite() {
+            width
+        } else {
+            1e-9
+        };
+        NearState {
+            inner: na.near.min.max(0.0),
+            width,
+            min_width: width,
+            outer: na.near.max.min(farthest * (1.0 + 1e-9) + width),
+            pending: std::collections::VecDeque::new(),
+            done: false,
+            rings: 0,
+        }
+    }
+}
+
+/// The bounds of one ring `[lo, hi]` (query units) of a near search.
+fn ring_bounds(na: &NearAccess, lo: f64, hi: f64) -> crate::index::IndexBounds {
+    use crate::geo::cells;
+    use crate::index::geo_bounds::{GeoKind, planar_intervals, sphere_intervals};
+    let mut b = na.base.clone();
+    let ivs = match na.kind {
+        GeoKind::Sphere => {
+            let k = units_per_radian(na);
+            let (lo, hi) = (lo / k, hi / k + 4.0 * crate::geo::sphere::BOUNDARY_TOL);
+            let inner = lo - 4.0 * crate::geo::sphere::BOUNDARY_TOL;
+            match na.near.center {
+                Some(c) => sphere_intervals(&cells::cover_sphere(
+                    &mut |id| {
+                        cells::cell_distance(id, c) <= hi && !cells::cell_within(id, c, inner)
+                    },
+                    32,
+                    crate::index::geo_keys::FINEST_LEVEL,
+                )),
+                None => Vec::new(),
+            }
+        }
+        GeoKind::Flat { bits, min, max } => {
+            let center = na.near.flat;
+            let cover = if na.near.spherical {
+                let hi = hi + 4.0 * crate::geo::sphere::BOUNDARY_TOL;
+                cells::cover_planar(
+                    &mut |c| {
+                        let (a, z) = c.bounds(min, max);
+                        cells::box_sphere_distance_lower(center, a, z) <= hi
+                    },
+                    32,
+                    bits,
+                )
+            } else {
+                let hi = hi * (1.0 + 1e-12) + 1e-12;
+                let inner = lo * (1.0 - 1e-12) - 1e-12;
+                cells::cover_planar(
+                    &mut |c| {
+                        let (a, z) = c.bounds(min, max);
+                        let far = [(a.0, a.1), (a.0, z.1), (z.0, a.1), (z.0, z.1)]
+                            .iter()
+                            .map(|p| (p.0 - center.0).hypot(p.1 - center.1))
+                            .fold(0.0, f64::max);
+                        cells::box_distance(center, a, z) <= hi && far >= inner
+                    },
+                    32,
+                    bits,
+                )
+            };
+            planar_intervals(&cover)
+        }
+    };
+    if let Some(f) = b.fields.get_mut(na.field) {
+        f.intervals = ivs;
+    }
+    b
+}
+
+impl Execution {
+    /// The `$near` ring search: each ring's documents, nearest first (ties in `_id` order),
+    /// then the next ring.
+    fn run_near(
+        &mut self,
+        na: &NearAccess,
+        slot: usize,
+        src: &dyn Source,
+        coll: &CollectionMeta,
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        let Some(mut st) = self.near.take() else {
+            if let Some(p) = self.positions.get_mut(slot) {
+                p.done = true;
+            }
+            return Ok(());
+        };
+        let out = self.near_rings(na, &mut st, src, coll, sink);
+        if st.done
+            && st.pending.is_empty()
+            && let Some(p) = self.positions.get_mut(slot)
+        {
+            p.done = true;
+        }
+        self.near = Some(st);
+        out
+    }
+
+    fn near_rings(
+        &mut self,
+        na: &NearAccess,
+        st: &mut NearState,
+        src: &dyn Source,
+        coll: &CollectionMeta,
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        while !sink.full() {
+            if let Some(d) = st.pending.pop_front() {
+                self.emit(d, sink);
+                continue;
+            }
+            if st.done {
+                return Ok(());
+            }
+            let lo = st.inner;
+            let hi = (lo + st.width).min(st.outer);
+            let last = hi >= st.outer;
+            let bounds = ring_bounds(na, lo, hi);
+            let ranges = bounds.key_ranges();
+            // The documents with an entry in the ring's cells, each once.
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            let mut seen: HashSet<Vec<u8>> = HashSet::new();
+            let mut resume: Option<Vec<u8>> = None;
+            let mut too_many = false;
+            loop {
+                let hits = scan_after(
+                    src,
+                    &na.index,
+                    &ranges,
+                    resume.as_deref(),
+                    false,
+                    ENTRY_CHUNK,
+                )?;
+                let complete = hits.len() < ENTRY_CHUNK;
+                for h in hits {
+                    resume = Some(h.key.to_vec());
+                    self.stats.keys_examined += 1;
+                    sink.work += 1;
+                    if !bounds.contains_values(&h.values) {
+                        continue;
+                    }
+                    self.stats.keys_advanced += 1;
+                    if seen.insert(h.doc_key().to_vec()) {
+                        keys.push(h.doc_key().to_vec());
+                    }
+                }
+                if keys.len() > RING_MAX_DOCS && st.width > st.min_width {
+                    too_many = true;
+                    break;
+                }
+                if complete {
+                    break;
+                }
+            }
+            if too_many {
+                // Too wide for the data here: read it again, narrower.
+                st.width = (st.width / 8.0).max(st.min_width);
+                continue;
+            }
+            let mut found: Vec<(f64, Vec<u8>, RawDocumentBuf)> = Vec::new();
+            for k in keys {
+                let Some(doc) = src.get_by_key(coll, &k)? else {
+                    continue;
+                };
+                self.stats.docs_examined += 1;
+                sink.work += 1;
+                let Some(d) = self.filter.near_distance(&doc) else {
+                    continue;
+                };
+                let in_ring = d >= lo && (d < hi || (last && d <= hi));
+                if in_ring && self.filter.try_matches(&doc)? {
+                    found.push((d, k, doc));
+                }
+            }
+            found.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+            let n = found.len();
+            st.pending.extend(found.into_iter().map(|(_, _, d)| d));
+            st.rings += 1;
+            st.inner = hi;
+            if last {
+                st.done = true;
+            } else if n < RING_TARGET_DOCS / 4 {
+                st.width *= 2.0;
+            } else if n > RING_TARGET_DOCS * 4 {
+                st.width = (st.width / 2.0).max(st.min_width);
+            }
+        }
+        Ok(())
+    }
+
+    /// Rings a `$near` search has read so far.
+    pub fn near_rings_read(&self) -> u64 {
+        self.near.as_ref().map_or(0, |n| n.rings)
     }
 }
 
@@ -730,4 +1055,54 @@ pub fn race(
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     Ok(trials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(lo: u8, hi: u8) -> KeyRange {
+        (Bound::Included(vec![lo]), Bound::Excluded(vec![hi]))
+    }
+
+    #[test]
+    fn split_after_walks_without_copying() {
+        let ranges = vec![r(1, 3), r(5, 7), r(9, 11)];
+        // Nothing read yet: the first (or, backward, the last) range, then the others.
+        let (h, rest) = split_after(&ranges, None, false);
+        assert_eq!(h, Some(r(1, 3)));
+        assert_eq!(rest.len(), 2);
+        let (h, rest) = split_after(&ranges, None, true);
+        assert_eq!(h, Some(r(9, 11)));
+        assert_eq!(rest, &ranges[..2]);
+        // Forward after key 5: the rest of [5, 7), then [9, 11).
+        let (h, rest) = split_after(&ranges, Some(&[5]), false);
+        assert_eq!(
+            h,
+            Some((Bound::Excluded(vec![5]), Bound::Excluded(vec![7])))
+        );
+        assert_eq!(rest, &ranges[2..]);
+        // After the last key of a range: the next range whole.
+        let (h, rest) = split_after(&ranges, Some(&[7]), false);
+        assert_eq!(h, Some(r(9, 11)));
+        assert!(rest.is_empty());
+        let (h, rest) = split_after(&ranges, Some(&[12]), false);
+        assert_eq!(h, None);
+        assert!(rest.is_empty());
+        // Backward after key 9: [5, 7) whole, then [1, 3).
+        let (h, rest) = split_after(&ranges, Some(&[9]), true);
+        assert_eq!(h, Some(r(5, 7)));
+        assert_eq!(rest, &ranges[..1]);
+        let (h, rest) = split_after(&ranges, Some(&[6]), true);
+        assert_eq!(
+            h,
+            Some((Bound::Included(vec![5]), Bound::Excluded(vec![6])))
+        );
+        assert_eq!(rest, &ranges[..1]);
+        assert_eq!(ranges_after(&ranges, Some(&[6]), false).len(), 2);
+        assert_eq!(
+            ranges_after(&ranges, Some(&[0]), true),
+            Vec::<KeyRange>::new()
+        );
+    }
 }

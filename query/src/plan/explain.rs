@@ -1,5 +1,5 @@
 //! `explain` output for plans: MongoDB's stage trees (`COLLSCAN`, `IXSCAN`, `FETCH`, `OR`,
-//! `IDHACK`, `COUNT_SCAN`, and the `SORT`/`SKIP`/`LIMIT`/`PROJECTION_*` stages above them),
+//! `IDHACK`, `COUNT_SCAN`, `GEO_NEAR_2DSPHERE`/`GEO_NEAR_2D`, and the `SORT`/`SKIP`/`LIMIT`/`PROJECTION_*` stages above them),
 //! with or without execution statistics.
 //!
 //! Invariants: the tree printed is the plan that ran (or would run); every statistic is a
@@ -243,6 +243,34 @@ fn access_stage(
                     run.map(|r| (r, advanced, docs)),
                 )
             }
+        }
+        Access::Near(na) => {
+            let name = match na.kind {
+                crate::index::geo_bounds::GeoKind::Sphere => "GEO_NEAR_2DSPHERE",
+                crate::index::geo_bounds::GeoKind::Flat { .. } => "GEO_NEAR_2D",
+            };
+            let mut d = RawDocumentBuf::new();
+            d.append(cstr!("stage"), name);
+            if residual {
+                d.append(cstr!("filter"), filter.to_owned());
+            }
+            if let Some(r) = run {
+                common_stats(&mut d, advanced, keys + docs, r);
+            }
+            d.append(
+                cstr!("keyPattern"),
+                na.index
+                    .key_pattern()
+                    .map(RawDocument::to_owned)
+                    .unwrap_or_default(),
+            );
+            d.append(cstr!("indexName"), na.index.name.clone());
+            d.append(cstr!("indexVersion"), 2);
+            if run.is_some() {
+                d.append(cstr!("keysExamined"), num(keys));
+                d.append(cstr!("docsExamined"), num(docs));
+            }
+            d
         }
         Access::Or(children) => {
             let mut arr = RawArrayBuf::new();

@@ -5,7 +5,10 @@
 //!    `min`/`max`, and for updates what the statement [`Modifies`].
 //! 2. [`candidates`] lists the plans that can answer it ([`Plan`]: an [`Access`] — a point
 //!    read by `_id`, document ranges of the `_id` index or the whole collection, a secondary
-//!    index scan built from [`crate::index::bounds_for_index`], or a `$or` union — plus
+//!    index scan built from [`crate::index::bounds_for_index`] (for a geo index, from the
+//!    cells covering a `$geoWithin`/`$geoIntersects` region,
+//!    [`crate::index::geo_bounds::geo_bounds`]), a `$near` ring search over a geo index
+//!    ([`NearAccess`]), or a `$or` union — plus
 //!    whether the filter must be re-checked, whether the index alone answers (covered,
 //!    COUNT_SCAN) and whether the scan order is the requested sort).
 //! 3. [`choose`] takes the only candidate, or the one cached for the query's [`shape`] in
@@ -35,8 +38,12 @@ use bson::RawDocumentBuf;
 use cairn_storage::catalog::CollectionMeta;
 
 pub use cache::{CacheEntryInfo, PlanCache, signature};
-pub use exec::{Execution, Source, Stats, TRIAL_RESULTS, TRIAL_WORKS, Trial, race, ranges_after};
-pub use planner::{Access, Hint, IndexAccess, Modifies, Plan, Query, candidates, shape};
+pub use exec::{
+    Execution, Source, Stats, TRIAL_RESULTS, TRIAL_WORKS, Trial, race, ranges_after, split_after,
+};
+pub use planner::{
+    Access, Hint, IndexAccess, Modifies, NearAccess, Plan, Query, candidates, shape,
+};
 
 use crate::error::Result;
 use crate::filter::Filter;

@@ -7,7 +7,11 @@
 //! - a plan is *exact* (no residual filter, eligible for covering and counting from the
 //!   index alone) only when [`IndexBounds::is_exact_for`] says so;
 //! - an index that is building or hidden (a hint naming it is refused too, as in MongoDB),
-//!   or over a path the statement modifies, is never a candidate.
+//!   or over a path the statement modifies, is never a candidate;
+//! - a geo index is a candidate only for a `$geoWithin`/`$geoIntersects` it can answer (its
+//!   entries are cells, not values) and never provides a sort; a `$near` query has exactly
+//!   one plan, the ring search over the first fitting geo index, whose documents come
+//!   nearest first.
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::catalog::CollectionMeta;
@@ -19,7 +23,11 @@ use cairn_storage::store::id_key;
 
 use crate::error::{QueryError, Result};
 use crate::filter::{Expr, Filter, Predicate};
+use std::sync::Arc;
+
+use crate::geo::near::NearQuery;
 use crate::index::bounds::{Interval, index_sort_direction};
+use crate::index::geo_bounds::{GeoKind, base_bounds, geo_bounds, geo_kind};
 use crate::index::{IndexBounds, bounds_for, bounds_for_index, key_components};
 use crate::projection::Projection;
 use crate::sort::SortSpec;
@@ -148,6 +156,25 @@ pub enum Access {
     Index(IndexAccess),
     /// The union of several scans (`$or`), each document once.
     Or(Vec<Access>),
+    /// A `$near` search over a geo index: rings of growing radius around the center, each
+    /// read from the cells covering it and returned nearest first (mongod's
+    /// `GEO_NEAR_2DSPHERE` / `GEO_NEAR_2D`).
+    Near(NearAccess),
+}
+
+/// A `$near` search over a geo index.
+#[derive(Debug, Clone)]
+pub struct NearAccess {
+    /// The index.
+    pub index: IndexMeta,
+    /// Its kind (`2dsphere`, or `2d` with its square and bits).
+    pub kind: GeoKind,
+    /// The position of the searched geo field in the key pattern.
+    pub field: usize,
+    /// The bounds of the other fields (the geo field's are replaced ring by ring).
+    pub base: IndexBounds,
+    /// The near predicate.
+    pub near: Arc<NearQuery>,
 }
 
 /// A scan of a secondary index.
@@ -222,6 +249,7 @@ impl Plan {
                 Access::Docs { bounds: None, .. } => "collscan".into(),
                 Access::Docs { .. } => "ix:_id_".into(),
                 Access::Index(ia) => format!("ix:{}", ia.index.name),
+                Access::Near(na) => format!("near:{}", na.index.name),
                 Access::Or(cs) => format!(
                     "or[{}]",
                     cs.iter().map(access_key).collect::<Vec<_>>().join(",")
@@ -229,6 +257,11 @@ impl Plan {
             }
         }
         access_key(&self.access)
+    }
+
+    /// True when the plan returns documents nearest first (a `$near` ring search).
+    pub fn by_distance(&self) -> bool {
+        matches!(self.access, Access::Near(_))
     }
 
     /// True when the plan reads documents in full collection-scan fashion.
@@ -419,6 +452,9 @@ fn min_max_plan(meta: &CollectionMeta, q: &Query<'_>) -> Result<Plan> {
 /// constrained and it does not provide the sort). `forced`: hinted, so used anyway.
 fn plan_for_index(idx: &IndexMeta, q: &Query<'_>, forced: bool) -> Result<Option<Plan>> {
     let expr = q.filter.expr();
+    if is_geo(idx) {
+        return Ok(geo_plan(idx, expr));
+    }
     let bounds = if idx.is_id() {
         id_bounds(expr)
     } else {
@@ -483,6 +519,29 @@ fn plan_for_index(idx: &IndexMeta, q: &Query<'_>, forced: bool) -> Result<Option
         dedupe: idx.multikey,
         count_scan,
     }))
+}
+
+/// The plan of a `$geoWithin`/`$geoIntersects` over a geo index: its cells' ranges, each
+/// document fetched once and checked against the whole filter (`None` when no geo predicate
+/// bounds the index).
+fn geo_plan(idx: &IndexMeta, expr: &Expr) -> Option<Plan> {
+    let bounds = geo_bounds(expr, idx)?;
+    let ranges = bounds.key_ranges();
+    Some(Plan {
+        access: Access::Index(IndexAccess {
+            index: idx.clone(),
+            check_entries: true,
+            bounds,
+            ranges,
+            reverse: false,
+            min_max: false,
+        }),
+        residual: true,
+        covered: false,
+        provides_sort: false,
+        dedupe: true,
+        count_scan: false,
+    })
 }
 
 /// A rough preference among indexes for one `$or` branch: more leading fields pinned to
@@ -568,47 +627,67 @@ fn or_plan(meta: &CollectionMeta, q: &Query<'_>) -> Option<Plan> {
 fn usable<'m>(meta: &'m CollectionMeta, q: &Query<'_>) -> impl Iterator<Item = &'m IndexMeta> {
     let modifies = q.modifies.cloned();
     meta.secondary_indexes().filter(move |i| {
-        i.state == IndexState::Ready
-            && !i.is_hidden()
-            && index_allowed(i, modifies.as_ref())
-            && !is_geo(i)
+        i.state == IndexState::Ready && !i.is_hidden() && index_allowed(i, modifies.as_ref())
     })
 }
 
 /// The plan of a `$near` query: a geo index must exist for it (291 otherwise, as MongoDB's
-/// planner says); the documents come from a collection scan filtered by distance, and the
+/// planner says). The first ready, visible index that fits (`2d` as the leading field for
+/// legacy points, `2dsphere` for GeoJSON or `$nearSphere`) answers by a ring search; when the
+/// statement modifies that index's fields the documents come from a collection scan and the
 /// caller orders them by [`crate::filter::Filter::near_distance`].
 fn near_plan(
     meta: &CollectionMeta,
+    q: &Query<'_>,
     path: &str,
-    near: &crate::geo::near::NearQuery,
+    near: &Arc<NearQuery>,
 ) -> Result<Vec<Plan>> {
     let (two_d_ok, sphere_ok) = near.needs_2d_or_sphere();
-    let found = meta.secondary_indexes().any(|i| {
+    let found = meta.secondary_indexes().find_map(|i| {
         if i.state != IndexState::Ready || i.is_hidden() {
-            return false;
+            return None;
         }
-        let Some(p) = i.key_pattern() else {
-            return false;
-        };
-        p.iter().flatten().enumerate().any(|(n, (k, v))| {
-            k.as_str() == path
+        let p = i.key_pattern()?;
+        p.iter().flatten().enumerate().find_map(|(n, (k, v))| {
+            let fits = k.as_str() == path
                 && match v {
                     bson::RawBsonRef::String("2d") => two_d_ok && n == 0,
                     bson::RawBsonRef::String("2dsphere") => sphere_ok,
                     _ => false,
-                }
+                };
+            fits.then_some((i, n))
         })
     });
-    if !found {
+    let Some((idx, field)) = found else {
         return Err(crate::error::QueryError::Location(
             291,
             "error processing query: planner returned error :: caused by :: unable to find \
              index for $geoNear query"
                 .into(),
         ));
-    }
-    Ok(vec![Plan::collscan(false)])
+    };
+    let expr = q.filter.expr();
+    let (Some(kind), Some(base), true) = (
+        geo_kind(idx),
+        base_bounds(expr, idx),
+        index_allowed(idx, q.modifies),
+    ) else {
+        return Ok(vec![Plan::collscan(false)]);
+    };
+    Ok(vec![Plan {
+        access: Access::Near(NearAccess {
+            index: idx.clone(),
+            kind,
+            field,
+            base,
+            near: near.clone(),
+        }),
+        residual: true,
+        covered: false,
+        provides_sort: false,
+        dedupe: false,
+        count_scan: false,
+    }])
 }
 
 /// A `2d`/`2dsphere` index: its entries are cells, not values, so it answers no ordinary
@@ -623,7 +702,7 @@ fn is_geo(i: &IndexMeta) -> bool {
 /// else applies. Errors: a bad hint (2), `min`/`max` problems (51173–51175).
 pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
     if let Some((path, near)) = q.filter.near() {
-        return near_plan(meta, path.as_str(), near);
+        return near_plan(meta, q, path.as_str(), near);
     }
     if q.min.is_some() || q.max.is_some() {
         return Ok(vec![min_max_plan(meta, q)?]);
@@ -632,7 +711,9 @@ pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
         Hint::Natural { reverse } => return Ok(vec![Plan::collscan(*reverse)]),
         Hint::Name(_) | Hint::Pattern(_) => {
             let idx = hinted(meta, q.hint)?;
-            if !index_allowed(&idx, q.modifies) || is_geo(&idx) {
+            if !index_allowed(&idx, q.modifies)
+                || (is_geo(&idx) && geo_bounds(q.filter.expr(), &idx).is_none())
+            {
                 // MongoDB would honour the hint; scanning an index the update moves
                 // documents in could visit them twice, so the scan stays on `_id`.
                 return Ok(vec![Plan::collscan(false)]);

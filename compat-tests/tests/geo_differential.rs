@@ -1,0 +1,553 @@
+//! Differential testing of geo index scans: a geo predicate answered through a `2dsphere` or
+//! `2d` index returns exactly what the collection scan (`hint: {$natural: 1}`) returns, and
+//! a `$near` ring search returns the documents a client computing the distances itself
+//! expects, nearest first.
+//!
+//! Each seed drives a deterministic generator (splitmix64) building a collection of points
+//! (GeoJSON and legacy pairs, clustered and spread), short lines and small polygons, with a
+//! `2dsphere` index (sometimes compound behind an ordinary field `k`), or legacy points with
+//! a `2d` index of random `bits`. Queries: `$geoWithin` with `$centerSphere` and `$geometry`
+//! polygons, `$geoIntersects` with polygons, lines and points taken from the data, `$box`,
+//! `$polygon`, `$center` and `$centerSphere` on the `2d` index, sometimes beside an equality
+//! on `k`. `$near`/`$nearSphere` queries take random `$minDistance`/`$maxDistance` and limits;
+//! the expected answer is every document whose distance (haversine on the sphere of
+//! 6,378,100 m, or planar) lies in the range, sorted, cut at the limit — equal up to ties and
+//! rounding at the cut.
+
+use bson::{Bson, Document, doc};
+use cairn_compat_tests::{TestServer, collect};
+use mongodb::Collection;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn f(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.f()
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+const R: f64 = 6_378_100.0;
+
+fn haversine(a: (f64, f64), b: (f64, f64)) -> f64 {
+    let (la1, la2) = (a.1.to_radians(), b.1.to_radians());
+    let dla = la2 - la1;
+    let dlo = (b.0 - a.0).to_radians();
+    let h = (dla / 2.0).sin().powi(2) + la1.cos() * la2.cos() * (dlo / 2.0).sin().powi(2);
+    2.0 * h.sqrt().min(1.0).asin()
+}
+
+fn pt(x: f64, y: f64) -> Bson {
+    Bson::Array(vec![Bson::Double(x), Bson::Double(y)])
+}
+
+fn polygon(ring: &[(f64, f64)]) -> Document {
+    let mut coords: Vec<Bson> = ring.iter().map(|(x, y)| pt(*x, *y)).collect();
+    coords.push(pt(ring[0].0, ring[0].1));
+    doc! {"type": "Polygon", "coordinates": [coords]}
+}
+
+/// A small convex quadrilateral (counter-clockwise) around `c`.
+fn quad(rng: &mut Rng, c: (f64, f64), size: f64) -> Vec<(f64, f64)> {
+    let rot = rng.range(0.0, std::f64::consts::FRAC_PI_2);
+    (0..4)
+        .map(|k| {
+            let a = rot + f64::from(k) * std::f64::consts::FRAC_PI_2;
+            let r = size * rng.range(0.6, 1.0);
+            (
+                (c.0 + r * a.cos()).clamp(-179.0, 179.0),
+                (c.1 + r * a.sin()).clamp(-89.0, 89.0),
+            )
+        })
+        .collect()
+}
+
+async fn id_set(c: &Collection<Document>, filter: Document, natural: bool) -> Vec<i32> {
+    let mut find = c.find(filter);
+    if natural {
+        find = find.hint(mongodb::options::Hint::Keys(doc! {"$natural": 1}));
+    }
+    let mut ids: Vec<i32> = collect(find.await.unwrap())
+        .await
+        .iter()
+        .map(|d| d.get_i32("_id").unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+async fn winning_stage(c: &Collection<Document>, filter: Document) -> String {
+    let db = c.client().database(c.namespace().db.as_str());
+    let e = db
+        .run_command(
+            doc! {"explain": {"find": c.name(), "filter": filter}, "verbosity": "queryPlanner"},
+        )
+        .await
+        .unwrap();
+    let plan = e
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    let mut s = plan.get_str("stage").unwrap().to_string();
+    if let Ok(input) = plan.get_document("inputStage") {
+        s.push('/');
+        s.push_str(input.get_str("stage").unwrap());
+        if let Ok(name) = input.get_str("indexName") {
+            s.push(':');
+            s.push_str(name);
+        }
+    }
+    s
+}
+
+fn sphere_doc(rng: &mut Rng, id: i32, centers: &[(f64, f64)]) -> Document {
+    let c = centers[rng.below(centers.len() as u64) as usize];
+    let spread = if rng.below(4) == 0 { 20.0 } else { 1.0 };
+    let p = (
+        (c.0 + rng.range(-spread, spread)).clamp(-180.0, 180.0),
+        (c.1 + rng.range(-spread, spread)).clamp(-90.0, 90.0),
+    );
+    let k = rng.below(3) as i32;
+    let loc = match rng.below(20) {
+        0..=9 => Bson::Document(doc! {"type": "Point", "coordinates": pt(p.0, p.1)}),
+        10..=13 => pt(p.0, p.1),
+        14..=15 => {
+            let q = (
+                p.0 + rng.range(-0.5, 0.5),
+                (p.1 + rng.range(-0.5, 0.5)).clamp(-89.0, 89.0),
+            );
+            Bson::Document(doc! {"type": "LineString", "coordinates": [pt(p.0, p.1), pt(q.0, q.1)]})
+        }
+        16..=17 => {
+            let size = rng.range(0.01, 0.6);
+            let ring = quad(rng, p, size);
+            Bson::Document(polygon(&ring))
+        }
+        18 => Bson::Null,
+        _ => return doc! {"_id": id, "k": k},
+    };
+    doc! {"_id": id, "k": k, "loc": loc}
+}
+
+fn sphere_query(rng: &mut Rng, centers: &[(f64, f64)], docs: &[Document]) -> Document {
+    let c = centers[rng.below(centers.len() as u64) as usize];
+    let c = (
+        c.0 + rng.range(-1.0, 1.0),
+        (c.1 + rng.range(-1.0, 1.0)).clamp(-89.0, 89.0),
+    );
+    let geo = match rng.below(6) {
+        0 | 1 => {
+            let r = rng.range(0.0005, 0.05);
+            doc! {"$geoWithin": {"$centerSphere": [pt(c.0, c.1), r]}}
+        }
+        2 => {
+            let size = rng.range(0.05, 3.0);
+            let ring = quad(rng, c, size);
+            doc! {"$geoWithin": {"$geometry": polygon(&ring)}}
+        }
+        3 => {
+            let size = rng.range(0.05, 3.0);
+            let ring = quad(rng, c, size);
+            doc! {"$geoIntersects": {"$geometry": polygon(&ring)}}
+        }
+        4 => {
+            let q = (
+                c.0 + rng.range(-2.0, 2.0),
+                (c.1 + rng.range(-2.0, 2.0)).clamp(-89.0, 89.0),
+            );
+            doc! {"$geoIntersects": {"$geometry": {"type": "LineString", "coordinates": [pt(c.0, c.1), pt(q.0, q.1)]}}}
+        }
+        _ => {
+            // A point of the data itself (points intersect when they are the same point).
+            let d = &docs[rng.below(docs.len() as u64) as usize];
+            let p = match d.get("loc") {
+                Some(Bson::Document(g)) if g.get_str("type").ok() == Some("Point") => {
+                    g.get_array("coordinates").unwrap().clone()
+                }
+                Some(Bson::Array(a)) => a.clone(),
+                _ => vec![Bson::Double(c.0), Bson::Double(c.1)],
+            };
+            doc! {"$geoIntersects": {"$geometry": {"type": "Point", "coordinates": p}}}
+        }
+    };
+    if rng.below(4) == 0 {
+        doc! {"k": rng.below(3) as i32, "loc": geo}
+    } else {
+        doc! {"loc": geo}
+    }
+}
+
+#[tokio::test]
+async fn sphere_index_scans_match_collection_scans() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("geodiff");
+    let mut ixscans = 0;
+    let mut queries = 0;
+    for seed in 0..6u64 {
+        let mut rng = Rng(seed * 7919 + 1);
+        let c = db.collection::<Document>(&format!("s{seed}"));
+        let centers: Vec<(f64, f64)> = (0..3)
+            .map(|_| (rng.range(-150.0, 150.0), rng.range(-60.0, 60.0)))
+            .collect();
+        let compound = seed % 3 == 2;
+        let key = if compound {
+            doc! {"k": 1, "loc": "2dsphere"}
+        } else {
+            doc! {"loc": "2dsphere"}
+        };
+        let before = seed % 2 == 0;
+        if before {
+            c.create_index(mongodb::IndexModel::builder().keys(key.clone()).build())
+                .await
+                .unwrap();
+        }
+        let docs: Vec<Document> = (0..400)
+            .map(|i| sphere_doc(&mut rng, i, &centers))
+            .collect();
+        c.insert_many(docs.clone()).await.unwrap();
+        if !before {
+            c.create_index(mongodb::IndexModel::builder().keys(key).build())
+                .await
+                .unwrap();
+        }
+        for q in 0..40 {
+            let filter = sphere_query(&mut rng, &centers, &docs);
+            let got = id_set(&c, filter.clone(), false).await;
+            let want = id_set(&c, filter.clone(), true).await;
+            assert_eq!(got, want, "seed {seed} query {q}: {filter}");
+            let stage = winning_stage(&c, filter.clone()).await;
+            if stage.contains("IXSCAN") {
+                ixscans += 1;
+            }
+            queries += 1;
+        }
+    }
+    // Every predicate here can use the index (the compound one too: `k` is unbounded then).
+    assert_eq!(ixscans, queries);
+}
+
+#[tokio::test]
+async fn two_d_index_scans_match_collection_scans() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("geodiff2d");
+    for seed in 0..6u64 {
+        let mut rng = Rng(seed * 104_729 + 3);
+        let c = db.collection::<Document>(&format!("p{seed}"));
+        let bits = [26, 8, 3, 32][seed as usize % 4];
+        c.create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! {"p": "2d"})
+                .options(
+                    mongodb::options::IndexOptions::builder()
+                        .bits(bits as u32)
+                        .build(),
+                )
+                .build(),
+        )
+        .await
+        .unwrap();
+        let docs: Vec<Document> = (0..400)
+            .map(|i| {
+                let (x, y) = (rng.range(-60.0, 60.0), rng.range(-60.0, 60.0));
+                match rng.below(10) {
+                    0 => doc! {"_id": i, "p": {"x": x, "y": y}},
+                    1 => doc! {"_id": i},
+                    _ => doc! {"_id": i, "p": pt(x, y)},
+                }
+            })
+            .collect();
+        c.insert_many(docs).await.unwrap();
+        for q in 0..40 {
+            let (x, y) = (rng.range(-60.0, 60.0), rng.range(-60.0, 60.0));
+            let s = rng.range(0.5, 20.0);
+            let filter = match rng.below(4) {
+                0 => doc! {"p": {"$geoWithin": {"$box": [pt(x, y), pt(x + s, y + s * 0.7)]}}},
+                1 => {
+                    doc! {"p": {"$geoWithin": {"$polygon": [pt(x, y), pt(x + s, y), pt(x, y + s)]}}}
+                }
+                2 => doc! {"p": {"$geoWithin": {"$center": [pt(x, y), s]}}},
+                _ => doc! {"p": {"$geoWithin": {"$centerSphere": [pt(x, y), s / 100.0]}}},
+            };
+            let got = id_set(&c, filter.clone(), false).await;
+            let want = id_set(&c, filter.clone(), true).await;
+            assert_eq!(got, want, "seed {seed} query {q}: {filter}");
+            let stage = winning_stage(&c, filter.clone()).await;
+            assert_eq!(stage, "FETCH/IXSCAN:p_2d", "{filter}");
+        }
+    }
+}
+
+/// The location of a document as (x, y) when it is a point.
+fn point_of(d: &Document, field: &str) -> Option<(f64, f64)> {
+    let num = |b: &Bson| match b {
+        Bson::Double(f) => Some(*f),
+        Bson::Int32(i) => Some(f64::from(*i)),
+        _ => None,
+    };
+    match d.get(field)? {
+        Bson::Document(g) if g.get_str("type").ok() == Some("Point") => {
+            let a = g.get_array("coordinates").ok()?;
+            Some((num(&a[0])?, num(&a[1])?))
+        }
+        Bson::Array(a) => Some((num(&a[0])?, num(&a[1])?)),
+        Bson::Document(g) => {
+            let mut it = g.values();
+            Some((num(it.next()?)?, num(it.next()?)?))
+        }
+        _ => None,
+    }
+}
+
+/// Checks a `$near` answer against the client's own distances.
+fn check_near(
+    what: &str,
+    docs: &[Document],
+    got: &[Document],
+    dist: &dyn Fn((f64, f64)) -> Option<f64>,
+    (min, max): (f64, f64),
+    limit: Option<usize>,
+) {
+    let mut want: Vec<(f64, i32)> = docs
+        .iter()
+        .filter_map(|d| {
+            let p = point_of(d, "loc")?;
+            let dd = dist(p)?;
+            (dd >= min && dd <= max).then(|| (dd, d.get_i32("_id").unwrap()))
+        })
+        .collect();
+    want.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n = limit.map_or(want.len(), |l| l.min(want.len()));
+    let tol = |d: f64| 1e-9 * d.abs().max(1.0);
+    // Near the range's ends rounding may decide either way.
+    let borderline = |d: f64| (d - min).abs() <= tol(d) || (d - max).abs() <= tol(d);
+    let got: Vec<(f64, i32)> = got
+        .iter()
+        .map(|d| {
+            let id = d.get_i32("_id").unwrap();
+            (dist(point_of(d, "loc").unwrap()).unwrap(), id)
+        })
+        .collect();
+    let extra = got.iter().filter(|g| borderline(g.0)).count();
+    assert!(
+        got.len() + extra >= n && got.len() <= n + extra,
+        "{what}: {} results, want {n}",
+        got.len()
+    );
+    for w in got.windows(2) {
+        assert!(
+            w[0].0 <= w[1].0 + tol(w[1].0),
+            "{what}: not in order: {w:?}"
+        );
+    }
+    if let Some(&(last, _)) = got.last() {
+        for (d, id) in &want {
+            if *d < last - tol(last) && !borderline(*d) {
+                assert!(
+                    got.iter().any(|g| g.1 == *id),
+                    "{what}: missing {id} at {d} (last {last})"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn near_ring_search_matches_distances() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("geonear");
+    for seed in 0..4u64 {
+        let mut rng = Rng(seed * 31 + 5);
+        let c = db.collection::<Document>(&format!("n{seed}"));
+        c.create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! {"loc": "2dsphere"})
+                .build(),
+        )
+        .await
+        .unwrap();
+        let centers: Vec<(f64, f64)> = (0..3)
+            .map(|_| (rng.range(-150.0, 150.0), rng.range(-60.0, 60.0)))
+            .collect();
+        let docs: Vec<Document> = (0..1500)
+            .map(|i| {
+                let c = centers[rng.below(3) as usize];
+                let s = if rng.below(5) == 0 { 30.0 } else { 0.5 };
+                let p = (
+                    (c.0 + rng.range(-s, s)).clamp(-180.0, 180.0),
+                    (c.1 + rng.range(-s, s)).clamp(-90.0, 90.0),
+                );
+                if rng.below(3) == 0 {
+                    doc! {"_id": i, "loc": pt(p.0, p.1)}
+                } else {
+                    doc! {"_id": i, "loc": {"type": "Point", "coordinates": pt(p.0, p.1)}}
+                }
+            })
+            .collect();
+        c.insert_many(docs.clone()).await.unwrap();
+        for q in 0..25 {
+            let cc = centers[rng.below(3) as usize];
+            let center = (
+                cc.0 + rng.range(-1.0, 1.0),
+                (cc.1 + rng.range(-1.0, 1.0)).clamp(-89.0, 89.0),
+            );
+            let limit = match rng.below(3) {
+                0 => None,
+                _ => Some(1 + rng.below(40) as usize),
+            };
+            let geojson = rng.below(2) == 0;
+            let (min, max) = match rng.below(3) {
+                0 => (0.0, f64::MAX),
+                1 => (0.0, rng.range(1_000.0, 300_000.0)),
+                _ => (
+                    rng.range(1_000.0, 50_000.0),
+                    rng.range(60_000.0, 3_000_000.0),
+                ),
+            };
+            let (filter, scale) = if geojson {
+                let mut near =
+                    doc! {"$geometry": {"type": "Point", "coordinates": pt(center.0, center.1)}};
+                if min > 0.0 {
+                    near.insert("$minDistance", min);
+                }
+                if max < f64::MAX {
+                    near.insert("$maxDistance", max);
+                }
+                (doc! {"loc": {"$near": near}}, R)
+            } else {
+                let mut f = doc! {"$nearSphere": pt(center.0, center.1)};
+                if min > 0.0 {
+                    f.insert("$minDistance", min / R);
+                }
+                if max < f64::MAX {
+                    f.insert("$maxDistance", max / R);
+                }
+                (doc! {"loc": f}, 1.0)
+            };
+            let mut find = c.find(filter.clone());
+            if let Some(l) = limit {
+                find = find.limit(l as i64);
+            }
+            let got = collect(find.await.unwrap()).await;
+            let range = if scale == R {
+                (min, max)
+            } else {
+                (min / R, if max < f64::MAX { max / R } else { f64::MAX })
+            };
+            check_near(
+                &format!("seed {seed} query {q}: {filter} limit {limit:?}"),
+                &docs,
+                &got,
+                &|p| Some(haversine(center, p) * scale),
+                range,
+                limit,
+            );
+        }
+        // A small limit reads near the point only.
+        let e = db
+            .run_command(doc! {
+                "explain": {"find": c.name(), "filter": {"loc": {"$near": {"$geometry": {"type": "Point", "coordinates": pt(centers[0].0, centers[0].1)}}}}, "limit": 10},
+                "verbosity": "executionStats",
+            })
+            .await
+            .unwrap();
+        let stats = e.get_document("executionStats").unwrap();
+        let examined = stats.get_i32("totalDocsExamined").unwrap();
+        assert!(examined < 500, "docs examined {examined}");
+        let plan = e
+            .get_document("queryPlanner")
+            .unwrap()
+            .get_document("winningPlan")
+            .unwrap();
+        let text = format!("{plan}");
+        assert!(
+            text.contains("GEO_NEAR_2DSPHERE") && text.contains("loc_2dsphere"),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn near_2d_ring_search_matches_distances() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("geonear2d");
+    let mut rng = Rng(99);
+    let c = db.collection::<Document>("n");
+    c.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"loc": "2d"})
+            .build(),
+    )
+    .await
+    .unwrap();
+    let docs: Vec<Document> = (0..1500)
+        .map(|i| doc! {"_id": i, "loc": pt(rng.range(-100.0, 100.0), rng.range(-60.0, 60.0))})
+        .collect();
+    c.insert_many(docs.clone()).await.unwrap();
+    for q in 0..30 {
+        let center = (rng.range(-120.0, 120.0), rng.range(-70.0, 70.0));
+        let limit = (rng.below(3) != 0).then(|| 1 + rng.below(60) as usize);
+        let spherical = rng.below(2) == 0;
+        let max = if rng.below(2) == 0 {
+            f64::MAX
+        } else {
+            rng.range(1.0, 40.0)
+        };
+        let (filter, range) = if spherical {
+            let mut f = doc! {"$nearSphere": pt(center.0, center.1)};
+            let m = max.min(1e300) / 57.0;
+            if max < f64::MAX {
+                f.insert("$maxDistance", m);
+            }
+            (
+                doc! {"loc": f},
+                (0.0, if max < f64::MAX { m } else { f64::MAX }),
+            )
+        } else {
+            let mut f = doc! {"$near": pt(center.0, center.1)};
+            if max < f64::MAX {
+                f.insert("$maxDistance", max);
+            }
+            (doc! {"loc": f}, (0.0, max))
+        };
+        let mut find = c.find(filter.clone());
+        if let Some(l) = limit {
+            find = find.limit(l as i64);
+        }
+        let got = collect(find.await.unwrap()).await;
+        let dist = |p: (f64, f64)| {
+            Some(if spherical {
+                if p.0.abs() > 180.0 || p.1.abs() > 90.0 {
+                    return None;
+                }
+                haversine(center, p)
+            } else {
+                (p.0 - center.0).hypot(p.1 - center.1)
+            })
+        };
+        check_near(
+            &format!("query {q}: {filter} limit {limit:?}"),
+            &docs,
+            &got,
+            &dist,
+            range,
+            limit,
+        );
+    }
+}
