@@ -268,9 +268,8 @@ pub fn command_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
     if body.as_bytes().len() <= limit {
         return body.to_owned();
     }
-    let text = bson::Document::try_from(body)
-        .map(|d| d.to_string())
-        .unwrap_or_default();
+    let mut text = String::new();
+    summary_text(body, limit, &mut text);
     let mut cut = limit.min(text.len());
     while !text.is_char_boundary(cut) {
         cut -= 1;
@@ -280,6 +279,65 @@ pub fn command_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
         out.append(bson::raw::cstr!("comment"), c);
     }
     out
+}
+
+/// Appends the text of a document (in `bson::Document`'s display form) to `out`, stopping
+/// once `out` exceeds `limit` bytes: the work and memory are bounded by the limit, not by the
+/// command (a 16 MB `$in` list is never converted or printed whole). Returns false when it
+/// stopped early.
+fn summary_text(d: &RawDocument, limit: usize, out: &mut String) -> bool {
+    use std::fmt::Write;
+    out.push('{');
+    let mut first = true;
+    for el in d {
+        let Ok((key, value)) = el else { break };
+        if out.len() > limit {
+            return false;
+        }
+        out.push_str(if first { " " } else { ", " });
+        first = false;
+        let _ = write!(out, "\"{key}\": ");
+        if !summary_value(value, limit, out) {
+            return false;
+        }
+    }
+    out.push_str(if first { "}" } else { " }" });
+    true
+}
+
+/// One value of [`summary_text`]: nested documents and arrays stay raw, scalars print as
+/// `bson::Bson` does.
+fn summary_value(value: RawBsonRef<'_>, limit: usize, out: &mut String) -> bool {
+    use std::fmt::Write;
+    match value {
+        RawBsonRef::Document(sub) => summary_text(sub, limit, out),
+        RawBsonRef::Array(items) => {
+            out.push('[');
+            for (i, item) in items.into_iter().enumerate() {
+                let Ok(item) = item else { break };
+                if out.len() > limit {
+                    return false;
+                }
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                if !summary_value(item, limit, out) {
+                    return false;
+                }
+            }
+            out.push(']');
+            true
+        }
+        scalar => {
+            match bson::Bson::try_from(scalar) {
+                Ok(b) => {
+                    let _ = write!(out, "{b}");
+                }
+                Err(_) => out.push('?'),
+            }
+            true
+        }
+    }
 }
 
 /// The next operation id: positive, shared by every kind of operation (commands, index
@@ -733,5 +791,25 @@ mod tests {
         assert_eq!(c.get_str("comment").unwrap(), "hi");
         let small = rawdoc! {"find": "c"};
         assert_eq!(command_copy(&small, MAX_COMMAND_BYTES), small);
+    }
+
+    #[test]
+    fn summaries_read_like_documents_and_stop_at_the_limit() {
+        let d = rawdoc! {"find": "c", "filter": {"a": [1, "x", {}], "b": {}}, "n": 2.5};
+        let mut text = String::new();
+        assert!(summary_text(&d, 1000, &mut text));
+        assert_eq!(
+            text,
+            r#"{ "find": "c", "filter": { "a": [1, "x", {}], "b": {} }, "n": 2.5 }"#
+        );
+        let mut ids = bson::RawArrayBuf::new();
+        for i in 0..100_000 {
+            ids.push(i);
+        }
+        let big = rawdoc! {"count": "c", "query": {"_id": {"$in": ids}}};
+        let mut text = String::new();
+        assert!(!summary_text(&big, 1000, &mut text));
+        assert!(text.len() < 1100, "{}", text.len());
+        assert!(text.starts_with(r#"{ "count": "c", "query": { "_id": { "$in": [0, 1, 2"#));
     }
 }
