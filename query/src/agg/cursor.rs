@@ -8,7 +8,8 @@
 //! covered plan when the index holds every needed field, `hint`), and then produces documents:
 //! streamed from the plan, or through a top-k [`Sorter`] when the plan's order is not the
 //! requested sort. When the rest of the pipeline needs no field at all (`$count`,
-//! `count_documents`' `$group`), the plan only counts and empty documents flow on.
+//! `count_documents`' `$group`), the plan only counts and empty documents flow on; when it
+//! needs only top-level fields, the projection copies those elements in document order.
 //!
 //! Invariant: between calls the stage keeps only the plan's position (no snapshot), so a
 //! cursor may continue it on a newer snapshot.

@@ -4,7 +4,9 @@
 //! - Equality form `{from, localField, foreignField, as}`: the values at `localField`
 //!   (through arrays, array elements flattened; none is null) select the foreign documents
 //!   whose `foreignField` equals one of them (null matches missing), through the query
-//!   planner, so an index on `foreignField` is used.
+//!   planner, so an index on `foreignField` is used. On a collection (not a view) this runs
+//!   as one planned query per document (`plan::choose` with the plan cache, then the
+//!   execution), without building a sub-pipeline each time.
 //! - Pipeline form `{from, let, pipeline, as}`: `let` variables are evaluated on the input
 //!   document and the sub-pipeline runs over `from` with them (`$$name`), so correlated
 //!   sub-pipelines work; without `let` (and without `localField`) the results are computed
