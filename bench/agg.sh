@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the aggregation benchmark next to a throwaway PostgreSQL 15 (installed with apt when
-# missing; never run in CI): `bash bench/agg.sh [--docs N] [--seconds S]`.
+# missing; never run in CI): `bash bench/agg.sh [--docs N] [--seconds S]`; with
+# CAIRN_BIN=/path/to/cairn it runs that server instead of building this tree's.
 # See /work/shared/notes/postgres.md for the setup this follows.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +21,9 @@ stop() {
 }
 trap stop EXIT
 cd "$REPO"
-cargo build --release --bin cairn && cargo build --release -p cairn-bench
+# CAIRN_BIN=/path/to/cairn runs that server binary instead of building this tree's.
+if [ -z "${CAIRN_BIN:-}" ]; then cargo build --release --bin cairn; fi
+cargo build --release -p cairn-bench
 CAIRN_BENCH_PG="host=127.0.0.1 port=$PORT user=postgres dbname=postgres" \
+    CAIRN_BENCH_PG_PID="$(head -1 "$DIR/data/postmaster.pid")" \
     ./target/release/cairn-bench agg "$@"

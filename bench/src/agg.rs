@@ -21,6 +21,10 @@
 //!   1}}}]` — 5-element arrays, 500k unwound documents at N = 1M — vs
 //!   `jsonb_array_elements_text … GROUP BY`.
 //!
+//! Each row also gives the server CPU per run (user + system from `/proc/<pid>/stat` of the
+//! Cairn server, and of the postmaster named by `CAIRN_BENCH_PG_PID` with its children — the
+//! backend and any parallel workers), read around every timed run.
+//!
 //! Every result is checked (group totals and counts agree between the two systems, the top
 //! 10 is the right one) before it is timed.
 
@@ -31,6 +35,7 @@ use bson::{Document, doc};
 use tokio_postgres::NoTls;
 
 use crate::harness::{Opts, Server};
+use crate::pg::cpu_seconds;
 
 const DEFAULT_DOCS: usize = 1_000_000;
 const BATCH: usize = 1_000;
@@ -91,47 +96,83 @@ fn json(d: &Document) -> serde_json::Value {
     d.iter().map(|(k, v)| (k.clone(), value(v))).collect()
 }
 
+/// One target's totals: runs, wall time and server CPU seconds.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    runs: usize,
+    wall: Duration,
+    cpu: f64,
+}
+
+impl Tally {
+    fn rate(&self) -> f64 {
+        self.runs as f64 / self.wall.as_secs_f64()
+    }
+    /// Server CPU milliseconds per run.
+    fn cpu_ms(&self) -> f64 {
+        self.cpu / self.runs.max(1) as f64 * 1e3
+    }
+}
+
+/// Server processes whose CPU (`/proc/<pid>/stat`, with direct children: PostgreSQL's
+/// backends and parallel workers) is charged to each target.
+#[derive(Debug, Clone, Copy)]
+struct Pids {
+    cairn: u32,
+    pg: Option<u32>,
+}
+
 /// Alternates `a` and `b` until each has run for `d` (at least `min` times each); returns
-/// the runs per second of each.
+/// each one's tally (runs, time, server CPU).
 async fn alternate(
     d: Duration,
     min: usize,
+    pids: Pids,
     mut a: impl AsyncFnMut(),
     mut b: Option<impl AsyncFnMut()>,
-) -> (f64, Option<f64>) {
-    let (mut ta, mut tb) = (Duration::ZERO, Duration::ZERO);
-    let (mut na, mut nb) = (0usize, 0usize);
-    while ta < d || na < min || (b.is_some() && (tb < d || nb < min)) {
-        if ta < d || na < min {
+) -> (Tally, Option<Tally>) {
+    let (mut ta, mut tb) = (Tally::default(), Tally::default());
+    while ta.wall < d || ta.runs < min || (b.is_some() && (tb.wall < d || tb.runs < min)) {
+        if ta.wall < d || ta.runs < min {
+            let c = cpu_seconds(pids.cairn);
             let t = Instant::now();
             a().await;
-            ta += t.elapsed();
-            na += 1;
+            ta.wall += t.elapsed();
+            ta.cpu += cpu_seconds(pids.cairn) - c;
+            ta.runs += 1;
         }
         if let Some(b) = b.as_mut()
-            && (tb < d || nb < min)
+            && (tb.wall < d || tb.runs < min)
         {
+            let c = pids.pg.map_or(0.0, cpu_seconds);
             let t = Instant::now();
             b().await;
-            tb += t.elapsed();
-            nb += 1;
+            tb.wall += t.elapsed();
+            tb.cpu += pids.pg.map_or(0.0, cpu_seconds) - c;
+            tb.runs += 1;
         }
     }
-    let rate = |n: usize, t: Duration| n as f64 / t.as_secs_f64();
-    (rate(na, ta), b.map(|_| rate(nb, tb)))
+    (ta, b.map(|_| tb))
 }
 
-fn report(name: &str, unit: &str, per_run: f64, cairn: f64, pg: Option<f64>) {
+fn report(name: &str, unit: &str, per_run: f64, cairn: Tally, pg: Option<Tally>) {
+    let c = cairn.rate();
     match pg {
-        Some(p) => println!(
-            "{name:<16} cairn {:>12.0} {unit}/s ({cairn:>7.2} runs/s)   postgres {:>12.0} {unit}/s ({p:>7.2} runs/s)   cairn/postgres {:.2}",
-            cairn * per_run,
-            p * per_run,
-            cairn / p
-        ),
+        Some(pt) => {
+            let p = pt.rate();
+            println!(
+                "{name:<16} cairn {:>10.0} {unit}/s ({c:>6.2} runs/s, cpu {:>7.1} ms/run)   postgres {:>10.0} {unit}/s ({p:>6.2} runs/s, cpu {:>7.1} ms/run)   cairn/postgres {:.2}",
+                c * per_run,
+                cairn.cpu_ms(),
+                p * per_run,
+                pt.cpu_ms(),
+                c / p
+            )
+        }
         None => println!(
-            "{name:<16} cairn {:>12.0} {unit}/s ({cairn:>7.2} runs/s)",
-            cairn * per_run
+            "{name:<16} cairn {:>10.0} {unit}/s ({c:>6.2} runs/s, cpu {:>7.1} ms/run)",
+            c * per_run,
+            cairn.cpu_ms()
         ),
     }
 }
@@ -286,6 +327,14 @@ pub async fn run(opts: &Opts) {
         load_pg(pg, n).await;
     }
     let d = opts.duration();
+    let pids = Pids {
+        cairn: server.pid(),
+        pg: pg.as_ref().and_then(|_| {
+            std::env::var("CAIRN_BENCH_PG_PID")
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+        }),
+    };
     let events = db.collection::<Document>("events");
 
     // 1. $match (10%, indexed) + $group (20 groups, $sum/$avg).
@@ -323,6 +372,7 @@ pub async fn run(opts: &Opts) {
     let (c, p) = alternate(
         d,
         3,
+        pids,
         async || {
             collect(&events, pipeline.clone()).await;
         },
@@ -362,6 +412,7 @@ pub async fn run(opts: &Opts) {
     let (c, p) = alternate(
         d,
         2,
+        pids,
         async || {
             collect(&orders, lookup.clone()).await;
         },
@@ -396,6 +447,7 @@ pub async fn run(opts: &Opts) {
     let (c, p) = alternate(
         d,
         2,
+        pids,
         async || {
             collect(&events, topk.clone()).await;
         },
@@ -436,6 +488,7 @@ pub async fn run(opts: &Opts) {
     let (c, p) = alternate(
         d,
         3,
+        pids,
         async || {
             collect(&events, unwind.clone()).await;
         },

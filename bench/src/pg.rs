@@ -120,7 +120,8 @@ impl Drop for Postgres {
 }
 
 /// CPU time (user + system) consumed so far by process `pid` and its direct children, in
-/// seconds (PostgreSQL forks a backend per connection).
+/// seconds (PostgreSQL forks a backend per connection), counting the children `pid` has
+/// already reaped (parallel query workers live only for one query).
 pub fn cpu_seconds(pid: u32) -> f64 {
     let tick = 100.0; // USER_HZ on Linux
     let mut total = 0u64;
@@ -140,10 +141,14 @@ pub fn cpu_seconds(pid: u32) -> f64 {
         };
         let f: Vec<&str> = rest.split_whitespace().collect();
         let ppid: u32 = f.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         if p == pid || ppid == pid {
-            let ut: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0);
-            let st: u64 = f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-            total += ut + st;
+            total += ticks(11) + ticks(12);
+        }
+        if p == pid {
+            // Children that exited and were reaped (PostgreSQL's parallel workers) left
+            // their CPU in the parent's cutime/cstime.
+            total += ticks(13) + ticks(14);
         }
     }
     total as f64 / tick

@@ -200,6 +200,14 @@ impl SortSpec {
                 desc: 0,
             });
         }
+        // Top-level fields holding no arrays: the key is their values (missing: null),
+        // read in place without the general walk's bookkeeping.
+        if let Some(values) = self.top_level_key(doc) {
+            return Ok(SortKey {
+                values,
+                desc: self.desc,
+            });
+        }
         let mut keygen = KeyGen {
             desc: self.desc,
             best: None,
@@ -213,6 +221,23 @@ impl SortSpec {
             values: best.into_iter().map(RawBson::from).collect(),
             desc: self.desc,
         })
+    }
+
+    /// The key when every field is a top-level name whose value is not an array (`None`
+    /// otherwise: the general walk handles paths and arrays).
+    fn top_level_key(&self, doc: &RawDocument) -> Option<Vec<RawBson>> {
+        let mut values = Vec::with_capacity(self.fields.len());
+        for f in &self.fields {
+            if f.path.contains('.') {
+                return None;
+            }
+            match doc.get(&f.path) {
+                Ok(Some(RawBsonRef::Array(_))) | Err(_) => return None,
+                Ok(Some(v)) => values.push(RawBson::from(v)),
+                Ok(None) => values.push(RawBson::Null),
+            }
+        }
+        Some(values)
     }
 
     /// Compares two documents by their sort keys. A document whose key cannot be computed

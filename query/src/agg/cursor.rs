@@ -8,7 +8,8 @@
 //! covered plan when the index holds every needed field, `hint`), and then produces documents:
 //! streamed from the plan, or through a top-k [`Sorter`] when the plan's order is not the
 //! requested sort. When the rest of the pipeline needs no field at all (`$count`,
-//! `count_documents`' `$group`), the plan only counts and empty documents flow on.
+//! `count_documents`' `$group`), the plan only counts and empty documents flow on; when it
+//! needs only top-level fields, the projection copies those elements in document order.
 //!
 //! Invariant: between calls the stage keeps only the plan's position (no snapshot), so a
 //! cursor may continue it on a newer snapshot.
@@ -71,6 +72,9 @@ pub struct CursorStage {
     pub limit: Option<u64>,
     /// The projection of the needed fields, and its document.
     pub projection: Option<(Projection, RawDocumentBuf)>,
+    /// The needed fields when they are all top-level (`_id` among them only when needed):
+    /// the projection is then a copy of those elements, in document order.
+    pub top_level: Option<Vec<String>>,
     /// Only the number of matches is needed.
     pub count_only: bool,
     /// The `hint`.
@@ -127,6 +131,7 @@ impl CursorStage {
         };
         let filter = Arc::new(Filter::parse_with(&filter_doc, &WithJsonSchema(ext))?);
         let deps = super::Pipeline::from_stages(rest.clone()).deps();
+        let mut top_level = None;
         let (projection, count_only) = if deps.whole {
             (None, false)
         } else {
@@ -134,6 +139,9 @@ impl CursorStage {
             if paths.is_empty() {
                 (None, true)
             } else {
+                if paths.iter().all(|p| !p.contains('.')) {
+                    top_level = Some(paths.clone());
+                }
                 let mut d = RawDocumentBuf::new();
                 let mut id = false;
                 for p in &paths {
@@ -163,6 +171,7 @@ impl CursorStage {
                 skip,
                 limit,
                 projection,
+                top_level,
                 count_only,
                 hint,
                 report: Mutex::new(None),
@@ -360,6 +369,18 @@ impl CursorStream {
     }
 
     fn project(&self, d: RawDocumentBuf) -> Result<RawDocumentBuf> {
+        if let Some(names) = &self.stage.top_level {
+            // An inclusion of top-level fields keeps them in document order, whatever their
+            // type: a copy of those elements (what the projection would build).
+            let mut out = RawDocumentBuf::new();
+            for el in d.iter() {
+                let (k, v) = el.map_err(|e| crate::error::QueryError::BadValue(e.to_string()))?;
+                if names.iter().any(|n| n == k.as_str()) {
+                    out.append(k, v);
+                }
+            }
+            return Ok(out);
+        }
         match &self.stage.projection {
             Some((p, _)) => p.apply(&d, None),
             None => Ok(d),

@@ -292,6 +292,23 @@ impl Expression {
         Ok(eval::eval(&self.root, &mut cx)?.to_bson())
     }
 
+    /// Evaluates and hands the value to `f` borrowed (`None` is missing): a field path's
+    /// value is read in place, without the copy [`Expression::evaluate`] makes.
+    pub fn with_value<R>(
+        &self,
+        root: &RawDocument,
+        vars: &Variables,
+        f: impl FnOnce(Option<RawBsonRef<'_>>) -> R,
+    ) -> Result<R> {
+        let mut cx = eval::Cx {
+            root,
+            vars,
+            locals: vec![value::Value::Missing; self.slots],
+        };
+        let v = eval::eval(&self.root, &mut cx)?;
+        Ok(f(v.get()))
+    }
+
     /// The value coerced to a boolean as `$expr`, `$cond` and `$and` do.
     pub fn evaluate_truthy(&self, root: &RawDocument, vars: &Variables) -> Result<bool> {
         let mut cx = eval::Cx {

@@ -64,14 +64,20 @@ pub(crate) fn bson_size(v: &RawBson) -> usize {
 /// A byte key equal for values MongoDB considers equal (`1`, `1.0`, `NumberLong(1)`).
 pub(crate) fn value_key(v: RawBsonRef<'_>) -> Vec<u8> {
     let mut out = Vec::new();
-    if cairn_storage::keys::encode_value_with_max_depth(&mut out, v, false, 400).is_err() {
+    value_key_into(&mut out, v);
+    out
+}
+
+/// [`value_key`] written into `out` (cleared first), so a caller can reuse one buffer.
+pub(crate) fn value_key_into(out: &mut Vec<u8>, v: RawBsonRef<'_>) {
+    out.clear();
+    if cairn_storage::keys::encode_value_with_max_depth(out, v, false, 400).is_err() {
         // Too deep to encode: fall back to the type and raw bytes (exact equality only).
         out.clear();
         out.push(0xFF);
         out.push(v.element_type() as u8);
         out.extend(format!("{v:?}").into_bytes());
     }
-    out
 }
 
 /// Which accumulator.
@@ -355,6 +361,19 @@ impl AccumulatorSpec {
                 Some(e) => e.evaluate(doc, vars),
                 None => Ok(None),
             },
+        }
+    }
+
+    /// Computes `doc`'s input and feeds it to `acc` (as [`AccumulatorSpec::input`] then
+    /// [`Accumulator::process`], but reading a field path's value in place).
+    pub fn accumulate(&self, doc: &RawDocument, acc: &mut dyn Accumulator) -> Result<()> {
+        match (self.op, &self.input) {
+            (AccOp::Count | AccOp::Top | AccOp::Bottom | AccOp::TopN | AccOp::BottomN, _) => {
+                let v = self.input(doc)?;
+                acc.process(v.as_ref().map(RawBson::as_raw_bson_ref), false)
+            }
+            (_, Some(e)) => e.with_value(doc, self.ext.variables(), |v| acc.process(v, false))?,
+            (_, None) => acc.process(None, false),
         }
     }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
-use crate::agg::accumulators::{Accumulator, AccumulatorSpec, bson_size, value_key};
+use crate::agg::accumulators::{Accumulator, AccumulatorSpec, bson_size, value_key_into};
 use crate::agg::doc::key;
 use crate::agg::{Deps, DepsState, DocStream, ExecCx, Options, ParseCx, Stage, loc};
 use crate::error::{QueryError, Result};
@@ -226,28 +226,37 @@ impl GroupStream {
             runs: Vec::new(),
         };
         let mut n = 0u32;
+        let mut kbuf = Vec::new();
         while let Some(doc) = input.next(cx)? {
             n += 1;
             if n.is_multiple_of(1024) {
                 cx.host.check_interrupt()?;
             }
-            let id = stage.id.evaluate(&doc, vars)?.unwrap_or(RawBson::Null);
-            let k = value_key(id.as_raw_bson_ref());
-            let gi = match t.index.get(&k) {
-                Some(i) => *i,
-                None => {
+            // The key is encoded into one reused buffer and looked up by slice: a document
+            // of a known group allocates nothing here.
+            let found = stage.id.with_value(&doc, vars, |v| {
+                let v = v.unwrap_or(RawBsonRef::Null);
+                value_key_into(&mut kbuf, v);
+                match t.index.get(kbuf.as_slice()) {
+                    Some(i) => Ok(*i),
+                    None => Err(RawBson::from(v)),
+                }
+            })?;
+            let gi = match found {
+                Ok(i) => i,
+                Err(id) => {
                     let mut accs = Vec::with_capacity(stage.accumulators.len());
                     for a in &stage.accumulators {
                         accs.push(a.create(id.as_raw_bson_ref())?);
                     }
-                    t.mem += 2 * k.len() + bson_size(&id) + ENTRY_OVERHEAD;
+                    t.mem += 2 * kbuf.len() + bson_size(&id) + ENTRY_OVERHEAD;
                     t.mem += accs.iter().map(|a| a.memory()).sum::<usize>();
                     t.groups.push(Entry {
-                        key: k.clone(),
+                        key: kbuf.clone(),
                         id,
                         accs,
                     });
-                    t.index.insert(k, t.groups.len() - 1);
+                    t.index.insert(kbuf.clone(), t.groups.len() - 1);
                     t.groups.len() - 1
                 }
             };
@@ -255,9 +264,8 @@ impl GroupStream {
                 continue;
             };
             for (spec, acc) in stage.accumulators.iter().zip(g.accs.iter_mut()) {
-                let v = spec.input(&doc)?;
                 let before = acc.memory();
-                acc.process(v.as_ref().map(RawBson::as_raw_bson_ref), false)?;
+                spec.accumulate(&doc, acc.as_mut())?;
                 t.mem = (t.mem + acc.memory()).saturating_sub(before);
             }
             if t.mem > self.opts.memory_limit {

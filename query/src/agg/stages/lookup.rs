@@ -4,7 +4,9 @@
 //! - Equality form `{from, localField, foreignField, as}`: the values at `localField`
 //!   (through arrays, array elements flattened; none is null) select the foreign documents
 //!   whose `foreignField` equals one of them (null matches missing), through the query
-//!   planner, so an index on `foreignField` is used.
+//!   planner, so an index on `foreignField` is used. On a collection (not a view) this runs
+//!   as one planned query per document (`plan::choose` with the plan cache, then the
+//!   execution), without building a sub-pipeline each time.
 //! - Pipeline form `{from, let, pipeline, as}`: `let` variables are evaluated on the input
 //!   document and the sub-pipeline runs over `from` with them (`$$name`), so correlated
 //!   sub-pipelines work; without `let` (and without `localField`) the results are computed
@@ -266,6 +268,68 @@ impl Lookup {
         self.local.is_some() || !self.lets.is_empty()
     }
 
+    /// The equality form alone (no `let`, no `pipeline`): it can run as one planned query
+    /// per document ([`Lookup::probe`]) instead of a sub-pipeline.
+    fn equality_only(&self) -> bool {
+        self.pipeline_raw.is_none() && self.lets.is_empty() && self.from.is_some()
+    }
+
+    /// The equality form's matches for `doc` on the collection `meta`: the filter the
+    /// sub-pipeline's `$match` would hold, planned and run directly (the same planner,
+    /// plan cache and execution as the `$cursor` stage, without building a pipeline per
+    /// document).
+    fn probe(
+        &self,
+        doc: &RawDocument,
+        meta: &cairn_storage::catalog::CollectionMeta,
+        cx: &ExecCx<'_>,
+    ) -> Result<Vec<RawDocumentBuf>> {
+        let (Some(local), Some(foreign), Some(from)) = (&self.local, &self.foreign, &self.from)
+        else {
+            return Ok(Vec::new());
+        };
+        let mut vals = Vec::new();
+        values_along(doc, local, &mut vals);
+        let f = equality_filter(foreign, vals)?;
+        let filter = Arc::new(crate::filter::Filter::parse_with(
+            &f,
+            &super::match_::NoGeoNear(&crate::jsonschema::WithJsonSchema(&self.ext)),
+        )?);
+        let hint = crate::plan::Hint::None;
+        let q = crate::plan::Query::new(&filter, &hint);
+        let ns = format!("{}.{from}", self.db);
+        let chosen = crate::plan::choose(
+            cx.host.plan_cache(),
+            &ns,
+            meta,
+            &q,
+            &filter,
+            cx.source,
+            false,
+        )?;
+        let mut out = chosen.buffered;
+        let mut bytes: usize = out.iter().map(|d| d.as_bytes().len()).sum();
+        let mut exec = chosen.exec;
+        loop {
+            if bytes > MAX_DOC_BYTES {
+                return Err(QueryError::Location(
+                    4568,
+                    format!(
+                        "Total size of documents in {from} matching pipeline's $lookup stage \
+                         exceeds maximum document size"
+                    ),
+                ));
+            }
+            if exec.is_exhausted() {
+                return Ok(out);
+            }
+            cx.host.check_interrupt()?;
+            let docs = exec.next(cx.source, meta, 256, MAX_DOC_BYTES, 10_000)?;
+            bytes += docs.iter().map(|d| d.as_bytes().len()).sum::<usize>();
+            out.extend(docs);
+        }
+    }
+
     /// The matching foreign documents for `doc`.
     fn matches(
         &self,
@@ -348,6 +412,7 @@ impl Stage for Lookup {
             opts: opts.clone(),
             input,
             cached: None,
+            plain: None,
         }))
     }
 
@@ -362,6 +427,37 @@ struct LookupStream {
     input: Box<dyn DocStream>,
     /// Results of an uncorrelated sub-pipeline.
     cached: Option<RawArrayBuf>,
+    /// Whether `from` is a plain collection, decided once per run (equality form only).
+    plain: Option<bool>,
+}
+
+/// How the equality form reads `from` in this batch.
+enum Direct {
+    /// A collection: probe it directly.
+    Collection(Arc<cairn_storage::catalog::CollectionMeta>),
+    /// No such collection (and no view): no matches.
+    Missing,
+    /// A view, or not the equality form: run the sub-pipeline.
+    No,
+}
+
+impl LookupStream {
+    fn direct(&mut self, cx: &ExecCx<'_>) -> Result<Direct> {
+        let st = &self.stage;
+        let Some(from) = st.from.as_deref().filter(|_| st.equality_only()) else {
+            return Ok(Direct::No);
+        };
+        if self.plain.is_none() {
+            self.plain = Some(cx.catalog.view(&st.db, from)?.is_none());
+        }
+        if self.plain != Some(true) {
+            return Ok(Direct::No);
+        }
+        Ok(match cx.catalog.collection(&st.db, from)? {
+            Some(meta) => Direct::Collection(meta),
+            None => Direct::Missing,
+        })
+    }
 }
 
 impl DocStream for LookupStream {
@@ -370,8 +466,13 @@ impl DocStream for LookupStream {
             return Ok(None);
         };
         let arr = if self.stage.correlated() {
+            let docs = match self.direct(cx)? {
+                Direct::Collection(meta) => self.stage.probe(&doc, &meta, cx)?,
+                Direct::Missing => Vec::new(),
+                Direct::No => self.stage.matches(&doc, &self.opts, cx)?,
+            };
             let mut a = RawArrayBuf::new();
-            for d in self.stage.matches(&doc, &self.opts, cx)? {
+            for d in docs {
                 a.push(d);
             }
             a
