@@ -23,6 +23,7 @@
 //! few keys, no scans, no fsync waits) goes through `run_short`; everything else uses `run`.
 //! No lock is held across the `.await` in `run`.
 
+use cairn_storage::{Durability, Store};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use crate::error::{CommandError, ErrorCode};
@@ -45,6 +46,14 @@ where
             format!("storage task failed: {e}"),
         )),
     }
+}
+
+/// Whether a write to one document of `db.coll` may run inline through [`run_short`]: the
+/// collection exists (creating one is DDL that writes files) and the write concern does not
+/// wait for the journal's fsync ([`Store::waits_for_sync`]); what is left is a few keys read
+/// and written and one journal append.
+pub fn short_write(store: &Store, db: &str, coll: &str, durability: Durability) -> bool {
+    !store.waits_for_sync(durability) && store.collection(db, coll).is_some()
 }
 
 /// Runs `f`, storage work bounded to a few key reads, inline when `short` (see the module
