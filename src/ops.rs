@@ -260,7 +260,10 @@ pub fn command_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
     if body.as_bytes().len() <= limit {
         return body.to_owned();
     }
-    let text = bson::Document::try_from(body)
+    // Only the leading part is printed: converting and printing the whole command (an
+    // insert of 1,000 documents) cost more than the insert's own storage work.
+    let mut budget = limit.saturating_mul(LEADING_BYTES_PER_CHAR);
+    let text = bson::Document::try_from(leading(body, &mut budget).as_ref())
         .map(|d| d.to_string())
         .unwrap_or_default();
     let mut cut = limit.min(text.len());
@@ -270,6 +273,48 @@ pub fn command_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
     let mut out = rawdoc! {"$truncated": format!("{} ...", &text[..cut])};
     if let Ok(Some(c)) = body.get("comment") {
         out.append(bson::raw::cstr!("comment"), c);
+    }
+    out
+}
+
+/// Raw bytes of leading elements kept per character of a `$truncated` summary: a value prints
+/// at least a quarter of its encoded size (an int64 `0` is 11 bytes in an array and prints
+/// `0, `), so the kept elements print past the cut and the summary is the whole command's.
+const LEADING_BYTES_PER_CHAR: usize = 8;
+
+/// A copy of `doc` holding its leading elements up to about `budget` encoded bytes, nested
+/// documents and arrays cut the same way (their text is then a prefix of the whole's, up to
+/// where the cut elements would start).
+fn leading(doc: &RawDocument, budget: &mut usize) -> RawDocumentBuf {
+    let mut out = RawDocumentBuf::new();
+    for (k, v) in doc.iter().flatten() {
+        if *budget == 0 {
+            break;
+        }
+        let before = out.as_bytes().len();
+        match v {
+            RawBsonRef::Document(d) => out.append(k, leading(d, budget)),
+            RawBsonRef::Array(a) => out.append(k, leading_array(a, budget)),
+            other => out.append(k, other),
+        }
+        *budget = budget.saturating_sub(out.as_bytes().len() - before);
+    }
+    out
+}
+
+fn leading_array(arr: &bson::RawArray, budget: &mut usize) -> bson::RawArrayBuf {
+    let mut out = bson::RawArrayBuf::new();
+    for v in arr.into_iter().flatten() {
+        if *budget == 0 {
+            break;
+        }
+        let before = out.as_bytes().len();
+        match v {
+            RawBsonRef::Document(d) => out.push(leading(d, budget)),
+            RawBsonRef::Array(a) => out.push(leading_array(a, budget)),
+            other => out.push(other),
+        }
+        *budget = budget.saturating_sub(out.as_bytes().len() - before);
     }
     out
 }
@@ -725,5 +770,39 @@ mod tests {
         assert_eq!(c.get_str("comment").unwrap(), "hi");
         let small = rawdoc! {"find": "c"};
         assert_eq!(command_copy(&small, MAX_COMMAND_BYTES), small);
+    }
+
+    /// The summary of a big command is the prefix of its whole text, though only its leading
+    /// elements are printed — also for values that print shorter than they encode.
+    #[test]
+    fn truncated_summary_is_the_whole_commands_prefix() {
+        let whole = |body: &RawDocumentBuf| {
+            let text = bson::Document::try_from(body.as_ref()).unwrap().to_string();
+            let mut cut = MAX_COMMAND_BYTES.min(text.len());
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            format!("{} ...", &text[..cut])
+        };
+        let mut docs = bson::RawArrayBuf::new();
+        for i in 0..2000 {
+            docs.push(rawdoc! {"_id": i, "name": format!("n{i}"), "tags": ["a", "b"], "é": 1.5});
+        }
+        let mut zeros = bson::RawArrayBuf::new();
+        for _ in 0..5000 {
+            zeros.push(0i64);
+        }
+        let mut nested = rawdoc! {"z": zeros.clone()};
+        for _ in 0..50 {
+            nested = rawdoc! {"n": nested, "k": "v"};
+        }
+        for body in [
+            rawdoc! {"insert": "c", "documents": docs, "$db": "d"},
+            rawdoc! {"insert": "c", "documents": [{"zeros": zeros}], "$db": "d"},
+            rawdoc! {"update": "c", "updates": [{"q": nested, "u": {}}], "$db": "d"},
+        ] {
+            let c = command_copy(&body, MAX_COMMAND_BYTES);
+            assert_eq!(c.get_str("$truncated").unwrap(), whole(&body));
+        }
     }
 }
