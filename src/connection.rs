@@ -14,8 +14,9 @@
 //!    protocol and compressor.
 //! 3. OP_MSG and OP_QUERY handshakes become one command document, run by
 //!    [`crate::commands::dispatch`]. A `moreToCome` request gets no reply.
-//! 4. The reply is encoded (with a checksum when the client sent one), compressed with the
-//!    client's compressor if the request was compressed, and written.
+//! 4. The reply is encoded (with a checksum when the client sent one) into the connection's
+//!    reply buffer, reused from one reply to the next, compressed with the client's compressor
+//!    if the request was compressed, and written.
 //! 5. Exhaust: when a command asks to stream (awaitable `hello` with `exhaustAllowed`), the
 //!    reply carries `moreToCome` and the next reply is produced without a new request, each
 //!    answering the previous reply's id, until an error reply or the client leaves.
@@ -51,6 +52,10 @@ use crate::state::ServerState;
 /// Largest step by which the read buffer grows while a big frame arrives.
 const READ_STEP: usize = 4 * 1024 * 1024;
 
+/// Largest reply buffer a connection keeps for its next reply (a bigger one is freed after
+/// its reply is written, so an idle connection holds at most this much).
+const KEEP_REPLY_BUFFER: usize = 1024 * 1024;
+
 /// With `--auth`, the largest message a connection may send before it authenticates (the
 /// pre-authentication commands are small; a larger message closes the connection).
 pub const UNAUTHENTICATED_MAX_MESSAGE: usize = 1024 * 1024;
@@ -83,6 +88,9 @@ enum ReadOutcome {
 struct Connection {
     stream: crate::tls::Stream,
     buf: BytesMut,
+    /// The reply being written, kept between replies (up to [`KEEP_REPLY_BUFFER`] bytes of
+    /// capacity) so a reply does not allocate its message.
+    out: Vec<u8>,
     server: Arc<ServerState>,
     client: Client,
     next_request_id: i32,
@@ -123,6 +131,7 @@ pub async fn serve(
     let mut conn = Connection {
         stream,
         buf: BytesMut::with_capacity(8 * 1024),
+        out: Vec::with_capacity(8 * 1024),
         server,
         client,
         next_request_id: 1,
@@ -216,24 +225,47 @@ impl Connection {
 
     /// Writes `message`, compressed with `compressor` when the request was compressed.
     async fn send(&mut self, message: Vec<u8>, compressor: Option<Compressor>) -> bool {
+        self.send_bytes(&message, compressor).await
+    }
+
+    /// Encodes an OP_MSG reply into the connection's reply buffer and writes it (see
+    /// [`Connection::send`]).
+    async fn send_msg(
+        &mut self,
+        id: i32,
+        response_to: i32,
+        flags: u32,
+        reply: &RawDocument,
+        checksum: bool,
+        compressor: Option<Compressor>,
+    ) -> bool {
+        let mut out = std::mem::take(&mut self.out);
+        op_msg::encode_into(&mut out, id, response_to, flags, reply, checksum);
+        let sent = self.send_bytes(&out, compressor).await;
+        if out.capacity() <= KEEP_REPLY_BUFFER {
+            self.out = out;
+        }
+        sent
+    }
+
+    async fn send_bytes(&mut self, message: &[u8], compressor: Option<Compressor>) -> bool {
         self.server
             .network
             .bytes_out
             .fetch_add(message.len() as i64, Relaxed);
-        let bytes = match compressor {
-            Some(c) => match compression::compress_message(&message, c) {
+        let compressed = compressor.and_then(|c| {
+            compression::compress_message(message, c)
+                .ok()
                 // MongoDB sends a reply uncompressed when compressing would exceed the limit.
-                Ok(z) if z.len() <= MAX_MESSAGE_SIZE => z,
-                _ => message,
-            },
-            None => message,
-        };
+                .filter(|z| z.len() <= MAX_MESSAGE_SIZE)
+        });
+        let bytes = compressed.as_deref().unwrap_or(message);
         self.server
             .network
             .physical_bytes_out
             .fetch_add(bytes.len() as i64, Relaxed);
         // The flush sends what TLS buffered (a no-op on plain TCP).
-        self.stream.write_all(&bytes).await.is_ok() && self.stream.flush().await.is_ok()
+        self.stream.write_all(bytes).await.is_ok() && self.stream.flush().await.is_ok()
     }
 
     /// Handles one frame; returns false when the connection must close.
@@ -289,8 +321,10 @@ impl Connection {
                 }
                 let id = self.request_id();
                 let flags = if next.is_some() { MORE_TO_COME } else { 0 };
-                let m = op_msg::encode(id, request_id, flags, &reply, checksum);
-                if !self.send(m, compressor).await {
+                if !self
+                    .send_msg(id, request_id, flags, &reply, checksum, compressor)
+                    .await
+                {
                     return false;
                 }
                 match next {
@@ -390,11 +424,12 @@ impl Connection {
         body: &RawDocument,
         exhaust_allowed: bool,
     ) -> Option<(RawDocumentBuf, Option<RawDocumentBuf>)> {
-        let envelope = commands::parse_envelope(body).ok();
-        let name = envelope.map(|(_, n)| n.to_string()).unwrap_or_default();
-        let db = envelope.map(|(d, _)| d.to_string()).unwrap_or_default();
-        let awaitable = body.get("maxAwaitTimeMS").ok().flatten().is_some();
-        let kill_on_disconnect = commands::lookup(&name).is_some_and(|c| c.kill_on_disconnect);
+        let parsed = commands::Parsed::parse(body);
+        let envelope = commands::envelope(&parsed).ok();
+        let name = envelope.map(|(_, n)| n).unwrap_or_default();
+        let db = envelope.map(|(d, _)| d).unwrap_or_default();
+        let awaitable = parsed.find("maxAwaitTimeMS").is_some();
+        let kill_on_disconnect = commands::lookup(name).is_some_and(|c| c.kill_on_disconnect);
         let started = Instant::now();
         self.server.connections.active.fetch_add(1, Relaxed);
         let Connection {
@@ -404,7 +439,7 @@ impl Connection {
             client,
             ..
         } = self;
-        let fut = commands::dispatch(server, client, body, exhaust_allowed);
+        let fut = commands::dispatch_parsed(server, client, &parsed, exhaust_allowed);
         let result = if kill_on_disconnect {
             tokio::pin!(fut);
             loop {
@@ -477,8 +512,10 @@ impl Connection {
             };
             let id = self.request_id();
             let flags = if more.is_some() { MORE_TO_COME } else { 0 };
-            let m = op_msg::encode(id, previous_id, flags, &reply, checksum);
-            if !self.send(m, compressor).await {
+            if !self
+                .send_msg(id, previous_id, flags, &reply, checksum, compressor)
+                .await
+            {
                 break false;
             }
             match more {

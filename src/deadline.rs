@@ -16,7 +16,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{RawBsonRef, RawDocument};
+use bson::RawBsonRef;
 
 use crate::error::{CommandError, ErrorCode};
 use crate::ops::Operation;
@@ -39,8 +39,8 @@ thread_local! {
 }
 
 /// Parses the generic `maxTimeMS` argument: absent or 0 means no limit.
-pub fn parse(body: &RawDocument) -> Result<Option<Instant>, CommandError> {
-    let ms = match body.get("maxTimeMS") {
+pub fn parse<'a>(body: impl crate::commands::Args<'a>) -> Result<Option<Instant>, CommandError> {
+    let ms = match body.arg("maxTimeMS") {
         Ok(None) | Ok(Some(RawBsonRef::Null)) => return Ok(None),
         Ok(Some(RawBsonRef::Int32(i))) => i64::from(i),
         Ok(Some(RawBsonRef::Int64(i))) => i,
@@ -58,7 +58,7 @@ pub fn parse(body: &RawDocument) -> Result<Option<Instant>, CommandError> {
             f as i64
         }
         Ok(Some(_)) => return Err(CommandError::bad_value("maxTimeMS must be a number")),
-        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+        Err(e) => return Err(e),
     };
     if !(0..=i64::from(i32::MAX)).contains(&ms) {
         return Err(CommandError::bad_value(format!(

@@ -40,14 +40,14 @@ impl Lang {
     /// The language of command `cmd` (for error messages), with the variables of its `let`
     /// field (each value is an expression evaluated once, without a document) and
     /// `$$CLUSTER_TIME` = `cluster_time`, the server's cluster time when the command started.
-    pub fn for_command(
-        body: &RawDocument,
+    pub fn for_command<'a>(
+        body: impl crate::commands::Args<'a>,
         cmd: &str,
         cluster_time: bson::Timestamp,
     ) -> Result<Lang, CommandError> {
         let mut vars = Variables::new();
         vars.set_cluster_time(cluster_time);
-        match body.get("let") {
+        match body.arg("let") {
             Ok(None) => {}
             Ok(Some(RawBsonRef::Document(d))) => {
                 let empty = rawdoc! {};
@@ -68,12 +68,7 @@ impl Lang {
                     "object",
                 ));
             }
-            Err(e) => {
-                return Err(CommandError::new(
-                    crate::error::ErrorCode::InvalidBSON,
-                    e.to_string(),
-                ));
-            }
+            Err(e) => return Err(e),
         }
         Ok(Lang {
             expr: ExprExtensions::with_variables(vars),

@@ -106,18 +106,33 @@ pub struct LatencyStats {
 }
 
 impl LatencyStats {
-    /// Records one operation on `ns`.
-    pub fn record(&self, ns: &str, kind: OpKind, micros: u64) {
-        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if m.len() >= MAX_NAMESPACES && !m.contains_key(ns) {
-            m.clear();
+    /// Records one operation on `db.coll` (the namespace is spelled into a per-thread buffer
+    /// and allocated only the first time it is seen).
+    pub fn record(&self, db: &str, coll: &str, kind: OpKind, micros: u64) {
+        thread_local! {
+            static NS: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
         }
-        let e = m.entry(ns.to_string()).or_default();
-        match kind {
-            OpKind::Read => e.reads.add(micros),
-            OpKind::Write => e.writes.add(micros),
-            OpKind::Command => e.commands.add(micros),
-        }
+        NS.with_borrow_mut(|ns| {
+            ns.clear();
+            ns.push_str(db);
+            ns.push('.');
+            ns.push_str(coll);
+            let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            let e = match m.get_mut(ns.as_str()) {
+                Some(e) => e,
+                None => {
+                    if m.len() >= MAX_NAMESPACES {
+                        m.clear();
+                    }
+                    m.entry(ns.clone()).or_default()
+                }
+            };
+            match kind {
+                OpKind::Read => e.reads.add(micros),
+                OpKind::Write => e.writes.add(micros),
+                OpKind::Command => e.commands.add(micros),
+            }
+        });
     }
 
     /// `latencyStats` of `ns`: `{reads, writes, commands, transactions}`.

@@ -237,9 +237,14 @@ impl Metrics {
 
     /// Accounts for a finished command (awaitable `hello`s, which wait by design, are left out
     /// of the latencies).
-    pub fn finished(&self, op: &Operation, body: &RawDocument, reply: Option<&RawDocument>) {
+    pub fn finished(
+        &self,
+        op: &Operation,
+        body: &crate::commands::Parsed<'_>,
+        reply: Option<&RawDocument>,
+    ) {
         let micros = u64::try_from(op.started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        if body.get("maxAwaitTimeMS").ok().flatten().is_none() {
+        if body.find("maxAwaitTimeMS").is_none() {
             self.latency(Kind::of(op.command_name)).record(micros);
         }
         let (keys, docs) = op.work();
@@ -252,8 +257,8 @@ impl Metrics {
             return;
         };
         if matches!(
-            body.get("startTransaction"),
-            Ok(Some(RawBsonRef::Boolean(true)))
+            body.find("startTransaction"),
+            Some(RawBsonRef::Boolean(true))
         ) {
             self.txn_started.fetch_add(1, Relaxed);
         }
@@ -281,7 +286,10 @@ impl Metrics {
         if let Some((n, id)) = cursor_reply(reply) {
             self.docs_returned.fetch_add(n, Relaxed);
             if op.command_name == "getMore" {
-                let asked = body.get_i64("getMore").unwrap_or(0);
+                let asked = match body.find("getMore") {
+                    Some(RawBsonRef::Int64(n)) => n,
+                    _ => 0,
+                };
                 if let Ok(mut seen) = self.continued.lock() {
                     let first = if id == 0 {
                         !seen.remove(&asked)

@@ -812,4 +812,38 @@ mod tests {
         assert!(text.len() < 1100, "{}", text.len());
         assert!(text.starts_with(r#"{ "count": "c", "query": { "_id": { "$in": [0, 1, 2"#));
     }
+
+    /// The summary of a big command is the prefix of its whole text, though only its leading
+    /// elements are printed — also for values that print shorter than they encode.
+    #[test]
+    fn truncated_summary_is_the_whole_commands_prefix() {
+        let whole = |body: &RawDocumentBuf| {
+            let text = bson::Document::try_from(body.as_ref()).unwrap().to_string();
+            let mut cut = MAX_COMMAND_BYTES.min(text.len());
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            format!("{} ...", &text[..cut])
+        };
+        let mut docs = bson::RawArrayBuf::new();
+        for i in 0..2000 {
+            docs.push(rawdoc! {"_id": i, "name": format!("n{i}"), "tags": ["a", "b"], "é": 1.5});
+        }
+        let mut zeros = bson::RawArrayBuf::new();
+        for _ in 0..5000 {
+            zeros.push(0i64);
+        }
+        let mut nested = rawdoc! {"z": zeros.clone()};
+        for _ in 0..50 {
+            nested = rawdoc! {"n": nested, "k": "v"};
+        }
+        for body in [
+            rawdoc! {"insert": "c", "documents": docs, "$db": "d"},
+            rawdoc! {"insert": "c", "documents": [{"zeros": zeros}], "$db": "d"},
+            rawdoc! {"update": "c", "updates": [{"q": nested, "u": {}}], "$db": "d"},
+        ] {
+            let c = command_copy(&body, MAX_COMMAND_BYTES);
+            assert_eq!(c.get_str("$truncated").unwrap(), whole(&body));
+        }
+    }
 }

@@ -57,8 +57,10 @@ fn failed(msg: impl Into<String>) -> CommandError {
 
 impl WriteConcern {
     /// Parses the command's `writeConcern` field (absent → the default).
-    pub fn from_command(body: &RawDocument) -> Result<WriteConcern, CommandError> {
-        match body.get("writeConcern") {
+    pub fn from_command<'a>(
+        body: impl crate::commands::Args<'a>,
+    ) -> Result<WriteConcern, CommandError> {
+        match body.arg("writeConcern") {
             Ok(None) => Ok(WriteConcern::default()),
             Ok(Some(RawBsonRef::Document(d))) => WriteConcern::parse(d),
             Ok(Some(other)) => Err(CommandError::wrong_type(
@@ -66,7 +68,7 @@ impl WriteConcern {
                 type_name(&other),
                 "object",
             )),
-            Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+            Err(e) => Err(e),
         }
     }
 

@@ -15,12 +15,15 @@
 //! [`hint_value`], [`parse_hint`] (`hint`); [`parse_scale`] (`scale` of the statistics
 //! commands); [`check_batch_size`] with [`MAX_BATCH`] (write batches); [`command_string`],
 //! [`opt_string`], [`opt_string_array`] (string parameters, e.g. of the user commands).
+//!
+//! The optional-field readers take [`Args`]: the raw body, or its [`super::Parsed`] fields
+//! when a command reads many of them (one walk of the body instead of one per field).
 
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use cairn_query::plan::Hint;
 
-use super::Request;
+use super::{Args, Request};
 use crate::error::{CommandError, ErrorCode};
 
 /// The BSON type name MongoDB uses in error messages.
@@ -67,11 +70,14 @@ pub fn collection_arg<'a>(req: &Request<'a>) -> Result<&'a str, CommandError> {
 
 /// An optional non-negative integer field (`batchSize`, `limit`, `skip`): numbers are
 /// truncated; negatives are 51024; other types 14.
-pub fn opt_count(body: &RawDocument, cmd: &str, field: &str) -> Result<Option<i64>, CommandError> {
-    let v = match body.get(field) {
-        Ok(None) | Ok(Some(RawBsonRef::Null)) => return Ok(None),
-        Ok(Some(v)) => v,
-        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+pub fn opt_count<'a>(
+    body: impl Args<'a>,
+    cmd: &str,
+    field: &str,
+) -> Result<Option<i64>, CommandError> {
+    let v = match body.arg(field)? {
+        None | Some(RawBsonRef::Null) => return Ok(None),
+        Some(v) => v,
     };
     let n = safe_int64(cmd, field, v)?;
     check_range(field, n, Some(0), None)?;
@@ -80,57 +86,58 @@ pub fn opt_count(body: &RawDocument, cmd: &str, field: &str) -> Result<Option<i6
 
 /// An optional document field (14 when present with another type).
 pub fn opt_document<'a>(
-    body: &'a RawDocument,
+    body: impl Args<'a>,
     cmd: &str,
     field: &str,
 ) -> Result<Option<&'a RawDocument>, CommandError> {
-    match body.get(field) {
-        Ok(None) => Ok(None),
-        Ok(Some(RawBsonRef::Document(d))) => Ok(Some(d)),
-        Ok(Some(other)) => Err(CommandError::wrong_type(
+    match body.arg(field)? {
+        None => Ok(None),
+        Some(RawBsonRef::Document(d)) => Ok(Some(d)),
+        Some(other) => Err(CommandError::wrong_type(
             &format!("{cmd}.{field}"),
             type_name(&other),
             "object",
         )),
-        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
     }
 }
 
 /// An optional strictly boolean field (`ordered`, `singleBatch`...).
-pub fn opt_strict_bool(
-    body: &RawDocument,
+pub fn opt_strict_bool<'a>(
+    body: impl Args<'a>,
     cmd: &str,
     field: &str,
 ) -> Result<Option<bool>, CommandError> {
-    match body.get(field) {
-        Ok(None) => Ok(None),
-        Ok(Some(RawBsonRef::Boolean(b))) => Ok(Some(b)),
-        Ok(Some(other)) => Err(CommandError::wrong_type(
+    match body.arg(field)? {
+        None => Ok(None),
+        Some(RawBsonRef::Boolean(b)) => Ok(Some(b)),
+        Some(other) => Err(CommandError::wrong_type(
             &format!("{cmd}.{field}"),
             type_name(&other),
             "bool",
         )),
-        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
     }
 }
 
 /// Reads an optional boolean-ish IDL field (`safeBool`: bool or number).
-pub fn opt_bool(body: &RawDocument, cmd: &str, field: &str) -> Result<Option<bool>, CommandError> {
-    match body.get(field) {
-        Ok(None) => Ok(None),
-        Ok(Some(
+pub fn opt_bool<'a>(
+    body: impl Args<'a>,
+    cmd: &str,
+    field: &str,
+) -> Result<Option<bool>, CommandError> {
+    match body.arg(field)? {
+        None => Ok(None),
+        Some(
             v @ (RawBsonRef::Boolean(_)
             | RawBsonRef::Int32(_)
             | RawBsonRef::Int64(_)
             | RawBsonRef::Double(_)
             | RawBsonRef::Decimal128(_)),
-        )) => Ok(Some(truthy(&v))),
-        Ok(Some(v)) => Err(CommandError::wrong_type(
+        ) => Ok(Some(truthy(&v))),
+        Some(v) => Err(CommandError::wrong_type(
             &format!("{cmd}.{field}"),
             type_name(&v),
             "bool",
         )),
-        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
     }
 }
 
@@ -158,15 +165,14 @@ pub fn safe_int64(cmd: &str, field: &str, v: RawBsonRef<'_>) -> Result<i64, Comm
 }
 
 /// An optional `safeInt64` field.
-pub fn opt_safe_int64(
-    body: &RawDocument,
+pub fn opt_safe_int64<'a>(
+    body: impl Args<'a>,
     cmd: &str,
     field: &str,
 ) -> Result<Option<i64>, CommandError> {
-    match body.get(field) {
-        Ok(None) => Ok(None),
-        Ok(Some(v)) => safe_int64(cmd, field, v).map(Some),
-        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    match body.arg(field)? {
+        None => Ok(None),
+        Some(v) => safe_int64(cmd, field, v).map(Some),
     }
 }
 
@@ -320,8 +326,8 @@ pub fn hint_value(v: RawBsonRef<'_>, field: &str) -> Result<Hint, CommandError> 
 }
 
 /// Parses the `hint` field of a command (none when absent).
-pub fn parse_hint(body: &RawDocument, cmd: &str) -> Result<Hint, CommandError> {
-    match body.get("hint") {
+pub fn parse_hint<'a>(body: impl Args<'a>, cmd: &str) -> Result<Hint, CommandError> {
+    match body.arg("hint") {
         Ok(Some(v)) => hint_value(v, &format!("{cmd}.hint")),
         _ => Ok(Hint::None),
     }

@@ -175,7 +175,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let ordered = ordered || target.in_txn();
         let retry = inv.op.retry;
         let stmt_ids = crate::session::retry::stmt_ids(body, "delete", parsed.len())?;
-        let (n, errors, retried) = blocking::run(move || {
+        // One statement by `_id` deletes one document: inline (see `blocking::short_write`).
+        let point = parsed.len() == 1
+            && matches!(parsed.first(), Some(Ok(st))
+                if st.filter.id_equality().is_some() && matches!(st.hint, Hint::None));
+        let short = point && blocking::short_write(&server.store, &db, &coll, durability);
+        let (n, errors, retried) = blocking::run_short(short, move || {
             let mut n = 0usize;
             let mut errors = Vec::new();
             let mut retried = Vec::new();

@@ -140,18 +140,20 @@ impl FindRequest {
     /// Parses and validates a `find` command as MongoDB does.
     pub fn parse(req: &Request<'_>, server: &ServerState) -> Result<FindRequest, CommandError> {
         let body = req.body;
+        let parsed = super::Parsed::parse(body);
+        let args = &parsed;
         let coll = collection_arg(req)?.to_string();
         let db = req.db.to_string();
-        let filter_doc = opt_document(body, "find", "filter")?;
-        let sort_doc = opt_document(body, "find", "sort")?;
-        let projection = opt_document(body, "find", "projection")?;
-        let skip = opt_count(body, "find", "skip")?.unwrap_or(0);
-        let limit = opt_count(body, "find", "limit")?.filter(|l| *l > 0);
-        let batch_size = opt_count(body, "find", "batchSize")?;
-        let single_batch = opt_strict_bool(body, "find", "singleBatch")?.unwrap_or(false);
-        let no_timeout = opt_bool(body, "find", "noCursorTimeout")?.unwrap_or(false);
-        let tailable = opt_bool(body, "find", "tailable")?.unwrap_or(false);
-        let await_data = opt_bool(body, "find", "awaitData")?.unwrap_or(false);
+        let filter_doc = opt_document(args, "find", "filter")?;
+        let sort_doc = opt_document(args, "find", "sort")?;
+        let projection = opt_document(args, "find", "projection")?;
+        let skip = opt_count(args, "find", "skip")?.unwrap_or(0);
+        let limit = opt_count(args, "find", "limit")?.filter(|l| *l > 0);
+        let batch_size = opt_count(args, "find", "batchSize")?;
+        let single_batch = opt_strict_bool(args, "find", "singleBatch")?.unwrap_or(false);
+        let no_timeout = opt_bool(args, "find", "noCursorTimeout")?.unwrap_or(false);
+        let tailable = opt_bool(args, "find", "tailable")?.unwrap_or(false);
+        let await_data = opt_bool(args, "find", "awaitData")?.unwrap_or(false);
         if await_data && !tailable {
             return Err(CommandError::new(
                 ErrorCode::FailedToParse,
@@ -173,11 +175,11 @@ impl FindRequest {
             ));
         }
         for field in ["returnKey", "showRecordId"] {
-            if opt_bool(body, "find", field)?.unwrap_or(false) {
+            if opt_bool(args, "find", field)?.unwrap_or(false) {
                 return Err(not_implemented(&format!("find.{field}")));
             }
         }
-        let lang = crate::lang::Lang::for_command(body, "find", crate::lang::cluster_time(server))?;
+        let lang = crate::lang::Lang::for_command(args, "find", crate::lang::cluster_time(server))?;
         let projection_doc = projection
             .filter(|p| !p.is_empty())
             .map(RawDocument::to_owned);
@@ -185,16 +187,16 @@ impl FindRequest {
             Some(p) => Some(lang.projection(p)?),
             None => None,
         };
-        let allow_disk_use = opt_strict_bool(body, "find", "allowDiskUse")?
+        let allow_disk_use = opt_strict_bool(args, "find", "allowDiskUse")?
             .unwrap_or(server.config.allow_disk_use_by_default);
-        if let Some(c) = opt_document(body, "find", "collation")?
+        if let Some(c) = opt_document(args, "find", "collation")?
             && !matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple"))))
         {
             return Err(not_implemented("collations other than simple"));
         }
-        let min = opt_document(body, "find", "min")?.map(RawDocument::to_owned);
-        let max = opt_document(body, "find", "max")?.map(RawDocument::to_owned);
-        let hint = super::args::parse_hint(body, "find")?;
+        let min = opt_document(args, "find", "min")?.map(RawDocument::to_owned);
+        let max = opt_document(args, "find", "max")?.map(RawDocument::to_owned);
+        let hint = super::args::parse_hint(args, "find")?;
         let sort = match sort_doc {
             Some(s) => Some(SortSpec::parse(s)?),
             None => None,
@@ -451,7 +453,6 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         if let Some(await_data) = r.tailable {
             return tail(inv, r, await_data).await;
         }
-        let spill_dir = inv.server.config.data_dir.join(crate::cursor::SPILL_DIR);
         let first_max = r
             .batch_size
             .map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
@@ -545,7 +546,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                 usize::try_from(server.config.sort_memory_limit_bytes)
                                     .unwrap_or(usize::MAX),
                                 r.allow_disk_use,
-                                Some(spill_dir),
+                                Some(server.config.data_dir.join(crate::cursor::SPILL_DIR)),
                             );
                             let sort_err = |e| executor_error(CommandError::from(e));
                             for d in chosen.buffered {

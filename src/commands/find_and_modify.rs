@@ -180,7 +180,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             .first()
             .copied()
             .unwrap_or(0);
-        let (outcome, retried) = blocking::run(move || {
+        // By `_id` (no sort or hint) it changes one document: inline (see
+        // `blocking::short_write`).
+        let short = filter.id_equality().is_some()
+            && sort.is_none()
+            && matches!(hint, cairn_query::plan::Hint::None)
+            && blocking::short_write(&server.store, &db, &coll, durability);
+        let (outcome, retried) = blocking::run_short(short, move || {
             let store = &server.store;
             if let Some(r) = &retry
                 && let Some(Some(rec)) = r.executed(store, &[stmt])?.into_iter().next()

@@ -198,7 +198,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             .fetch_add(count as i64, Relaxed);
         let store = inv.server.store.clone();
         let durability = wc.durability();
-        let (n, store_errors, retried) = blocking::run(move || {
+        // One document into an existing collection: inline (see `blocking::short_write`).
+        let short = prepared.len() == 1 && blocking::short_write(&store, &db, &coll, durability);
+        let (n, store_errors, retried) = blocking::run_short(short, move || {
             let mut n = 0usize;
             let mut errs: Vec<(usize, CommandError)> = Vec::new();
             let mut retried: Vec<i32> = Vec::new();

@@ -31,6 +31,10 @@
 //! authorization bookkeeping ([`crate::auth::authorize::after`]: who owns a new cursor or
 //! session).
 //!
+//! The body is walked once ([`Parsed`], by the connection or [`dispatch`]); the envelope, the
+//! stable-API and strict-field checks, `maxTimeMS`, the session arguments
+//! ([`crate::session::begin`]), the latency and metrics bookkeeping all read that one table.
+//!
 //! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
 //! a [`CommandError`] through [`CommandError::to_reply`] — with the fail point's labels when it
 //! gave some.
@@ -51,6 +55,7 @@ pub use crate::auth::privilege::ActionType;
 pub use args::{
     collection_arg, opt_bool, opt_count, opt_document, opt_strict_bool, truthy, type_name,
 };
+pub use parsed::{Args, Parsed};
 
 pub mod abort_transaction;
 pub mod aggregate;
@@ -107,6 +112,7 @@ pub mod list_databases;
 pub mod list_indexes;
 pub mod log_rotate;
 pub mod logout;
+pub mod parsed;
 pub mod ping;
 pub mod profile;
 pub mod refresh_sessions;
@@ -378,8 +384,8 @@ pub fn lookup(name: &str) -> Option<&'static Command> {
     index().get(name).copied()
 }
 
-fn check_api_parameters(cmd: &Command, body: &RawDocument) -> Result<(), CommandError> {
-    let get = |f: &str| body.get(f).ok().flatten();
+fn check_api_parameters(cmd: &Command, body: &Parsed<'_>) -> Result<(), CommandError> {
+    let get = |f: &str| body.find(f);
     let version = get("apiVersion");
     let strict = get("apiStrict");
     let deprecation = get("apiDeprecationErrors");
@@ -429,12 +435,15 @@ fn check_api_parameters(cmd: &Command, body: &RawDocument) -> Result<(), Command
 }
 
 pub(crate) fn check_fields(cmd: &Command, req: &Request<'_>) -> Result<(), CommandError> {
+    check_parsed_fields(cmd, &Parsed::parse(req.body))
+}
+
+fn check_parsed_fields(cmd: &Command, body: &Parsed<'_>) -> Result<(), CommandError> {
     let Fields::Strict(allowed) = cmd.fields else {
         return Ok(());
     };
-    for (i, el) in req.body.iter().enumerate() {
-        let (k, _) = el.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        let k = k.as_str();
+    for (i, el) in body.iter().enumerate() {
+        let (k, _) = el?;
         if i == 0 || allowed.contains(&k) || GENERIC_ARGUMENTS.contains(&k) {
             continue;
         }
@@ -445,11 +454,12 @@ pub(crate) fn check_fields(cmd: &Command, req: &Request<'_>) -> Result<(), Comma
 
 /// Extracts `$db` and the command name, or the error MongoDB gives.
 pub fn parse_envelope(body: &RawDocument) -> Result<(&str, &str), CommandError> {
-    let first = body
-        .iter()
-        .next()
-        .transpose()
-        .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    envelope(&Parsed::parse(body))
+}
+
+/// [`parse_envelope`] on a body already read.
+pub fn envelope<'a>(body: &Parsed<'a>) -> Result<(&'a str, &'a str), CommandError> {
+    let first = body.first().transpose()?;
     let db = match body.get("$db") {
         Ok(Some(RawBsonRef::String(db))) => db,
         Ok(Some(other)) => {
@@ -465,7 +475,7 @@ pub fn parse_envelope(body: &RawDocument) -> Result<(&str, &str), CommandError> 
             ));
         }
     };
-    let name = first.map(|(k, _)| k.as_str()).unwrap_or_default();
+    let name = first.map(|(k, _)| k).unwrap_or_default();
     Ok((db, name))
 }
 
@@ -477,19 +487,30 @@ pub async fn dispatch(
     body: &RawDocument,
     exhaust_allowed: bool,
 ) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
+    dispatch_parsed(server, client, &Parsed::parse(body), exhaust_allowed).await
+}
+
+/// [`dispatch`] for a body whose fields were already read (the connection reads them once
+/// for its own bookkeeping and the dispatcher's).
+pub async fn dispatch_parsed(
+    server: &Arc<ServerState>,
+    client: &mut Client,
+    body: &Parsed<'_>,
+    exhaust_allowed: bool,
+) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
     let mut op = crate::session::OpCtx::default();
     let mut effects = crate::failpoint::Effects::default();
     let (result, tail) = run(server, client, body, exhaust_allowed, &mut op, &mut effects).await;
-    let gossip = crate::session::gossip_out(server, op.at_cluster_time);
     match result {
         Ok(reply) => {
             let mut out = ok_reply(reply.body);
-            crate::error::append_all(&mut out, &gossip);
+            crate::session::append_gossip(&mut out, server, op.at_cluster_time);
             crate::error::append_all(&mut out, &tail);
             (out, reply.more_to_come)
         }
         Err(mut e) => {
-            crate::session::label_error(body, &mut e);
+            let gossip = crate::session::gossip_out(server, op.at_cluster_time);
+            crate::session::label_error(body.body(), &mut e);
             let Some(labels) = effects.labels_override else {
                 return (e.to_reply_with(Some(&gossip)), None);
             };
@@ -514,29 +535,21 @@ pub async fn dispatch(
 pub async fn run(
     server: &Arc<ServerState>,
     client: &mut Client,
-    body: &RawDocument,
+    parsed: &Parsed<'_>,
     exhaust_allowed: bool,
     op: &mut crate::session::OpCtx,
     effects: &mut crate::failpoint::Effects,
 ) -> (CmdResult, RawDocumentBuf) {
-    let cmd = match resolve(server, body) {
-        Ok(cmd) => cmd,
+    let body = parsed.body();
+    let (cmd, db, name) = match resolve(server, parsed) {
+        Ok(r) => r,
         Err(e) => return (Err(e), RawDocumentBuf::new()),
     };
     let checked = match crate::auth::check_authenticated(server, client, cmd).await {
-        Ok(()) => prepare(cmd, body),
+        Ok(()) => prepare(cmd, parsed),
         Err(e) => Err(e),
     };
-    if let Err(e) = checked {
-        return (Err(e), RawDocumentBuf::new());
-    }
-    let Ok((db, name)) = parse_envelope(body) else {
-        return (
-            Err(CommandError::new(ErrorCode::InternalError, "envelope")),
-            RawDocumentBuf::new(),
-        );
-    };
-    let deadline = match crate::deadline::parse(body) {
+    let deadline = match checked {
         Ok(d) => d,
         Err(e) => return (Err(e), RawDocumentBuf::new()),
     };
@@ -553,18 +566,24 @@ pub async fn run(
         exhaust_allowed,
     };
     let out =
-        crate::deadline::scope_with(ctx, execute(server, client, cmd, req, op, effects)).await;
+        crate::deadline::scope_with(ctx, execute(server, client, cmd, req, parsed, op, effects))
+            .await;
     crate::ops::finished(server, &running.op, out.0.is_ok());
     server.metrics.finished(
         &running.op,
-        body,
+        parsed,
         out.0.as_ref().ok().map(|r| r.body.as_ref()),
     );
-    let result = match &out.0 {
-        Ok(r) => Ok(r.body.as_ref()),
-        Err(e) => Err(e),
-    };
-    client.slow_log = crate::profiler::record(server, profiling, &running.op, body, result).await;
+    if profiling.is_some() {
+        let result = match &out.0 {
+            Ok(r) => Ok(r.body.as_ref()),
+            Err(e) => Err(e),
+        };
+        client.slow_log =
+            crate::profiler::record(server, profiling, &running.op, body, result).await;
+    } else {
+        client.slow_log = None;
+    }
     out
 }
 
@@ -576,6 +595,7 @@ async fn execute(
     client: &mut Client,
     cmd: &'static Command,
     req: Request<'_>,
+    parsed: &Parsed<'_>,
     op: &mut crate::session::OpCtx,
     effects: &mut crate::failpoint::Effects,
 ) -> (CmdResult, RawDocumentBuf) {
@@ -604,7 +624,7 @@ async fn execute(
             "Failing write via 'onPrimaryTransactionalWrite' failpoint",
         ));
     }
-    *op = match crate::session::begin(server, cmd, db, body).await {
+    *op = match crate::session::begin(server, cmd, db, parsed).await {
         Ok(ctx) => ctx,
         Err(e) => return early(e),
     };
@@ -617,7 +637,7 @@ async fn execute(
         op,
     })
     .await;
-    record_latency(server, cmd, &req, started);
+    record_latency(server, cmd, parsed, req.db, started);
     let (mut body_result, more) = match result {
         Ok(r) => (Ok(r.body), r.more_to_come),
         Err(e) => (Err(e), None),
@@ -655,9 +675,13 @@ pub fn available(server: &ServerState, cmd: &Command) -> bool {
     server.config.enable_test_commands || !TEST_COMMANDS.contains(&cmd.name)
 }
 
-/// The command a request names, on a database it may run against (module doc steps 1–3).
-fn resolve(server: &ServerState, body: &RawDocument) -> Result<&'static Command, CommandError> {
-    let (db, name) = parse_envelope(body)?;
+/// The command a request names, on a database it may run against (module doc steps 1–3),
+/// with `$db` and the name as sent.
+fn resolve<'a>(
+    server: &ServerState,
+    body: &Parsed<'a>,
+) -> Result<(&'static Command, &'a str, &'a str), CommandError> {
+    let (db, name) = envelope(body)?;
     let cmd = lookup(name)
         .filter(|c| available(server, c))
         .ok_or_else(|| {
@@ -672,35 +696,35 @@ fn resolve(server: &ServerState, body: &RawDocument) -> Result<&'static Command,
             format!("{} may only be run against the admin database.", cmd.name),
         ));
     }
-    Ok(cmd)
+    Ok((cmd, db, name))
 }
 
-/// The checks every command shares after authentication (module doc steps 5–6).
-fn prepare(cmd: &'static Command, body: &RawDocument) -> Result<(), CommandError> {
-    let (db, name) = parse_envelope(body)?;
+/// The checks every command shares after authentication (module doc steps 5–6); returns the
+/// `maxTimeMS` deadline.
+fn prepare(
+    cmd: &'static Command,
+    body: &Parsed<'_>,
+) -> Result<Option<std::time::Instant>, CommandError> {
     check_api_parameters(cmd, body)?;
-    let req = Request {
-        name,
-        db,
-        body,
-        exhaust_allowed: false,
-    };
-    check_fields(cmd, &req)?;
-    crate::deadline::parse(body)?;
-    Ok(())
+    check_parsed_fields(cmd, body)?;
+    crate::deadline::parse(body)
 }
 
 /// Adds the command's latency to its collection's `latencyStats`.
 fn record_latency(
     server: &ServerState,
     cmd: &Command,
-    req: &Request<'_>,
+    body: &Parsed<'_>,
+    db: &str,
     started: std::time::Instant,
 ) {
     let coll = if cmd.name == "getMore" {
-        req.body.get_str("collection").ok()
+        match body.find("collection") {
+            Some(RawBsonRef::String(c)) => Some(c),
+            _ => None,
+        }
     } else {
-        match req.body.iter().next() {
+        match body.first() {
             Some(Ok((_, RawBsonRef::String(c)))) => Some(c),
             _ => None,
         }
@@ -708,12 +732,9 @@ fn record_latency(
     if let Some(c) = coll {
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let kind = crate::latency::OpKind::of(cmd.name);
-        server
-            .latency
-            .record(&format!("{}.{c}", req.db), kind, micros);
+        server.latency.record(db, c, kind, micros);
     }
 }
-
 fn count(server: &ServerState, cmd: &Command) {
     use std::sync::atomic::Ordering::Relaxed;
     let c = &server.opcounters;

@@ -563,7 +563,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let ordered = ordered || target.in_txn();
         let retry = inv.op.retry;
         let stmt_ids = crate::session::retry::stmt_ids(body, "update", parsed.len())?;
-        let (n, modified, upserted, errors, retried) = blocking::run(move || {
+        // One statement by `_id` writes one document: inline (see `blocking::short_write`).
+        let point = parsed.len() == 1
+            && matches!(parsed.first(), Some(Ok(st))
+                if st.filter.id_equality().is_some() && matches!(st.hint, Hint::None));
+        let short = point && blocking::short_write(&server.store, &db, &coll, durability);
+        let (n, modified, upserted, errors, retried) = blocking::run_short(short, move || {
             let (mut n, mut modified) = (0usize, 0usize);
             let mut upserted = Vec::new();
             let mut errors = Vec::new();

@@ -51,7 +51,7 @@ use bson::{RawBsonRef, RawDocument, RawDocumentBuf, Timestamp, rawdoc};
 use cairn_storage::sessions::Lsid;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::commands::{Command, type_name};
+use crate::commands::{Command, Parsed, type_name};
 use crate::error::{CommandError, ErrorCode};
 use crate::state::ServerState;
 use read_concern::{Level, ReadConcern};
@@ -207,8 +207,8 @@ pub struct SessionArgs {
 
 impl SessionArgs {
     /// Reads and checks the session fields of `body` for `cmd`.
-    pub fn parse(cmd: &Command, body: &RawDocument) -> Result<SessionArgs, CommandError> {
-        let get = |f: &str| body.get(f).ok().flatten();
+    pub fn parse(cmd: &Command, body: &Parsed<'_>) -> Result<SessionArgs, CommandError> {
+        let get = |f: &str| body.find(f);
         let name = cmd.name;
         if !cmd.requires_auth {
             if get("autocommit").is_some() {
@@ -542,8 +542,8 @@ fn timestamp_doc(t: Timestamp) -> String {
 
 /// Advances the clock to a client's gossiped `$clusterTime` (validated as MongoDB validates
 /// it; signatures are not checked because authentication is off).
-fn gossip_in(server: &ServerState, body: &RawDocument) -> Result<(), CommandError> {
-    let Some(v) = body.get("$clusterTime").ok().flatten() else {
+fn gossip_in(server: &ServerState, body: &Parsed<'_>) -> Result<(), CommandError> {
+    let Some(v) = body.find("$clusterTime") else {
         return Ok(());
     };
     let RawBsonRef::Document(d) = v else {
@@ -614,10 +614,11 @@ pub async fn begin(
     server: &Arc<ServerState>,
     cmd: &Command,
     db: &str,
-    body: &RawDocument,
+    parsed: &Parsed<'_>,
 ) -> Result<OpCtx, CommandError> {
-    let args = SessionArgs::parse(cmd, body)?;
-    gossip_in(server, body)?;
+    let args = SessionArgs::parse(cmd, parsed)?;
+    gossip_in(server, parsed)?;
+    let body = parsed.body();
     let name = cmd.name;
     let rc = args.read_concern;
     if let Some(t) = rc.after_cluster_time {
@@ -1062,18 +1063,53 @@ pub fn finish(
 
 /// `$clusterTime` and `operationTime` for a reply.
 pub fn gossip_out(server: &ServerState, op_time: Option<Timestamp>) -> RawDocumentBuf {
-    let now = server.store.clock.last();
-    let op_time = op_time.unwrap_or(now);
-    rawdoc! {
-        "$clusterTime": {
-            "clusterTime": now,
+    let mut out = RawDocumentBuf::new();
+    append_gossip(&mut out, server, op_time);
+    out
+}
+
+/// Appends `$clusterTime` and `operationTime` to a reply (as [`gossip_out`] gives them).
+/// Every reply carries them, so the `$clusterTime` document is a template built once, with
+/// the time written into a copy on the stack.
+pub fn append_gossip(out: &mut RawDocumentBuf, server: &ServerState, op_time: Option<Timestamp>) {
+    static TEMPLATE: std::sync::OnceLock<RawDocumentBuf> = std::sync::OnceLock::new();
+    let template = TEMPLATE.get_or_init(|| {
+        rawdoc! {
+            "clusterTime": Timestamp { time: 0, increment: 0 },
             "signature": {
                 "hash": bson::Binary { subtype: BinarySubtype::Generic, bytes: vec![0u8; 20] },
                 "keyId": 0i64,
             },
-        },
-        "operationTime": op_time,
+        }
+    });
+    let now = server.store.clock.last();
+    append_times(out, template, now, op_time.unwrap_or(now));
+}
+
+/// [`append_gossip`] for given times.
+fn append_times(
+    out: &mut RawDocumentBuf,
+    template: &RawDocument,
+    now: Timestamp,
+    op_time: Timestamp,
+) {
+    /// Where the template's `clusterTime` value starts: length, type byte, `clusterTime\0`.
+    const TIME_AT: usize = 4 + 1 + 12;
+    let bytes = template.as_bytes();
+    let mut buf = [0u8; 128];
+    if let Some(copy) = buf.get_mut(..bytes.len()) {
+        copy.copy_from_slice(bytes);
+        let mut time = [0u8; 8];
+        time[..4].copy_from_slice(&now.increment.to_le_bytes());
+        time[4..].copy_from_slice(&now.time.to_le_bytes());
+        if let Some(at) = copy.get_mut(TIME_AT..TIME_AT + 8) {
+            at.copy_from_slice(&time);
+        }
+        if let Ok(doc) = RawDocument::from_bytes(copy) {
+            out.append(cstr!("$clusterTime"), doc);
+        }
     }
+    out.append(cstr!("operationTime"), op_time);
 }
 
 /// Background work: aborts transactions past `transactionLifetimeLimitSeconds` and ends
@@ -1138,5 +1174,43 @@ pub fn kill(server: &ServerState, lsids: &[Lsid]) {
             }
         }
         server.cursors.kill_session(lsid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gossip_from_the_template_is_the_documents() {
+        let template = rawdoc! {
+            "clusterTime": Timestamp { time: 0, increment: 0 },
+            "signature": {
+                "hash": bson::Binary { subtype: BinarySubtype::Generic, bytes: vec![0u8; 20] },
+                "keyId": 0i64,
+            },
+        };
+        let now = Timestamp {
+            time: 1_700_000_000,
+            increment: 7,
+        };
+        let op = Timestamp {
+            time: 1_600_000_000,
+            increment: 3,
+        };
+        let mut out = rawdoc! {"ok": 1.0};
+        append_times(&mut out, &template, now, op);
+        let expected = rawdoc! {
+            "ok": 1.0,
+            "$clusterTime": {
+                "clusterTime": now,
+                "signature": {
+                    "hash": bson::Binary { subtype: BinarySubtype::Generic, bytes: vec![0u8; 20] },
+                    "keyId": 0i64,
+                },
+            },
+            "operationTime": op,
+        };
+        assert_eq!(out.as_bytes(), expected.as_bytes());
     }
 }

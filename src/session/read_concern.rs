@@ -70,15 +70,17 @@ fn timestamp(v: RawBsonRef<'_>, field: &str) -> Result<Timestamp, CommandError> 
 
 impl ReadConcern {
     /// Parses the command's `readConcern` (absent → the default, no level).
-    pub fn from_command(body: &RawDocument) -> Result<ReadConcern, CommandError> {
-        match body.get("readConcern") {
+    pub fn from_command<'a>(
+        body: impl crate::commands::Args<'a>,
+    ) -> Result<ReadConcern, CommandError> {
+        match body.arg("readConcern") {
             Ok(None) => Ok(ReadConcern::default()),
             Ok(Some(RawBsonRef::Document(d))) => ReadConcern::parse(d),
             Ok(Some(_)) => Err(CommandError::new(
                 ErrorCode::FailedToParse,
                 "readConcern field should be an object",
             )),
-            Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+            Err(e) => Err(e),
         }
     }
 

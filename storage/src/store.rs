@@ -768,7 +768,7 @@ impl Store {
             });
             match r {
                 Ok(v) => {
-                    if durability == Durability::Journal || self.opts.sync_always {
+                    if self.waits_for_sync(durability) {
                         self.group
                             .wait_durable(&*self.engine)
                             .map_err(|e| E::from(StorageError::from(e)))?;
@@ -783,6 +783,13 @@ impl Store {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Whether a write committed with `durability` waits for an fsync of the journal (`j: true`,
+    /// or every write under `--sync`) — the one wait a point write can have that is not bounded
+    /// by its own few keys.
+    pub fn waits_for_sync(&self, durability: Durability) -> bool {
+        durability == Durability::Journal || self.opts.sync_always
     }
 
     /// A read snapshot.
@@ -991,7 +998,7 @@ impl Store {
         c.commits.fetch_add(1, Ordering::Relaxed);
         c.keys_read.fetch_add(reads as u64, Ordering::Relaxed);
         c.keys_written.fetch_add(writes as u64, Ordering::Relaxed);
-        if ts.is_some() && (durability == Durability::Journal || self.opts.sync_always) {
+        if ts.is_some() && self.waits_for_sync(durability) {
             self.group.wait_durable(&*self.engine)?;
         }
         Ok(ts)

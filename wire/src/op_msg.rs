@@ -253,10 +253,25 @@ impl OpMsg {
 pub fn encode(
     request_id: i32,
     response_to: i32,
-    mut flags: u32,
+    flags: u32,
     body: &RawDocument,
     checksum: bool,
 ) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(&mut out, request_id, response_to, flags, body, checksum);
+    out
+}
+
+/// [`encode`] into `out`, which is cleared first (so a caller can reuse one buffer for every
+/// reply).
+pub fn encode_into(
+    out: &mut Vec<u8>,
+    request_id: i32,
+    response_to: i32,
+    mut flags: u32,
+    body: &RawDocument,
+    checksum: bool,
+) {
     let body = body.as_bytes();
     if checksum {
         flags |= CHECKSUM_PRESENT;
@@ -264,22 +279,22 @@ pub fn encode(
         flags &= !CHECKSUM_PRESENT;
     }
     let len = HEADER_LEN + 4 + 1 + body.len() + if checksum { 4 } else { 0 };
-    let mut out = Vec::with_capacity(len);
+    out.clear();
+    out.reserve(len);
     Header {
         message_length: i32::try_from(len).unwrap_or(i32::MAX),
         request_id,
         response_to,
         op_code: OpCode::Msg,
     }
-    .write(&mut out);
+    .write(out);
     out.extend_from_slice(&flags.to_le_bytes());
     out.push(0);
     out.extend_from_slice(body);
     if checksum {
-        let sum = crc32c::crc32c(&out);
+        let sum = crc32c::crc32c(out);
         out.extend_from_slice(&sum.to_le_bytes());
     }
-    out
 }
 
 /// Encodes an OP_MSG with a body and document sequences (used by tests and clients).
@@ -354,6 +369,15 @@ mod tests {
         let mut bad = m.clone();
         bad[HEADER_LEN + 8] ^= 1;
         assert!(OpMsg::parse(&bad).is_err());
+    }
+
+    #[test]
+    fn encode_into_reuses_a_dirty_buffer() {
+        let mut out = vec![7u8; 300];
+        for checksum in [false, true] {
+            encode_into(&mut out, 9, 4, MORE_TO_COME, &ping(), checksum);
+            assert_eq!(out, encode(9, 4, MORE_TO_COME, &ping(), checksum));
+        }
     }
 
     #[test]
