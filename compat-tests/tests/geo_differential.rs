@@ -458,6 +458,59 @@ async fn near_ring_search_matches_distances() {
                 limit,
             );
         }
+        // $geoNear runs the same search: nearest first, with its distances.
+        for q in 0..10 {
+            let cc = centers[rng.below(3) as usize];
+            let center = (cc.0 + rng.range(-1.0, 1.0), cc.1 + rng.range(-1.0, 1.0));
+            let limit = 1 + rng.below(30) as usize;
+            let max = rng.range(20_000.0, 2_000_000.0);
+            let min = if q % 2 == 0 {
+                0.0
+            } else {
+                rng.range(0.0, 10_000.0)
+            };
+            let mut stage = doc! {
+                "near": {"type": "Point", "coordinates": pt(center.0, center.1)},
+                "distanceField": "d.m", "maxDistance": max, "minDistance": min,
+                "query": {"_id": {"$gte": 100}}, "includeLocs": "at",
+            };
+            if q % 3 == 0 {
+                stage.insert("key", "loc");
+            }
+            let got = collect(
+                c.aggregate(vec![
+                    doc! {"$geoNear": stage},
+                    doc! {"$limit": limit as i64},
+                ])
+                .await
+                .unwrap(),
+            )
+            .await;
+            let eligible: Vec<Document> = docs
+                .iter()
+                .filter(|d| d.get_i32("_id").unwrap() >= 100)
+                .cloned()
+                .collect();
+            let what = format!("seed {seed} $geoNear {q}");
+            check_near(
+                &what,
+                &eligible,
+                &got,
+                &|p| Some(haversine(center, p) * R),
+                (min, max),
+                Some(limit),
+            );
+            for d in &got {
+                let p = point_of(d, "loc").unwrap();
+                let dist = d.get_document("d").unwrap().get_f64("m").unwrap();
+                let want = haversine(center, p) * R;
+                assert!(
+                    (dist - want).abs() <= 1e-6 * want.max(1.0),
+                    "{what}: {dist} vs {want}"
+                );
+                assert_eq!(d.get("at"), d.get("loc"), "{what}");
+            }
+        }
         // A small limit reads near the point only.
         let e = db
             .run_command(doc! {
@@ -550,4 +603,63 @@ async fn near_2d_ring_search_matches_distances() {
             limit,
         );
     }
+}
+
+/// `$geoNear` streams from the index: with a memory limit that holding every document would
+/// break (292, as the form without the index path shows), the nearest few come back.
+#[tokio::test]
+async fn geo_near_streams_from_the_index() {
+    let server = TestServer::start_with(&["--sort-memory-limit-bytes", "20000"]);
+    let client = server.client().await;
+    let c = client.database("geonear").collection::<Document>("stream");
+    c.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"loc": "2dsphere"})
+            .build(),
+    )
+    .await
+    .unwrap();
+    let mut rng = Rng(7);
+    let docs: Vec<Document> = (0..3000)
+        .map(|i| {
+            let p = (rng.range(-10.0, 10.0), rng.range(-10.0, 10.0));
+            doc! {"_id": i, "loc": {"type": "Point", "coordinates": pt(p.0, p.1)}, "pad": "x".repeat(50)}
+        })
+        .collect();
+    c.insert_many(docs.clone()).await.unwrap();
+    let center = (1.0, 2.0);
+    let near = doc! {"type": "Point", "coordinates": pt(center.0, center.1)};
+    let got = collect(
+        c.aggregate(vec![
+            doc! {"$geoNear": {"near": near.clone(), "distanceField": "d", "query": {"_id": {"$lt": 2000}}}},
+            doc! {"$limit": 10},
+        ])
+        .await
+        .unwrap(),
+    )
+    .await;
+    let eligible: Vec<Document> = docs
+        .into_iter()
+        .filter(|d| d.get_i32("_id").unwrap() < 2000)
+        .collect();
+    check_near(
+        "streamed $geoNear",
+        &eligible,
+        &got,
+        &|p| Some(haversine(center, p) * R),
+        (0.0, f64::MAX),
+        Some(10),
+    );
+    // A query the index path does not take ($or) reads and sorts everything: over the limit.
+    let e = c
+        .aggregate(vec![
+            doc! {"$geoNear": {"near": near, "distanceField": "d", "query": {"$or": [{"_id": {"$lt": 2000}}]}}},
+            doc! {"$limit": 10},
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(*e.kind, mongodb::error::ErrorKind::Command(ref c) if c.code == 292),
+        "{e}"
+    );
 }

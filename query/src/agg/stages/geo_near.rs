@@ -13,14 +13,19 @@
 //! counts. `minDistance`/`maxDistance` bound it (inclusive, before `distanceMultiplier`).
 //! Ties keep input order.
 //!
-//! Execution reads every input document (the collection scan the `$cursor` stage gives a
-//! first stage) and sorts by distance within the memory limit; the geo index is required, as
-//! in MongoDB, but its cells are not used to prune the scan.
+//! Execution: a GeoJSON `near` over a `2dsphere` index, or a flat legacy `near` over a `2d`
+//! index (without `minDistance`), with a `query` of plain field conditions, runs as the
+//! planner's nearest-first ring search over the index (the query plus a `$nearSphere`/`$near`
+//! on the geo field), streamed: a later `$limit` stops the search early. Other forms read
+//! every input document (the collection scan the `$cursor` stage gives a first stage) and
+//! sort by distance within the memory limit. Ties come in `_id` order on the index path and
+//! in input order otherwise.
 
 use std::any::Any;
 use std::sync::Arc;
 
-use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::raw::{CStr, cstr};
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
 use crate::agg::doc::set_nested;
 use crate::agg::{DocStream, ExecCx, Options, ParseCx, Stage, loc};
@@ -52,6 +57,8 @@ pub struct GeoNear {
     multiplier: f64,
     key: Option<String>,
     query: Arc<Filter>,
+    /// `query` as given (empty when absent), for the index path.
+    query_doc: RawDocumentBuf,
     db: String,
     coll: Option<String>,
 }
@@ -90,6 +97,7 @@ impl GeoNear {
         let mut multiplier = 1.0;
         let mut key = None;
         let mut query = Filter::parse(&RawDocumentBuf::new())?;
+        let mut query_doc = RawDocumentBuf::new();
         for el in d.iter() {
             let (k, v) = el.map_err(|e| QueryError::BadValue(e.to_string()))?;
             match k.as_str() {
@@ -150,6 +158,7 @@ impl GeoNear {
                         return Err(QueryError::TypeMismatch("query must be an object".into()));
                     };
                     query = Filter::parse_with(q, &super::match_::NoGeoNear(&WithJsonSchema(ext)))?;
+                    query_doc = q.to_owned();
                 }
                 "key" => {
                     let RawBsonRef::String(s) = v else {
@@ -209,6 +218,7 @@ impl GeoNear {
             multiplier,
             key,
             query: Arc::new(query),
+            query_doc,
             db: cx.db.clone(),
             coll: cx.coll.clone(),
         })
@@ -278,6 +288,7 @@ impl Stage for GeoNear {
             input,
             limit: opts.memory_limit,
             out: None,
+            near: None,
         }))
     }
 
@@ -297,7 +308,19 @@ struct GeoNearStream {
     stage: Arc<GeoNear>,
     input: Box<dyn DocStream>,
     limit: usize,
+    /// Documents ready to return; `None` until the first `next`.
     out: Option<std::collections::VecDeque<RawDocumentBuf>>,
+    /// The index path, while it has more to produce.
+    near: Option<NearScan>,
+}
+
+/// The index path: the planner's nearest-first search, and what annotating its documents
+/// needs.
+struct NearScan {
+    meta: Arc<cairn_storage::catalog::CollectionMeta>,
+    exec: crate::plan::Execution,
+    kind: Kind,
+    path: Vec<String>,
 }
 
 fn not_found(msg: impl Into<String>) -> QueryError {
@@ -404,12 +427,134 @@ impl GeoNearStream {
         }
     }
 
-    fn run(&mut self, cx: &ExecCx<'_>) -> Result<std::collections::VecDeque<RawDocumentBuf>> {
-        let Some((field, kind)) = self.field(cx)? else {
-            // No collection: nothing to read.
-            while self.input.next(cx)?.is_some() {}
-            return Ok(Default::default());
+    /// The filter that makes the planner search the index nearest first, when the index path
+    /// applies (see the module documentation).
+    fn near_filter(&self, field: &str, kind: Kind) -> Option<RawDocumentBuf> {
+        let st = &self.stage;
+        let (x, y) = st.near.flat;
+        let mut cond = RawDocumentBuf::new();
+        match kind {
+            Kind::Sphere if st.near.geojson => {
+                let mut g = rawdoc! {"$geometry": {"type": "Point", "coordinates": [x, y]}};
+                if let Some(m) = st.max_distance {
+                    g.append(cstr!("$maxDistance"), m);
+                }
+                if let Some(m) = st.min_distance {
+                    g.append(cstr!("$minDistance"), m);
+                }
+                cond.append(cstr!("$nearSphere"), g);
+            }
+            Kind::TwoD if !st.spherical && st.min_distance.is_none() => {
+                let mut point = RawArrayBuf::new();
+                point.push(x);
+                point.push(y);
+                cond.append(cstr!("$near"), point);
+                if let Some(m) = st.max_distance {
+                    cond.append(cstr!("$maxDistance"), m);
+                }
+            }
+            _ => return None,
+        }
+        let mut filter = RawDocumentBuf::new();
+        for el in st.query_doc.iter() {
+            let (k, v) = el.ok()?;
+            if k.as_str().starts_with('$') || k.as_str() == field {
+                return None;
+            }
+            filter.append(k, v);
+        }
+        filter.append(<&CStr>::try_from(field).ok()?, cond);
+        Some(filter)
+    }
+
+    /// Starts the index path; `None` when it does not apply. Returns the planner's first
+    /// documents, annotated.
+    fn start_near(
+        &mut self,
+        cx: &ExecCx<'_>,
+        field: &str,
+        kind: Kind,
+    ) -> Result<Option<std::collections::VecDeque<RawDocumentBuf>>> {
+        let Some(coll) = self.stage.coll.clone() else {
+            return Ok(None);
         };
+        let Some(filter_doc) = self.near_filter(field, kind) else {
+            return Ok(None);
+        };
+        let Some(meta) = cx.catalog.collection(&self.stage.db, &coll)? else {
+            return Ok(None);
+        };
+        let filter = Arc::new(Filter::parse(&filter_doc)?);
+        let hint = crate::plan::Hint::None;
+        let q = crate::plan::Query::new(&filter, &hint);
+        let ns = format!("{}.{coll}", self.stage.db);
+        let chosen = crate::plan::choose(
+            cx.host.plan_cache(),
+            &ns,
+            &meta,
+            &q,
+            &filter,
+            cx.source,
+            false,
+        )?;
+        let path: Vec<String> = field.split('.').map(str::to_string).collect();
+        let mut out = std::collections::VecDeque::new();
+        for d in chosen.buffered {
+            if let Some(d) = self.annotate(kind, &path, &d)? {
+                out.push_back(d);
+            }
+        }
+        self.near = Some(NearScan {
+            meta,
+            exec: chosen.exec,
+            kind,
+            path,
+        });
+        Ok(Some(out))
+    }
+
+    /// `d` with its distance (and location), or `None` when no location of it is within
+    /// `minDistance`/`maxDistance`.
+    fn annotate(
+        &self,
+        kind: Kind,
+        path: &[String],
+        d: &RawDocument,
+    ) -> Result<Option<RawDocumentBuf>> {
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        let mut locations = Vec::new();
+        collect_locations(d, &path, kind, &mut locations);
+        let mut best: Option<(f64, RawBsonRef<'_>)> = None;
+        for loc in locations {
+            if let Some(dist) = self.distance(kind, loc)
+                && best.is_none_or(|(b, _)| dist < b)
+            {
+                best = Some((dist, loc));
+            }
+        }
+        let Some((dist, at)) = best else {
+            return Ok(None);
+        };
+        if self.stage.max_distance.is_some_and(|m| dist > m)
+            || self.stage.min_distance.is_some_and(|m| dist < m)
+        {
+            return Ok(None);
+        }
+        let value = RawBson::Double(dist * self.stage.multiplier);
+        let mut doc = set_nested(d, &self.stage.distance_field, Some(value.as_raw_bson_ref()))?;
+        if let Some(p) = &self.stage.include_locs {
+            doc = set_nested(&doc, p, Some(at))?;
+        }
+        Ok(Some(doc))
+    }
+
+    /// Reads every input document and sorts by distance (the path without the index).
+    fn run(
+        &mut self,
+        cx: &ExecCx<'_>,
+        field: &str,
+        kind: Kind,
+    ) -> Result<std::collections::VecDeque<RawDocumentBuf>> {
         let path: Vec<&str> = field.split('.').collect();
         let mut hits: Vec<(f64, usize, RawDocumentBuf, Option<RawBson>)> = Vec::new();
         let mut bytes = 0usize;
@@ -521,8 +666,42 @@ fn collect_locations<'a>(
 impl DocStream for GeoNearStream {
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
         if self.out.is_none() {
-            self.out = Some(self.run(cx)?);
+            let out = match self.field(cx)? {
+                None => {
+                    // No collection: nothing to read.
+                    while self.input.next(cx)?.is_some() {}
+                    Default::default()
+                }
+                Some((field, kind)) => match self.start_near(cx, &field, kind)? {
+                    Some(first) => first,
+                    None => self.run(cx, &field, kind)?,
+                },
+            };
+            self.out = Some(out);
         }
-        Ok(self.out.as_mut().and_then(|o| o.pop_front()))
+        loop {
+            if let Some(d) = self.out.as_mut().and_then(|o| o.pop_front()) {
+                return Ok(Some(d));
+            }
+            let Some(scan) = self.near.as_mut() else {
+                return Ok(None);
+            };
+            if scan.exec.is_exhausted() {
+                self.near = None;
+                return Ok(None);
+            }
+            cx.host.check_interrupt()?;
+            let docs = scan
+                .exec
+                .next(cx.source, &scan.meta, 128, 16 << 20, 10_000)?;
+            let (kind, path) = (scan.kind, scan.path.clone());
+            let mut ready = std::collections::VecDeque::with_capacity(docs.len());
+            for d in docs {
+                if let Some(d) = self.annotate(kind, &path, &d)? {
+                    ready.push_back(d);
+                }
+            }
+            self.out = Some(ready);
+        }
     }
 }
