@@ -206,27 +206,42 @@ pub fn cover_sphere(
     max_cells: usize,
     max_level: u32,
 ) -> Vec<u64> {
-    let mut current: Vec<u64> = faces().into_iter().filter(|&f| touches(f)).collect();
-    let mut lv = 0;
-    while lv < max_level.min(30) {
-        let mut next = Vec::with_capacity(current.len() * 4);
+    let current: Vec<u64> = faces().into_iter().filter(|&f| touches(f)).collect();
+    refine(
+        current,
+        children,
+        &mut |c| touches(*c),
+        max_cells,
+        max_level.min(30),
+    )
+}
+
+/// Refines `current` (cells of one level) level by level while the cells that `touches`
+/// keeps number at most `max_cells`, down to `levels` more levels. A region that touches a
+/// cell touches one of its children, so an empty refinement only comes from rounding and
+/// the coarser covering is kept (still sound).
+fn refine<C, const N: usize>(
+    mut current: Vec<C>,
+    children: impl Fn(C) -> [C; N],
+    touches: &mut dyn FnMut(&C) -> bool,
+    max_cells: usize,
+    levels: u32,
+) -> Vec<C>
+where
+    C: Copy,
+{
+    for _ in 0..levels {
+        let mut next = Vec::with_capacity(current.len() * N);
         for &c in &current {
-            for ch in children(c) {
-                if touches(ch) {
-                    next.push(ch);
-                }
-            }
+            next.extend(children(c).into_iter().filter(|ch| touches(ch)));
             if next.len() > max_cells {
                 return current;
             }
         }
         if next.is_empty() {
-            // A region that touches a cell touches one of its children: only rounding gets
-            // here, and the coarser covering is still sound.
             return current;
         }
         current = next;
-        lv += 1;
     }
     current
 }
@@ -304,31 +319,18 @@ pub fn cover_planar(
     max_level: u32,
 ) -> Vec<PlanarCell> {
     let root = PlanarCell::root();
-    let mut current: Vec<PlanarCell> = if touches(&root) {
+    let current = if touches(&root) {
         vec![root]
     } else {
         Vec::new()
     };
-    let mut lv = 0;
-    while lv < max_level.min(32) {
-        let mut next = Vec::with_capacity(current.len() * 4);
-        for c in &current {
-            for ch in c.children() {
-                if touches(&ch) {
-                    next.push(ch);
-                }
-            }
-            if next.len() > max_cells {
-                return current;
-            }
-        }
-        if next.is_empty() {
-            return current;
-        }
-        current = next;
-        lv += 1;
-    }
-    current
+    refine(
+        current,
+        |c| c.children(),
+        touches,
+        max_cells,
+        max_level.min(32),
+    )
 }
 
 /// The planar distance from `p` to a box (0 inside).
