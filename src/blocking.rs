@@ -30,7 +30,8 @@
 //! context switches per operation 3.5 → 0.45. A write with `j: true` (or under `--sync`)
 //! waits for a group fsync and keeps using `run`. Invariant: only work with a small, fixed
 //! bound (a few keys, no scans, no fsync waits) goes through `run_short`; everything else
-//! uses `run`.
+//! uses `run`. Inline work runs inside `cairn_storage::store::run_inline`, so a write
+//! conflict's rerun yields the worker instead of sleeping on it.
 //! No lock is held across the `.await` in `run`.
 
 use cairn_storage::{Durability, Store};
@@ -75,7 +76,7 @@ where
 {
     if short {
         let ctx = crate::deadline::context();
-        return crate::deadline::with_thread_context(ctx, f);
+        return cairn_storage::store::run_inline(|| crate::deadline::with_thread_context(ctx, f));
     }
     run(f).await
 }

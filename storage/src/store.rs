@@ -61,6 +61,25 @@ use crate::{display, keys, namespace};
 /// How many times a conflicting transaction is rerun before giving up.
 pub const MAX_RETRIES: usize = 100;
 
+thread_local! {
+    /// Set while a write runs inline on an async runtime's worker ([`run_inline`]).
+    static INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, a short storage operation, on the calling async runtime worker: conflict reruns
+/// inside [`Store::write`] then yield the thread instead of sleeping on it (a sleep there
+/// would stall every task of that worker).
+pub fn run_inline<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            INLINE.set(self.0);
+        }
+    }
+    let _reset = Reset(INLINE.replace(true));
+    f()
+}
+
 /// Deltas beyond which a collection's statistics are folded into one key.
 const FOLD_THRESHOLD: usize = 256;
 
@@ -778,7 +797,13 @@ impl Store {
                 Err(e) if e.retryable() && attempt < MAX_RETRIES => {
                     attempt += 1;
                     self.counters.conflicts.fetch_add(1, Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_micros(20 * attempt as u64));
+                    if INLINE.get() {
+                        // On an async runtime's worker: never sleep it; the conflicting
+                        // writer runs on another thread.
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(20 * attempt as u64));
+                    }
                 }
                 Err(e) => return Err(e),
             }

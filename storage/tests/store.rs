@@ -918,3 +918,46 @@ fn data_written_before_packing_reads_and_keeps_its_layout() {
         }
     }
 }
+
+/// A write run inline on an async worker ([`cairn_storage::store::run_inline`]) still reruns
+/// on a conflict (yielding instead of sleeping) and then sees the other writer's commit.
+#[test]
+fn inline_writes_rerun_conflicts() {
+    for (engine, _dir) in engines() {
+        let store = Arc::new(open(engine));
+        store.create_collection("db", "c", &rawdoc! {}).unwrap();
+        let meta = store.collection("db", "c").unwrap();
+        let before = store
+            .counters
+            .conflicts
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let mut attempts = 0;
+        let r = cairn_storage::store::run_inline(|| {
+            store.write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                attempts += 1;
+                tx.insert(&meta, &rawdoc! {"_id": "x", "by": "inline"})?;
+                if attempts == 1 {
+                    // Another writer commits the same _id before this attempt commits.
+                    let (store, meta) = (store.clone(), meta.clone());
+                    std::thread::spawn(move || {
+                        store
+                            .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+                                tx.insert(&meta, &rawdoc! {"_id": "x", "by": "other"})
+                            })
+                            .unwrap();
+                    })
+                    .join()
+                    .unwrap();
+                }
+                Ok(())
+            })
+        });
+        assert!(matches!(r, Err(StorageError::DuplicateKey { .. })), "{r:?}");
+        assert_eq!(attempts, 2);
+        let after = store
+            .counters
+            .conflicts
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(after > before);
+    }
+}
