@@ -501,7 +501,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                 .unwrap_or(usize::MAX);
                             let mut hits: Vec<(f64, RawDocumentBuf)> = Vec::new();
                             let mut bytes = 0usize;
-                            let mut push = |d: RawDocumentBuf| -> Result<(), CommandError> {
+                            let push = |d: RawDocumentBuf| -> Result<(), CommandError> {
                                 bytes = bytes.saturating_add(d.as_bytes().len());
                                 if bytes > memory {
                                     return Err(executor_error(CommandError::new(
@@ -513,23 +513,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                 hits.push((dist, d));
                                 Ok(())
                             };
-                            for d in chosen.buffered {
-                                push(d)?;
-                            }
-                            let mut exec = chosen.exec;
-                            while !exec.is_exhausted() {
-                                crate::deadline::check().map_err(executor_error)?;
-                                for d in exec
-                                    .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
-                                    .map_err(|e| executor_error(e.into()))?
-                                {
-                                    push(d)?;
-                                }
-                            }
-                            crate::ops::record_work(
-                                exec.stats.keys_examined,
-                                exec.stats.docs_examined,
-                            );
+                            drain_plan(chosen, read, &meta, push)?;
                             hits.sort_by(|a, b| a.0.total_cmp(&b.0));
                             Source::Buffered(
                                 hits.into_iter()
@@ -549,23 +533,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                 Some(server.config.data_dir.join(crate::cursor::SPILL_DIR)),
                             );
                             let sort_err = |e| executor_error(CommandError::from(e));
-                            for d in chosen.buffered {
-                                sorter.push(d).map_err(sort_err)?;
-                            }
-                            let mut exec = chosen.exec;
-                            while !exec.is_exhausted() {
-                                crate::deadline::check().map_err(executor_error)?;
-                                for d in exec
-                                    .next(read, &meta, 1000, MAX_BATCH_BYTES, 10_000)
-                                    .map_err(|e| executor_error(e.into()))?
-                                {
-                                    sorter.push(d).map_err(sort_err)?;
-                                }
-                            }
-                            crate::ops::record_work(
-                                exec.stats.keys_examined,
-                                exec.stats.docs_examined,
-                            );
+                            drain_plan(chosen, read, &meta, |d| sorter.push(d).map_err(sort_err))?;
                             let mut sorted = sorter.finish().map_err(sort_err)?;
                             for _ in 0..skip {
                                 match sorted.next() {
@@ -668,4 +636,30 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         }
         Ok(rawdoc! {"cursor": cursor}.into())
     })
+}
+
+/// Feeds every result of a chosen plan to `push` — the documents its trial buffered, then the
+/// rest batch by batch, checking the deadline between batches — and records the work done
+/// (for a blocking sort by distance or by a sort spec, which needs them all).
+fn drain_plan(
+    chosen: cairn_query::plan::Chosen,
+    read: &dyn cairn_query::plan::Source,
+    meta: &cairn_storage::catalog::CollectionMeta,
+    mut push: impl FnMut(RawDocumentBuf) -> Result<(), CommandError>,
+) -> Result<(), CommandError> {
+    for d in chosen.buffered {
+        push(d)?;
+    }
+    let mut exec = chosen.exec;
+    while !exec.is_exhausted() {
+        crate::deadline::check().map_err(executor_error)?;
+        for d in exec
+            .next(read, meta, 1000, MAX_BATCH_BYTES, 10_000)
+            .map_err(|e| executor_error(e.into()))?
+        {
+            push(d)?;
+        }
+    }
+    crate::ops::record_work(exec.stats.keys_examined, exec.stats.docs_examined);
+    Ok(())
 }

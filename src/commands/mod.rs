@@ -735,6 +735,7 @@ fn record_latency(
         server.latency.record(db, c, kind, micros);
     }
 }
+
 fn count(server: &ServerState, cmd: &Command) {
     use std::sync::atomic::Ordering::Relaxed;
     let c = &server.opcounters;
