@@ -297,6 +297,83 @@ impl Stage for GeoNear {
     }
 }
 
+impl GeoNear {
+    /// The distance of one location value, or `None` when it is not one.
+    fn distance(&self, kind: Kind, v: RawBsonRef<'_>) -> Option<f64> {
+        let st = self;
+        match kind {
+            Kind::Sphere => {
+                let shape = geo::parse_stored(v).ok()?;
+                let center = st.near.sphere?;
+                let rad = geo::sphere_distance(&shape, center)?;
+                Some(if st.near.geojson {
+                    rad * sphere::EARTH_RADIUS_M
+                } else {
+                    rad
+                })
+            }
+            Kind::TwoD => {
+                let (x, y) = geo::parse_flat_point(v, true).ok()?;
+                if st.spherical {
+                    let c = st.near.sphere?;
+                    if !geo::valid_lng_lat(x, y) {
+                        return None;
+                    }
+                    Some(sphere_dist_deg(c, x, y))
+                } else {
+                    Some(planar::distance(st.near.flat, (x, y)))
+                }
+            }
+        }
+    }
+
+    /// The nearest of `d`'s locations at `path` within `minDistance`/`maxDistance`, with its
+    /// distance; `None` when there is none.
+    fn nearest<'d>(
+        &self,
+        kind: Kind,
+        path: &[String],
+        d: &'d RawDocument,
+    ) -> Option<(f64, RawBsonRef<'d>)> {
+        let mut locations = Vec::new();
+        collect_locations(d, path, kind, &mut locations);
+        let mut best: Option<(f64, RawBsonRef<'_>)> = None;
+        for loc in locations {
+            if let Some(dist) = self.distance(kind, loc)
+                && best.is_none_or(|(b, _)| dist < b)
+            {
+                best = Some((dist, loc));
+            }
+        }
+        best.filter(|&(dist, _)| {
+            !(self.max_distance.is_some_and(|m| dist > m)
+                || self.min_distance.is_some_and(|m| dist < m))
+        })
+    }
+
+    /// `d` with `distanceField` (and `includeLocs`) set.
+    fn annotated(&self, d: &RawDocument, dist: f64, at: RawBsonRef<'_>) -> Result<RawDocumentBuf> {
+        let value = RawBson::Double(dist * self.multiplier);
+        let mut doc = set_nested(d, &self.distance_field, Some(value.as_raw_bson_ref()))?;
+        if let Some(p) = &self.include_locs {
+            doc = set_nested(&doc, p, Some(at))?;
+        }
+        Ok(doc)
+    }
+
+    /// [`GeoNear::annotated`] for the nearest location, or `None` when there is none.
+    fn annotate(
+        &self,
+        kind: Kind,
+        path: &[String],
+        d: &RawDocument,
+    ) -> Result<Option<RawDocumentBuf>> {
+        self.nearest(kind, path, d)
+            .map(|(dist, at)| self.annotated(d, dist, at))
+            .transpose()
+    }
+}
+
 /// Which index kind answers, and over which field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -398,35 +475,6 @@ impl GeoNearStream {
         Ok(Some((field, kind)))
     }
 
-    /// The distance of one location value and the value itself, or `None` when it is not one.
-    fn distance(&self, kind: Kind, v: RawBsonRef<'_>) -> Option<f64> {
-        let st = &self.stage;
-        match kind {
-            Kind::Sphere => {
-                let shape = geo::parse_stored(v).ok()?;
-                let center = st.near.sphere?;
-                let rad = geo::sphere_distance(&shape, center)?;
-                Some(if st.near.geojson {
-                    rad * sphere::EARTH_RADIUS_M
-                } else {
-                    rad
-                })
-            }
-            Kind::TwoD => {
-                let (x, y) = geo::parse_flat_point(v, true).ok()?;
-                if st.spherical {
-                    let c = st.near.sphere?;
-                    if !geo::valid_lng_lat(x, y) {
-                        return None;
-                    }
-                    Some(sphere_dist_deg(c, x, y))
-                } else {
-                    Some(planar::distance(st.near.flat, (x, y)))
-                }
-            }
-        }
-    }
-
     /// The filter that makes the planner search the index nearest first, when the index path
     /// applies (see the module documentation).
     fn near_filter(&self, field: &str, kind: Kind) -> Option<RawDocumentBuf> {
@@ -500,7 +548,7 @@ impl GeoNearStream {
         let path: Vec<String> = field.split('.').map(str::to_string).collect();
         let mut out = std::collections::VecDeque::new();
         for d in chosen.buffered {
-            if let Some(d) = self.annotate(kind, &path, &d)? {
+            if let Some(d) = self.stage.annotate(kind, &path, &d)? {
                 out.push_back(d);
             }
         }
@@ -513,41 +561,6 @@ impl GeoNearStream {
         Ok(Some(out))
     }
 
-    /// `d` with its distance (and location), or `None` when no location of it is within
-    /// `minDistance`/`maxDistance`.
-    fn annotate(
-        &self,
-        kind: Kind,
-        path: &[String],
-        d: &RawDocument,
-    ) -> Result<Option<RawDocumentBuf>> {
-        let path: Vec<&str> = path.iter().map(String::as_str).collect();
-        let mut locations = Vec::new();
-        collect_locations(d, &path, kind, &mut locations);
-        let mut best: Option<(f64, RawBsonRef<'_>)> = None;
-        for loc in locations {
-            if let Some(dist) = self.distance(kind, loc)
-                && best.is_none_or(|(b, _)| dist < b)
-            {
-                best = Some((dist, loc));
-            }
-        }
-        let Some((dist, at)) = best else {
-            return Ok(None);
-        };
-        if self.stage.max_distance.is_some_and(|m| dist > m)
-            || self.stage.min_distance.is_some_and(|m| dist < m)
-        {
-            return Ok(None);
-        }
-        let value = RawBson::Double(dist * self.stage.multiplier);
-        let mut doc = set_nested(d, &self.stage.distance_field, Some(value.as_raw_bson_ref()))?;
-        if let Some(p) = &self.stage.include_locs {
-            doc = set_nested(&doc, p, Some(at))?;
-        }
-        Ok(Some(doc))
-    }
-
     /// Reads every input document and sorts by distance (the path without the index).
     fn run(
         &mut self,
@@ -555,8 +568,8 @@ impl GeoNearStream {
         field: &str,
         kind: Kind,
     ) -> Result<std::collections::VecDeque<RawDocumentBuf>> {
-        let path: Vec<&str> = field.split('.').collect();
-        let mut hits: Vec<(f64, usize, RawDocumentBuf, Option<RawBson>)> = Vec::new();
+        let path: Vec<String> = field.split('.').map(str::to_string).collect();
+        let mut hits: Vec<(f64, usize, RawDocumentBuf, RawBson)> = Vec::new();
         let mut bytes = 0usize;
         let mut n = 0usize;
         while let Some(d) = self.input.next(cx)? {
@@ -567,22 +580,9 @@ impl GeoNearStream {
             if !self.stage.query.try_matches(&d)? {
                 continue;
             }
-            let mut locations = Vec::new();
-            collect_locations(&d, &path, kind, &mut locations);
-            let mut best: Option<(f64, RawBsonRef<'_>)> = None;
-            for loc in locations {
-                if let Some(dist) = self.distance(kind, loc)
-                    && best.is_none_or(|(b, _)| dist < b)
-                {
-                    best = Some((dist, loc));
-                }
-            }
-            let Some((dist, at)) = best else { continue };
-            if self.stage.max_distance.is_some_and(|m| dist > m)
-                || self.stage.min_distance.is_some_and(|m| dist < m)
-            {
+            let Some((dist, at)) = self.stage.nearest(kind, &path, &d) else {
                 continue;
-            }
+            };
             let at = RawBson::from(at);
             bytes += d.as_bytes().len();
             if bytes > self.limit {
@@ -591,21 +591,12 @@ impl GeoNearStream {
                     "$geoNear exceeded its memory limit".into(),
                 ));
             }
-            hits.push((dist, n, d, Some(at)));
+            hits.push((dist, n, d, at));
         }
         hits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut out = std::collections::VecDeque::with_capacity(hits.len());
         for (dist, _, d, at) in hits {
-            let value = RawBson::Double(dist * self.stage.multiplier);
-            let mut doc = set_nested(
-                &d,
-                &self.stage.distance_field,
-                Some(value.as_raw_bson_ref()),
-            )?;
-            if let (Some(p), Some(at)) = (&self.stage.include_locs, at) {
-                doc = set_nested(&doc, p, Some(at.as_raw_bson_ref()))?;
-            }
-            out.push_back(doc);
+            out.push_back(self.stage.annotated(&d, dist, at.as_raw_bson_ref())?);
         }
         Ok(out)
     }
@@ -628,7 +619,7 @@ fn sphere_dist_deg(c: sphere::V3, x: f64, y: f64) -> f64 {
 /// points at the end gives each point.
 fn collect_locations<'a>(
     d: &'a RawDocument,
-    path: &[&str],
+    path: &[String],
     kind: Kind,
     out: &mut Vec<RawBsonRef<'a>>,
 ) {
@@ -694,10 +685,9 @@ impl DocStream for GeoNearStream {
             let docs = scan
                 .exec
                 .next(cx.source, &scan.meta, 128, 16 << 20, 10_000)?;
-            let (kind, path) = (scan.kind, scan.path.clone());
             let mut ready = std::collections::VecDeque::with_capacity(docs.len());
             for d in docs {
-                if let Some(d) = self.annotate(kind, &path, &d)? {
+                if let Some(d) = self.stage.annotate(scan.kind, &scan.path, &d)? {
                     ready.push_back(d);
                 }
             }
