@@ -663,3 +663,146 @@ async fn geo_near_streams_from_the_index() {
         "{e}"
     );
 }
+
+/// Runs a `$geoNear` (then `$limit` when given) and returns its documents.
+async fn geo_near(c: &Collection<Document>, stage: Document, limit: Option<i64>) -> Vec<Document> {
+    let mut pipeline = vec![doc! {"$geoNear": stage}];
+    if let Some(l) = limit {
+        pipeline.push(doc! {"$limit": l});
+    }
+    collect(c.aggregate(pipeline).await.unwrap()).await
+}
+
+/// `$geoNear` through the planner's ring search returns exactly what the same stage returns
+/// when it reads and sorts every document (its `query` wrapped in `$and` keeps it off the
+/// index): the same documents in the same order, with the same distances and locations, for
+/// every form — GeoJSON and legacy `near`, `spherical`, `minDistance`/`maxDistance`,
+/// `distanceMultiplier` — over `2dsphere` indexes (points, legacy pairs, lines, polygons) and
+/// `2d` indexes (pairs and arrays of pairs). Legacy spherical distances are radians and agree
+/// with the client's haversine.
+#[tokio::test]
+async fn geo_near_index_path_matches_sorting_path() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("geonearpaths");
+    let mut compared = 0;
+    for seed in 0..3u64 {
+        let mut rng = Rng(seed * 7717 + 11);
+        let centers: Vec<(f64, f64)> = (0..3)
+            .map(|_| (rng.range(-150.0, 150.0), rng.range(-60.0, 60.0)))
+            .collect();
+        let sphere = db.collection::<Document>(&format!("s{seed}"));
+        sphere
+            .create_index(
+                mongodb::IndexModel::builder()
+                    .keys(doc! {"loc": "2dsphere"})
+                    .build(),
+            )
+            .await
+            .unwrap();
+        let docs: Vec<Document> = (0..600)
+            .map(|i| sphere_doc(&mut rng, i, &centers))
+            .collect();
+        sphere.insert_many(docs).await.unwrap();
+        let flat = db.collection::<Document>(&format!("t{seed}"));
+        flat.create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! {"loc": "2d"})
+                .build(),
+        )
+        .await
+        .unwrap();
+        let flat_docs: Vec<Document> = (0..600)
+            .map(|i| {
+                let c = centers[rng.below(3) as usize];
+                let kind = rng.below(7);
+                let mut p = || {
+                    (
+                        (c.0 + rng.range(-8.0, 8.0)).clamp(-179.0, 179.0),
+                        c.1 + rng.range(-8.0, 8.0),
+                    )
+                };
+                let loc = match kind {
+                    // Not a longitude/latitude: no spherical distance.
+                    2 => {
+                        let a = p();
+                        pt(a.0, 100.0 + a.1.abs())
+                    }
+                    0 => {
+                        let (a, b) = (p(), p());
+                        Bson::Array(vec![pt(a.0, a.1), pt(b.0, b.1)])
+                    }
+                    1 => {
+                        let a = p();
+                        Bson::Document(doc! {"x": a.0, "y": a.1})
+                    }
+                    _ => {
+                        let a = p();
+                        pt(a.0, a.1)
+                    }
+                };
+                doc! {"_id": i, "k": (i % 3), "loc": loc}
+            })
+            .collect();
+        flat.insert_many(flat_docs).await.unwrap();
+        for q in 0..24 {
+            let cc = centers[rng.below(3) as usize];
+            let center = (
+                cc.0 + rng.range(-2.0, 2.0),
+                (cc.1 + rng.range(-2.0, 2.0)).clamp(-89.0, 89.0),
+            );
+            // (collection, GeoJSON near, spherical, distance scale: meters, radians or planar)
+            let (c, geojson, spherical, scale) = match q % 4 {
+                0 => (&sphere, true, rng.below(2) == 0, R),
+                1 => (&sphere, false, true, 1.0),
+                2 => (&flat, false, true, 1.0),
+                _ => (&flat, false, false, 0.0),
+            };
+            let unit = if scale == 0.0 { 1.0 } else { 1_000_000.0 / R };
+            let unit = if scale == R { 1_000_000.0 } else { unit };
+            let near = if geojson {
+                Bson::Document(doc! {"type": "Point", "coordinates": pt(center.0, center.1)})
+            } else {
+                pt(center.0, center.1)
+            };
+            let mut stage = doc! {"near": near, "distanceField": "d", "spherical": spherical, "includeLocs": "at"};
+            if rng.below(2) == 0 {
+                stage.insert("minDistance", rng.range(0.0, 0.2) * unit);
+            }
+            if rng.below(2) == 0 {
+                stage.insert("maxDistance", rng.range(0.3, 3.0) * unit);
+            }
+            if rng.below(4) == 0 {
+                stage.insert("distanceMultiplier", 3.5);
+            }
+            let limit = (rng.below(3) != 0).then(|| 1 + rng.below(80) as i64);
+            let cond = doc! {"k": {"$lte": rng.below(3) as i32}};
+            let mut indexed = stage.clone();
+            indexed.insert("query", cond.clone());
+            let mut sorted = stage.clone();
+            sorted.insert("query", doc! {"$and": [cond]});
+            let got = geo_near(c, indexed.clone(), limit).await;
+            let want = geo_near(c, sorted, limit).await;
+            assert_eq!(
+                got, want,
+                "seed {seed} query {q}: {indexed} limit {limit:?}"
+            );
+            compared += got.len();
+            if spherical && !geojson {
+                // Radians, as the client measures them.
+                for d in &got {
+                    if let Some(p) = point_of(d, "at") {
+                        let dist = d.get_f64("d").unwrap()
+                            / stage.get_f64("distanceMultiplier").unwrap_or(1.0);
+                        let want = haversine(center, p);
+                        assert!(
+                            (dist - want).abs() <= 1e-9,
+                            "seed {seed} query {q}: {dist} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 1000, "compared {compared} documents");
+}

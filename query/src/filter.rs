@@ -338,16 +338,7 @@ impl Filter {
     /// reaches (`None` without a `$near`, or when no value is a location).
     pub fn near_distance(&self, doc: &RawDocument) -> Option<f64> {
         let (path, near) = self.near()?;
-        let mut best: Option<f64> = None;
-        path::visit(doc, path, LeafArrays::Traverse, |pv| {
-            if let Some(d) = pv.value.and_then(|v| near.distance(v))
-                && best.is_none_or(|b| d < b)
-            {
-                best = Some(d);
-            }
-            ControlFlow::<()>::Continue(())
-        });
-        best
+        near.nearest(doc, path).map(|(d, _)| d)
     }
 
     /// A filter for an already-built tree.

@@ -1,16 +1,23 @@
 //! `$near` / `$nearSphere` / `$geoNear` query operators (MongoDB's `GeoNearExpression`).
 //!
-//! Forms: legacy `{$near: [x, y], $maxDistance: d, $minDistance: d}` (also `[x, y, max]` and
-//! `{x, y}` objects), and GeoJSON `{$near: {$geometry: <Point>, $maxDistance, $minDistance}}`
-//! (its only argument). Units: a GeoJSON point measures meters on the sphere; a legacy point
-//! with `$nearSphere` measures radians on the sphere; a legacy point with `$near` measures
-//! planar units. Which index answers: GeoJSON → `2dsphere`; legacy `$nearSphere` → `2dsphere`
-//! or `2d`; legacy `$near` → `2d` (the planner refuses the query with 291 otherwise).
-//! A value matches when its distance lies in `[min, max]`; results are ordered by distance by
-//! the caller (`find`).
+//! Forms: legacy `{$near: [x, y], $maxDistance: d, $minDistance: d}` (also `[x, y, max]`,
+//! `{x, y}` objects, and a GeoJSON point in the place of the pair — the form `$geoNear` hands
+//! the planner), and GeoJSON `{$near: {$geometry: <Point>, $maxDistance, $minDistance}}` (its
+//! only argument). Units: a GeoJSON point measures meters on the sphere; a legacy point with
+//! `$nearSphere` measures radians on the sphere (MongoDB measures meters and divides by the
+//! earth's radius, and so does [`NearQuery::distance`], to the last bit); a legacy point with
+//! `$near` measures planar units. Which index answers: GeoJSON → `2dsphere`; legacy
+//! `$nearSphere` → `2dsphere` or `2d`; legacy `$near` → `2d` (the planner refuses the query
+//! with 291 otherwise). A document's distance is that of its nearest location on the path
+//! ([`NearQuery::nearest`]); it matches when that lies in `[min, max]`; results are ordered by
+//! distance by the caller (`find`, `$geoNear`).
+
+use std::ops::ControlFlow;
 
 use bson::{RawBsonRef, RawDocument};
 use cairn_storage::display;
+
+use crate::path::{FieldPath, LeafArrays};
 
 use super::{parse_flat_point, parse_stored, planar, sphere, sphere_distance, valid_lng_lat};
 
@@ -59,11 +66,11 @@ impl NearQuery {
         }
         let shape = parse_stored(v).ok()?;
         if self.spherical {
-            let rad = sphere_distance(&shape, self.center?)?;
+            let meters = sphere_distance(&shape, self.center?)? * sphere::EARTH_RADIUS_M;
             Some(if self.geojson {
-                rad * sphere::EARTH_RADIUS_M
+                meters
             } else {
-                rad
+                meters / sphere::EARTH_RADIUS_M
             })
         } else {
             match shape {
@@ -77,10 +84,35 @@ impl NearQuery {
         }
     }
 
+    /// The nearest of the locations `path` reaches in `doc` (each element of an array, then
+    /// the array itself, which may be a legacy pair), with its distance; the first found wins
+    /// a tie. `None` when no value is a location this query can measure.
+    pub fn nearest<'d>(
+        &self,
+        doc: &'d RawDocument,
+        path: &FieldPath,
+    ) -> Option<(f64, RawBsonRef<'d>)> {
+        let mut best: Option<(f64, RawBsonRef<'d>)> = None;
+        crate::path::visit(doc, path, LeafArrays::Traverse, |pv| {
+            if let Some(v) = pv.value
+                && let Some(d) = self.distance(v)
+                && best.is_none_or(|(b, _)| d < b)
+            {
+                best = Some((d, v));
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        best
+    }
+
+    /// Whether a distance lies within `[min, max]`.
+    pub fn in_range(&self, d: f64) -> bool {
+        d >= self.min && d <= self.max
+    }
+
     /// Whether a value lies within `[min, max]`.
     pub fn matches(&self, v: RawBsonRef<'_>) -> bool {
-        self.distance(v)
-            .is_some_and(|d| d >= self.min && d <= self.max)
+        self.distance(v).is_some_and(|d| self.in_range(d))
     }
 
     /// Whether a `2d` index can answer (legacy point).
@@ -98,6 +130,7 @@ impl NearQuery {
 
 fn parse_legacy(obj: &RawDocument) -> PResult<Option<NearQuery>> {
     let mut center: Option<(f64, f64)> = None;
+    let mut geojson_center: Option<sphere::V3> = None;
     let mut spherical = false;
     let (mut min, mut max) = (0.0, f64::MAX);
     for el in obj.iter() {
@@ -121,13 +154,22 @@ fn parse_legacy(obj: &RawDocument) -> PResult<Option<NearQuery>> {
                 };
                 let parsed = if is_point {
                     match parse_flat_point(embedded, false) {
-                        Ok(p) => Some((p, None)),
-                        Err(_) => with_max_distance(embedded).map(|(p, m)| (p, Some(m))),
+                        Ok(p) => Some((p, None, None)),
+                        Err(_) => with_max_distance(embedded).map(|(p, m)| (p, Some(m), None)),
                     }
+                } else if let RawBsonRef::Document(d) = e
+                    && let Ok(super::Shape::Point {
+                        flat,
+                        sphere: Some(s),
+                        ..
+                    }) = super::parse_geojson(d)
+                {
+                    // A GeoJSON point where the pair goes (MongoDB's `parseQueryPoint`).
+                    Some((flat, None, Some(s)))
                 } else {
                     None
                 };
-                if let Some((p, m)) = parsed {
+                if let Some((p, m, s)) = parsed {
                     if let Some(m) = m {
                         if m < 0.0 {
                             return Err((18522, "max distance must be non-negative".into()));
@@ -135,6 +177,7 @@ fn parse_legacy(obj: &RawDocument) -> PResult<Option<NearQuery>> {
                         max = m;
                     }
                     center = Some(p);
+                    geojson_center = s;
                     spherical = k.as_str() == "$nearSphere";
                 }
             }
@@ -168,6 +211,17 @@ fn parse_legacy(obj: &RawDocument) -> PResult<Option<NearQuery>> {
     let Some((x, y)) = center else {
         return Ok(None);
     };
+    if let Some(s) = geojson_center {
+        // A GeoJSON center measures meters on the sphere, `$near` or `$nearSphere`.
+        return Ok(Some(NearQuery {
+            flat: (x, y),
+            center: Some(s),
+            geojson: true,
+            spherical: true,
+            min,
+            max,
+        }));
+    }
     if spherical && !valid_lng_lat(x, y) {
         return bad("Legacy point is out of bounds for spherical query");
     }

@@ -353,6 +353,38 @@ fn near_parsing_and_distances() {
         q.distance(raw(square(-1.0, -1.0, 1.0, 1.0)).as_raw_bson_ref()),
         Some(0.0)
     );
+    // A GeoJSON point where the legacy pair goes (`$geoNear`'s query): meters on the sphere,
+    // with `$near` or `$nearSphere`, bounds beside it.
+    for op in ["$near", "$nearSphere"] {
+        let q = parse(doc! {op: {"type": "Point", "coordinates": [0, 0]}, "$minDistance": 5, "$maxDistance": 10})
+            .unwrap();
+        assert!(q.geojson && q.spherical, "{op}");
+        assert_eq!((q.flat, q.min, q.max), ((0.0, 0.0), 5.0, 10.0));
+        assert_eq!(q.needs_2d_or_sphere(), (false, true));
+        let d = q.distance(raw(point(0.0, 1.0)).as_raw_bson_ref()).unwrap();
+        assert!((d - 1f64.to_radians() * 6_378_100.0).abs() < 1e-6);
+    }
+    // Radians are MongoDB's meters divided by the radius, to the last bit.
+    let q = parse(doc! {"$nearSphere": [0, 0]}).unwrap();
+    let p = raw(Bson::Array(vec![0.3.into(), 0.7.into()]));
+    let rad = super::sphere::angle(
+        super::sphere::from_lng_lat(0.0, 0.0),
+        super::sphere::from_lng_lat(0.3, 0.7),
+    );
+    assert_eq!(
+        q.distance(p.as_raw_bson_ref()),
+        Some(rad * 6_378_100.0 / 6_378_100.0)
+    );
+    // The nearest of several locations, with the location.
+    let doc = bson::RawDocumentBuf::try_from(&doc! {"loc": [[5, 5], [1, 1], [3, 3]]}).unwrap();
+    let (d, at) = q
+        .nearest(&doc, &crate::path::FieldPath::new("loc"))
+        .unwrap();
+    assert_eq!(
+        at,
+        raw(Bson::Array(vec![1.into(), 1.into()])).as_raw_bson_ref()
+    );
+    assert!(d > 0.0 && d < 0.03);
     // Errors with MongoDB's codes.
     let cases: Vec<(bson::Document, i32, &str)> = vec![
         (

@@ -2,58 +2,63 @@
 //! `query`, nearest first, each with its distance in `distanceField` and, with `includeLocs`,
 //! the location that distance was measured to.
 //!
-//! The geo field comes from the collection's geo indexes (MongoDB's rules): `key` names it
+//! The geo field comes from the collection's geo indexes (MongoDB's rules; a missing collection
+//! is NamespaceNotFound, 26): `key` names it
 //! (an index must cover it), otherwise the one `2d` index, otherwise the one `2dsphere` index;
 //! none is IndexNotFound (27) "$geoNear requires a 2d or 2dsphere index, but none were found",
 //! several of a kind is 27 too. A GeoJSON `near` needs a `2dsphere` index, a legacy `near`
 //! without `spherical` a `2d` one (otherwise 291 "unable to find index for $geoNear query").
-//! Distances: meters (× 6378100) for a GeoJSON `near`; radians for a legacy `near` with
-//! `spherical`; planar units for a legacy `near` over a `2d` index. A geometry's distance is
-//! to its nearest point (0 inside a polygon); with several locations in the field the nearest
-//! counts. `minDistance`/`maxDistance` bound it (inclusive, before `distanceMultiplier`).
-//! Ties keep input order.
 //!
-//! Execution: a GeoJSON `near` over a `2dsphere` index, or a flat legacy `near` over a `2d`
-//! index (without `minDistance`), with a `query` of plain field conditions, runs as the
-//! planner's nearest-first ring search over the index (the query plus a `$nearSphere`/`$near`
-//! on the geo field), streamed: a later `$limit` stops the search early. Other forms read
-//! every input document (the collection scan the `$cursor` stage gives a first stage) and
-//! sort by distance within the memory limit. Ties come in `_id` order on the index path and
-//! in input order otherwise.
+//! The stage is MongoDB's near query on that field: `query` plus `{<field>: {$near |
+//! $nearSphere (with spherical): <near as given>, $minDistance, $maxDistance}}`
+//! ([`GeoNear::index_query`], parsed once into a [`NearQuery`]), so distances, units and
+//! ranges are exactly `find`'s: meters for a GeoJSON `near`; radians for a legacy `near` with
+//! `spherical` (over a `2dsphere` or a `2d` index); planar units for a legacy `near` over a
+//! `2d` index. A document's distance is its nearest location's (0 inside a polygon);
+//! `minDistance`/`maxDistance` bound it (inclusive, before `distanceMultiplier`).
+//!
+//! Execution: with a `query` of plain field conditions the planner runs that near query as
+//! its nearest-first ring search over the index, streamed: a later `$limit` stops the search
+//! early, and `explain` shows it as MongoDB's `$geoNearCursor` stage with the
+//! `GEO_NEAR_2D`/`GEO_NEAR_2DSPHERE` plan. A `query` with top-level operators (`$and`, `$or`,
+//! `$expr`, …) or a condition on the geo field itself reads every input document (the
+//! collection scan the `$cursor` stage gives a first stage) and sorts by distance within the
+//! memory limit (292 beyond it). Ties come in `_id` order on the index path and in input order
+//! otherwise.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bson::raw::{CStr, cstr};
-use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+use cairn_storage::catalog::CollectionMeta;
 
 use crate::agg::doc::set_nested;
 use crate::agg::{DocStream, ExecCx, Options, ParseCx, Stage, loc};
 use crate::error::{QueryError, Result};
 use crate::expr::ExprExtensions;
 use crate::filter::Filter;
-use crate::geo::{self, Shape, planar, sphere};
+use crate::geo::near::NearQuery;
+use crate::geo::{self, Shape};
 use crate::index::geo_keys::geo_plugin;
 use crate::jsonschema::WithJsonSchema;
-
-/// The center of a `$geoNear`.
-#[derive(Debug, Clone, Copy)]
-struct Near {
-    flat: (f64, f64),
-    sphere: Option<sphere::V3>,
-    geojson: bool,
-}
+use crate::path::FieldPath;
 
 /// A parsed `$geoNear`.
 #[derive(Debug)]
 pub struct GeoNear {
     spec: RawDocumentBuf,
-    near: Near,
+    /// The near condition of the index query, without the field: `{$near | $nearSphere:
+    /// <near>, $minDistance, $maxDistance}`.
+    near_cond: RawDocumentBuf,
+    /// `near_cond` parsed: what measures and bounds distances.
+    near: Arc<NearQuery>,
+    /// `near` is a GeoJSON point.
+    geojson: bool,
     distance_field: Vec<String>,
     include_locs: Option<Vec<String>>,
     spherical: bool,
-    min_distance: Option<f64>,
-    max_distance: Option<f64>,
     multiplier: f64,
     key: Option<String>,
     query: Arc<Filter>,
@@ -193,7 +198,7 @@ impl GeoNear {
                 }
             }
         }
-        let Some(near) = near else {
+        let Some((near_value, geojson)) = near else {
             return Err(loc(5860400, "$geoNear requires a 'near' argument"));
         };
         let Some(distance_field) = distance_field else {
@@ -202,19 +207,32 @@ impl GeoNear {
                 "$geoNear requires a 'distanceField' option as a String",
             ));
         };
-        if spherical && !near.geojson && near.sphere.is_none() {
-            return Err(QueryError::BadValue(
-                "Legacy point is out of bounds for spherical query".into(),
-            ));
+        // MongoDB's `asNearQuery`: the operator by `spherical`, the point as given.
+        let mut near_cond = RawDocumentBuf::new();
+        let op = if spherical {
+            cstr!("$nearSphere")
+        } else {
+            cstr!("$near")
+        };
+        near_cond.append(op, near_value);
+        if let Some(m) = min_distance {
+            near_cond.append(cstr!("$minDistance"), m);
         }
+        if let Some(m) = max_distance {
+            near_cond.append(cstr!("$maxDistance"), m);
+        }
+        let near = NearQuery::parse(&near_cond).map_err(|(code, m)| match code {
+            2 => QueryError::BadValue(m),
+            code => QueryError::Location(code, m),
+        })?;
         Ok(GeoNear {
             spec: d.to_owned(),
-            near,
+            near_cond,
+            near: Arc::new(near),
+            geojson,
             distance_field,
             include_locs,
             spherical,
-            min_distance,
-            max_distance,
             multiplier,
             key,
             query: Arc::new(query),
@@ -225,16 +243,14 @@ impl GeoNear {
     }
 }
 
-fn parse_near(v: RawBsonRef<'_>) -> Result<Near> {
+/// Checks `near` (a legacy pair or a GeoJSON point); returns it as given and whether it is
+/// GeoJSON.
+fn parse_near(v: RawBsonRef<'_>) -> Result<(RawBson, bool)> {
     let bad = |m: String| QueryError::BadValue(m);
     match v {
         RawBsonRef::Array(_) => {
-            let (x, y) = geo::parse_flat_point(v, false).map_err(bad)?;
-            Ok(Near {
-                flat: (x, y),
-                sphere: geo::valid_lng_lat(x, y).then(|| sphere::from_lng_lat(x, y)),
-                geojson: false,
-            })
+            geo::parse_flat_point(v, false).map_err(bad)?;
+            Ok((v.into(), false))
         }
         RawBsonRef::Document(d) => {
             let first_is_number = d
@@ -243,19 +259,11 @@ fn parse_near(v: RawBsonRef<'_>) -> Result<Near> {
                 .and_then(|e| e.ok())
                 .is_some_and(|(_, v)| number(v).is_some());
             if first_is_number {
-                let (x, y) = geo::parse_flat_point(v, false).map_err(bad)?;
-                return Ok(Near {
-                    flat: (x, y),
-                    sphere: geo::valid_lng_lat(x, y).then(|| sphere::from_lng_lat(x, y)),
-                    geojson: false,
-                });
+                geo::parse_flat_point(v, false).map_err(bad)?;
+                return Ok((v.into(), false));
             }
             match geo::parse_geojson(d).map_err(bad)? {
-                Shape::Point { flat, sphere, .. } => Ok(Near {
-                    flat,
-                    sphere,
-                    geojson: true,
-                }),
+                Shape::Point { .. } => Ok((v.into(), true)),
                 _ => Err(bad(format!(
                     "$geoNear requires a GeoJSON point or a legacy point, given {}",
                     cairn_storage::display::document(d)
@@ -298,57 +306,12 @@ impl Stage for GeoNear {
 }
 
 impl GeoNear {
-    /// The distance of one location value, or `None` when it is not one.
-    fn distance(&self, kind: Kind, v: RawBsonRef<'_>) -> Option<f64> {
-        let st = self;
-        match kind {
-            Kind::Sphere => {
-                let shape = geo::parse_stored(v).ok()?;
-                let center = st.near.sphere?;
-                let rad = geo::sphere_distance(&shape, center)?;
-                Some(if st.near.geojson {
-                    rad * sphere::EARTH_RADIUS_M
-                } else {
-                    rad
-                })
-            }
-            Kind::TwoD => {
-                let (x, y) = geo::parse_flat_point(v, true).ok()?;
-                if st.spherical {
-                    let c = st.near.sphere?;
-                    if !geo::valid_lng_lat(x, y) {
-                        return None;
-                    }
-                    Some(sphere_dist_deg(c, x, y))
-                } else {
-                    Some(planar::distance(st.near.flat, (x, y)))
-                }
-            }
-        }
-    }
-
     /// The nearest of `d`'s locations at `path` within `minDistance`/`maxDistance`, with its
     /// distance; `None` when there is none.
-    fn nearest<'d>(
-        &self,
-        kind: Kind,
-        path: &[String],
-        d: &'d RawDocument,
-    ) -> Option<(f64, RawBsonRef<'d>)> {
-        let mut locations = Vec::new();
-        collect_locations(d, path, kind, &mut locations);
-        let mut best: Option<(f64, RawBsonRef<'_>)> = None;
-        for loc in locations {
-            if let Some(dist) = self.distance(kind, loc)
-                && best.is_none_or(|(b, _)| dist < b)
-            {
-                best = Some((dist, loc));
-            }
-        }
-        best.filter(|&(dist, _)| {
-            !(self.max_distance.is_some_and(|m| dist > m)
-                || self.min_distance.is_some_and(|m| dist < m))
-        })
+    fn nearest<'d>(&self, path: &FieldPath, d: &'d RawDocument) -> Option<(f64, RawBsonRef<'d>)> {
+        self.near
+            .nearest(d, path)
+            .filter(|&(dist, _)| self.near.in_range(dist))
     }
 
     /// `d` with `distanceField` (and `includeLocs`) set.
@@ -362,59 +325,15 @@ impl GeoNear {
     }
 
     /// [`GeoNear::annotated`] for the nearest location, or `None` when there is none.
-    fn annotate(
-        &self,
-        kind: Kind,
-        path: &[String],
-        d: &RawDocument,
-    ) -> Result<Option<RawDocumentBuf>> {
-        self.nearest(kind, path, d)
+    fn annotate(&self, path: &FieldPath, d: &RawDocument) -> Result<Option<RawDocumentBuf>> {
+        self.nearest(path, d)
             .map(|(dist, at)| self.annotated(d, dist, at))
             .transpose()
     }
-}
 
-/// Which index kind answers, and over which field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    TwoD,
-    Sphere,
-}
-
-struct GeoNearStream {
-    stage: Arc<GeoNear>,
-    input: Box<dyn DocStream>,
-    limit: usize,
-    /// Documents ready to return; `None` until the first `next`.
-    out: Option<std::collections::VecDeque<RawDocumentBuf>>,
-    /// The index path, while it has more to produce.
-    near: Option<NearScan>,
-}
-
-/// The index path: the planner's nearest-first search, and what annotating its documents
-/// needs.
-struct NearScan {
-    meta: Arc<cairn_storage::catalog::CollectionMeta>,
-    exec: crate::plan::Execution,
-    kind: Kind,
-    path: Vec<String>,
-}
-
-fn not_found(msg: impl Into<String>) -> QueryError {
-    QueryError::Location(27, msg.into())
-}
-
-impl GeoNearStream {
-    /// The geo field and index kind (see the module documentation).
-    fn field(&self, cx: &ExecCx<'_>) -> Result<Option<(String, Kind)>> {
-        let st = &self.stage;
-        let Some(coll) = &st.coll else {
-            return Ok(None);
-        };
-        let Some(meta) = cx.catalog.collection(&st.db, coll)? else {
-            return Ok(None);
-        };
-        let ns = format!("{}.{}", st.db, coll);
+    /// The geo field and index kind over `meta` (see the module documentation).
+    fn field(&self, meta: &CollectionMeta) -> Result<(String, Kind)> {
+        let ns = format!("{}.{}", self.db, self.coll.as_deref().unwrap_or_default());
         let mut two_d = Vec::new();
         let mut spheres = Vec::new();
         for idx in meta.secondary_indexes() {
@@ -432,7 +351,7 @@ impl GeoNearStream {
                 }
             }
         }
-        let (field, kind) = if let Some(key) = &st.key {
+        let (field, kind) = if let Some(key) = &self.key {
             if two_d.contains(key) {
                 (key.clone(), Kind::TwoD)
             } else if spheres.contains(key) {
@@ -461,8 +380,8 @@ impl GeoNearStream {
         };
         // A GeoJSON point needs the sphere; a flat legacy point needs a 2d index.
         let usable = match kind {
-            Kind::Sphere => st.near.geojson || st.spherical,
-            Kind::TwoD => !st.near.geojson,
+            Kind::Sphere => self.geojson || self.spherical,
+            Kind::TwoD => !self.geojson,
         };
         if !usable {
             return Err(QueryError::Location(
@@ -472,47 +391,70 @@ impl GeoNearStream {
                     .into(),
             ));
         }
-        Ok(Some((field, kind)))
+        Ok((field, kind))
     }
 
-    /// The filter that makes the planner search the index nearest first, when the index path
-    /// applies (see the module documentation).
-    fn near_filter(&self, field: &str, kind: Kind) -> Option<RawDocumentBuf> {
-        let st = &self.stage;
-        let (x, y) = st.near.flat;
-        let mut cond = RawDocumentBuf::new();
-        match kind {
-            Kind::Sphere if st.near.geojson => {
-                let mut g = rawdoc! {"$geometry": {"type": "Point", "coordinates": [x, y]}};
-                if let Some(m) = st.max_distance {
-                    g.append(cstr!("$maxDistance"), m);
-                }
-                if let Some(m) = st.min_distance {
-                    g.append(cstr!("$minDistance"), m);
-                }
-                cond.append(cstr!("$nearSphere"), g);
-            }
-            Kind::TwoD if !st.spherical && st.min_distance.is_none() => {
-                let mut point = RawArrayBuf::new();
-                point.push(x);
-                point.push(y);
-                cond.append(cstr!("$near"), point);
-                if let Some(m) = st.max_distance {
-                    cond.append(cstr!("$maxDistance"), m);
-                }
-            }
-            _ => return None,
-        }
+    /// MongoDB's near query for the stage over `field` (`query`'s conditions, then the near
+    /// condition on the field), when the planner's ring search can answer it: `None` when
+    /// `query` has top-level operators or a condition on the field itself.
+    fn near_query(&self, field: &str) -> Option<RawDocumentBuf> {
         let mut filter = RawDocumentBuf::new();
-        for el in st.query_doc.iter() {
+        for el in self.query_doc.iter() {
             let (k, v) = el.ok()?;
             if k.as_str().starts_with('$') || k.as_str() == field {
                 return None;
             }
             filter.append(k, v);
         }
-        filter.append(<&CStr>::try_from(field).ok()?, cond);
+        filter.append(<&CStr>::try_from(field).ok()?, self.near_cond.clone());
         Some(filter)
+    }
+
+    /// The query the planner answers this stage with over `meta` (MongoDB's `$geoNearCursor`
+    /// query), `None` when the stage reads and sorts instead (see the module documentation).
+    /// Errors: no usable geo index (27, 291), as running the stage gives.
+    pub fn index_query(&self, meta: &CollectionMeta) -> Result<Option<RawDocumentBuf>> {
+        let (field, _) = self.field(meta)?;
+        Ok(self.near_query(&field))
+    }
+}
+
+/// Which index kind answers, and over which field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    TwoD,
+    Sphere,
+}
+
+struct GeoNearStream {
+    stage: Arc<GeoNear>,
+    input: Box<dyn DocStream>,
+    limit: usize,
+    /// Documents ready to return; `None` until the first `next`.
+    out: Option<VecDeque<RawDocumentBuf>>,
+    /// The index path, while it has more to produce.
+    near: Option<NearScan>,
+}
+
+/// The index path: the planner's nearest-first search, and what annotating its documents
+/// needs.
+struct NearScan {
+    meta: Arc<CollectionMeta>,
+    exec: crate::plan::Execution,
+    path: FieldPath,
+}
+
+fn not_found(msg: impl Into<String>) -> QueryError {
+    QueryError::Location(27, msg.into())
+}
+
+impl GeoNearStream {
+    /// The collection's metadata, `None` without a collection.
+    fn meta(&self, cx: &ExecCx<'_>) -> Result<Option<Arc<CollectionMeta>>> {
+        match &self.stage.coll {
+            Some(coll) => cx.catalog.collection(&self.stage.db, coll),
+            None => Ok(None),
+        }
     }
 
     /// Starts the index path; `None` when it does not apply. Returns the planner's first
@@ -520,22 +462,16 @@ impl GeoNearStream {
     fn start_near(
         &mut self,
         cx: &ExecCx<'_>,
+        meta: Arc<CollectionMeta>,
         field: &str,
-        kind: Kind,
-    ) -> Result<Option<std::collections::VecDeque<RawDocumentBuf>>> {
-        let Some(coll) = self.stage.coll.clone() else {
-            return Ok(None);
-        };
-        let Some(filter_doc) = self.near_filter(field, kind) else {
-            return Ok(None);
-        };
-        let Some(meta) = cx.catalog.collection(&self.stage.db, &coll)? else {
+    ) -> Result<Option<VecDeque<RawDocumentBuf>>> {
+        let Some(filter_doc) = self.stage.near_query(field) else {
             return Ok(None);
         };
         let filter = Arc::new(Filter::parse(&filter_doc)?);
         let hint = crate::plan::Hint::None;
         let q = crate::plan::Query::new(&filter, &hint);
-        let ns = format!("{}.{coll}", self.stage.db);
+        let ns = format!("{}.{}", self.stage.db, meta.name);
         let chosen = crate::plan::choose(
             cx.host.plan_cache(),
             &ns,
@@ -545,30 +481,24 @@ impl GeoNearStream {
             cx.source,
             false,
         )?;
-        let path: Vec<String> = field.split('.').map(str::to_string).collect();
-        let mut out = std::collections::VecDeque::new();
+        let path = FieldPath::new(field);
+        let mut out = VecDeque::new();
         for d in chosen.buffered {
-            if let Some(d) = self.stage.annotate(kind, &path, &d)? {
+            if let Some(d) = self.stage.annotate(&path, &d)? {
                 out.push_back(d);
             }
         }
         self.near = Some(NearScan {
             meta,
             exec: chosen.exec,
-            kind,
             path,
         });
         Ok(Some(out))
     }
 
     /// Reads every input document and sorts by distance (the path without the index).
-    fn run(
-        &mut self,
-        cx: &ExecCx<'_>,
-        field: &str,
-        kind: Kind,
-    ) -> Result<std::collections::VecDeque<RawDocumentBuf>> {
-        let path: Vec<String> = field.split('.').map(str::to_string).collect();
+    fn run(&mut self, cx: &ExecCx<'_>, field: &str) -> Result<VecDeque<RawDocumentBuf>> {
+        let path = FieldPath::new(field);
         let mut hits: Vec<(f64, usize, RawDocumentBuf, RawBson)> = Vec::new();
         let mut bytes = 0usize;
         let mut n = 0usize;
@@ -580,7 +510,7 @@ impl GeoNearStream {
             if !self.stage.query.try_matches(&d)? {
                 continue;
             }
-            let Some((dist, at)) = self.stage.nearest(kind, &path, &d) else {
+            let Some((dist, at)) = self.stage.nearest(&path, &d) else {
                 continue;
             };
             let at = RawBson::from(at);
@@ -594,7 +524,7 @@ impl GeoNearStream {
             hits.push((dist, n, d, at));
         }
         hits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut out = std::collections::VecDeque::with_capacity(hits.len());
+        let mut out = VecDeque::with_capacity(hits.len());
         for (dist, _, d, at) in hits {
             out.push_back(self.stage.annotated(&d, dist, at.as_raw_bson_ref())?);
         }
@@ -602,71 +532,27 @@ impl GeoNearStream {
     }
 }
 
-/// MongoDB's `spheredist_deg`: the n-vector angle between two longitude/latitude points.
-fn sphere_dist_deg(c: sphere::V3, x: f64, y: f64) -> f64 {
-    let p = sphere::from_lng_lat(x, y);
-    let d = sphere::dot(c, p);
-    if d >= 1.0 {
-        0.0
-    } else if d <= -1.0 {
-        std::f64::consts::PI
-    } else {
-        d.acos()
-    }
-}
-
-/// The location values at `path`: arrays on the way are entered; for `2d`, an array of
-/// points at the end gives each point.
-fn collect_locations<'a>(
-    d: &'a RawDocument,
-    path: &[String],
-    kind: Kind,
-    out: &mut Vec<RawBsonRef<'a>>,
-) {
-    let Some((first, rest)) = path.split_first() else {
-        return;
-    };
-    let Ok(Some(v)) = d.get(first) else { return };
-    if rest.is_empty() {
-        if kind == Kind::TwoD
-            && let RawBsonRef::Array(a) = v
-            && a.into_iter()
-                .flatten()
-                .next()
-                .is_some_and(|e| matches!(e, RawBsonRef::Array(_) | RawBsonRef::Document(_)))
-        {
-            out.extend(a.into_iter().flatten());
-            return;
-        }
-        out.push(v);
-        return;
-    }
-    match v {
-        RawBsonRef::Document(sub) => collect_locations(sub, rest, kind, out),
-        RawBsonRef::Array(a) => {
-            for el in a.into_iter().flatten() {
-                if let RawBsonRef::Document(sub) = el {
-                    collect_locations(sub, rest, kind, out);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 impl DocStream for GeoNearStream {
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
         if self.out.is_none() {
-            let out = match self.field(cx)? {
+            let out = match self.meta(cx)? {
                 None => {
-                    // No collection: nothing to read.
-                    while self.input.next(cx)?.is_some() {}
-                    Default::default()
+                    return Err(QueryError::Location(
+                        26,
+                        format!(
+                            "$geoNear requires a geo index to run, but {}.{} does not exist",
+                            self.stage.db,
+                            self.stage.coll.as_deref().unwrap_or_default()
+                        ),
+                    ));
                 }
-                Some((field, kind)) => match self.start_near(cx, &field, kind)? {
-                    Some(first) => first,
-                    None => self.run(cx, &field, kind)?,
-                },
+                Some(meta) => {
+                    let (field, _) = self.stage.field(&meta)?;
+                    match self.start_near(cx, meta, &field)? {
+                        Some(first) => first,
+                        None => self.run(cx, &field)?,
+                    }
+                }
             };
             self.out = Some(out);
         }
@@ -685,9 +571,9 @@ impl DocStream for GeoNearStream {
             let docs = scan
                 .exec
                 .next(cx.source, &scan.meta, 128, 16 << 20, 10_000)?;
-            let mut ready = std::collections::VecDeque::with_capacity(docs.len());
+            let mut ready = VecDeque::with_capacity(docs.len());
             for d in docs {
-                if let Some(d) = self.stage.annotate(scan.kind, &scan.path, &d)? {
+                if let Some(d) = self.stage.annotate(&scan.path, &d)? {
                     ready.push_back(d);
                 }
             }
