@@ -673,6 +673,192 @@ async fn geo_near(c: &Collection<Document>, stage: Document, limit: Option<i64>)
     collect(c.aggregate(pipeline).await.unwrap()).await
 }
 
+/// The explain of `[{$geoNear: stage}]`.
+async fn explain_geo_near(
+    c: &Collection<Document>,
+    stage: &Document,
+    more: &[Document],
+    verbosity: &str,
+) -> Document {
+    let db = c.client().database(c.namespace().db.as_str());
+    let mut pipeline = vec![doc! {"$geoNear": stage.clone()}];
+    pipeline.extend(more.iter().cloned());
+    db.run_command(doc! {
+        "explain": {"aggregate": c.name(), "pipeline": pipeline, "cursor": {}},
+        "verbosity": verbosity,
+    })
+    .await
+    .unwrap()
+}
+
+/// The name of the first stage an aggregation's explain shows.
+async fn first_stage(c: &Collection<Document>, stage: &Document) -> String {
+    let e = explain_geo_near(c, stage, &[], "queryPlanner").await;
+    let stages = e.get_array("stages").unwrap();
+    let first = stages[0].as_document().unwrap();
+    first.keys().next().unwrap().clone()
+}
+
+/// `explain` of a `$geoNear` the ring search answers shows MongoDB's `$geoNearCursor` stage:
+/// the near query as `parsedQuery`, a `GEO_NEAR_2DSPHERE`/`GEO_NEAR_2D` winning plan over
+/// the geo index, and with execution statistics the keys and documents the search read (a
+/// following `$limit` stops it early); the stages after it follow as usual.
+#[tokio::test]
+async fn geo_near_explain_shows_the_index_path() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("geonearexplain");
+    let mut rng = Rng(5);
+    let sphere = db.collection::<Document>("s");
+    sphere
+        .create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! {"loc": "2dsphere"})
+                .build(),
+        )
+        .await
+        .unwrap();
+    let flat = db.collection::<Document>("t");
+    flat.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"loc": "2d"})
+            .build(),
+    )
+    .await
+    .unwrap();
+    let mut docs = Vec::new();
+    let mut pairs = Vec::new();
+    for i in 0..2000 {
+        let p = (rng.range(-20.0, 20.0), rng.range(-20.0, 20.0));
+        docs.push(
+            doc! {"_id": i, "k": i % 2, "loc": {"type": "Point", "coordinates": pt(p.0, p.1)}},
+        );
+        pairs.push(doc! {"_id": i, "k": i % 2, "loc": pt(p.0, p.1)});
+    }
+    sphere.insert_many(docs).await.unwrap();
+    flat.insert_many(pairs).await.unwrap();
+
+    let near = doc! {"type": "Point", "coordinates": [1.5, 2.5]};
+    let stage = doc! {"near": near.clone(), "distanceField": "d", "maxDistance": 900_000.0, "query": {"k": 1}};
+    let e = explain_geo_near(&sphere, &stage, &[doc! {"$limit": 5}], "queryPlanner").await;
+    let stages = e.get_array("stages").unwrap();
+    assert_eq!(stages.len(), 2, "{e}");
+    let cursor = stages[0]
+        .as_document()
+        .unwrap()
+        .get_document("$geoNearCursor")
+        .unwrap();
+    let qp = cursor.get_document("queryPlanner").unwrap();
+    assert_eq!(qp.get_str("namespace").unwrap(), "geonearexplain.s");
+    assert_eq!(
+        qp.get_document("parsedQuery").unwrap(),
+        &doc! {"k": 1, "loc": {"$near": near.clone(), "$maxDistance": 900_000.0}}
+    );
+    let plan = qp.get_document("winningPlan").unwrap();
+    assert_eq!(
+        plan.get_str("stage").unwrap(),
+        "GEO_NEAR_2DSPHERE",
+        "{plan}"
+    );
+    assert_eq!(plan.get_str("indexName").unwrap(), "loc_2dsphere");
+    assert_eq!(
+        plan.get_document("keyPattern").unwrap(),
+        &doc! {"loc": "2dsphere"}
+    );
+    assert_eq!(
+        stages[1].as_document().unwrap(),
+        &doc! {"$limit": 5_i64},
+        "{e}"
+    );
+
+    // With statistics: the search stopped near the point.
+    let e = explain_geo_near(&sphere, &stage, &[doc! {"$limit": 5}], "executionStats").await;
+    let stages = e.get_array("stages").unwrap();
+    let first = stages[0].as_document().unwrap();
+    let stats = first
+        .get_document("$geoNearCursor")
+        .unwrap()
+        .get_document("executionStats")
+        .unwrap();
+    assert_eq!(stats.get_i32("nReturned").unwrap(), 5, "{stats}");
+    let examined = stats.get_i32("totalDocsExamined").unwrap();
+    assert!(examined > 5 && examined < 500, "{stats}");
+    assert!(stats.get_i32("totalKeysExamined").unwrap() > 0, "{stats}");
+    assert_eq!(
+        stats
+            .get_document("executionStages")
+            .unwrap()
+            .get_str("stage")
+            .unwrap(),
+        "GEO_NEAR_2DSPHERE"
+    );
+    assert_eq!(first.get_i64("nReturned").unwrap(), 5, "{first}");
+
+    // A legacy pair with spherical over a 2d index: $nearSphere, GEO_NEAR_2D.
+    let stage =
+        doc! {"near": [1.5, 2.5], "distanceField": "d", "spherical": true, "minDistance": 0.01};
+    let e = explain_geo_near(&flat, &stage, &[], "queryPlanner").await;
+    let qp = e.get_array("stages").unwrap()[0]
+        .as_document()
+        .unwrap()
+        .get_document("$geoNearCursor")
+        .unwrap()
+        .get_document("queryPlanner")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        qp.get_document("parsedQuery").unwrap(),
+        &doc! {"loc": {"$nearSphere": [1.5, 2.5], "$minDistance": 0.01}}
+    );
+    let plan = qp.get_document("winningPlan").unwrap();
+    assert_eq!(plan.get_str("stage").unwrap(), "GEO_NEAR_2D", "{plan}");
+    assert_eq!(plan.get_str("indexName").unwrap(), "loc_2d");
+
+    // `explain: true` on the command is the queryPlanner form.
+    let e = db
+        .run_command(doc! {"aggregate": "t", "pipeline": [{"$geoNear": stage}], "explain": true})
+        .await
+        .unwrap();
+    assert!(
+        e.get_array("stages").unwrap()[0]
+            .as_document()
+            .unwrap()
+            .contains_key("$geoNearCursor"),
+        "{e}"
+    );
+
+    // A query the ring search does not take: a collection scan under the stage itself.
+    let stage = doc! {"near": near, "distanceField": "d", "query": {"$or": [{"k": 1}]}};
+    let e = explain_geo_near(&sphere, &stage, &[], "queryPlanner").await;
+    let stages = e.get_array("stages").unwrap();
+    let plan = stages[0]
+        .as_document()
+        .unwrap()
+        .get_document("$cursor")
+        .unwrap()
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(plan.get_str("stage").unwrap(), "COLLSCAN");
+    assert!(stages[1].as_document().unwrap().contains_key("$geoNear"));
+
+    // A missing collection: NamespaceNotFound, as MongoDB's $geoNear says (Cairn raises it
+    // as the pipeline starts, so the message carries the executor's prefix).
+    let e = db
+        .collection::<Document>("nope")
+        .aggregate(vec![
+            doc! {"$geoNear": {"near": [0, 0], "distanceField": "d"}},
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(*e.kind, mongodb::error::ErrorKind::Command(ref c) if c.code == 26
+            && c.message.ends_with("$geoNear requires a geo index to run, but geonearexplain.nope does not exist")),
+        "{e}"
+    );
+}
+
 /// `$geoNear` through the planner's ring search returns exactly what the same stage returns
 /// when it reads and sorts every document (its `query` wrapped in `$and` keeps it off the
 /// index): the same documents in the same order, with the same distances and locations, for
@@ -782,7 +968,14 @@ async fn geo_near_index_path_matches_sorting_path() {
             let mut sorted = stage.clone();
             sorted.insert("query", doc! {"$and": [cond]});
             let got = geo_near(c, indexed.clone(), limit).await;
-            let want = geo_near(c, sorted, limit).await;
+            let want = geo_near(c, sorted.clone(), limit).await;
+            // The two really are the two paths.
+            assert_eq!(
+                first_stage(c, &indexed).await,
+                "$geoNearCursor",
+                "{indexed}"
+            );
+            assert_eq!(first_stage(c, &sorted).await, "$cursor", "{sorted}");
             assert_eq!(
                 got, want,
                 "seed {seed} query {q}: {indexed} limit {limit:?}"

@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use cairn_query::agg::stages::geo_near::GeoNear;
 use cairn_query::filter::Filter;
 use cairn_query::plan::explain::{Run, Wrap, num, returned, stage_tree};
 use cairn_query::plan::{
@@ -271,6 +272,9 @@ fn projection_stage(
 /// `executionTimeMillisEstimate`. A pipeline that went entirely into its `$cursor` stage is
 /// explained as `find` is (`queryPlanner` / `executionStats` at the top level); others as
 /// `{explainVersion, stages: [{$cursor: {queryPlanner, executionStats}}, {$group: …}, …]}`.
+/// A leading `$geoNear` the planner's ring search answers shows as MongoDB's
+/// `{$geoNearCursor: {queryPlanner, executionStats}}` in place of `$cursor` and itself: its
+/// near query, planned and (for statistics) run as far as a `$limit` right after it allows.
 pub(crate) fn explain_aggregate(
     server: &ServerState,
     r: &super::aggregate::AggRequest,
@@ -285,7 +289,19 @@ pub(crate) fn explain_aggregate(
         ));
     }
     let mut cursor_explain: Option<RawDocumentBuf> = None;
-    if let Some(c) = &agg.cursor {
+    // A leading `$geoNear` the planner answers is MongoDB's `$geoNearCursor`: the near query's
+    // plan in place of the `$cursor` stage and the `$geoNear` itself.
+    let geo_near = match (&agg.cursor, agg.pipeline.stages().first()) {
+        (Some(c), Some(first)) => match first.as_any().downcast_ref::<GeoNear>() {
+            Some(g) => geo_near_explain(server, c, g, agg.pipeline.stages(), v)?,
+            None => None,
+        },
+        _ => None,
+    };
+    let geo_near_cursor = geo_near.is_some();
+    if geo_near_cursor {
+        cursor_explain = geo_near;
+    } else if let Some(c) = &agg.cursor {
         let meta = server.store.collection(&c.db, &c.coll);
         let count_only = c.count_only && c.sort.is_none();
         let e = explain_plan(
@@ -354,6 +370,14 @@ pub(crate) fn explain_aggregate(
     let exec = v >= Verbosity::ExecutionStats;
     let mut counts = counters.into_iter();
     let mut stages = RawArrayBuf::new();
+    let mut rest = agg.pipeline.stages();
+    let mut cursor_name = cstr!("$cursor");
+    if geo_near_cursor {
+        // The `$cursor` stage's counter and the `$geoNear`'s: the latter is what it returned.
+        counts.next();
+        rest = &rest[1..];
+        cursor_name = cstr!("$geoNearCursor");
+    }
     if let Some(ce) = cursor_explain {
         let mut inner = RawDocumentBuf::new();
         for (k, val) in ce.iter().flatten() {
@@ -362,7 +386,7 @@ pub(crate) fn explain_aggregate(
             }
         }
         let mut d = RawDocumentBuf::new();
-        d.append(cstr!("$cursor"), inner);
+        d.append(cursor_name, inner);
         if exec && let Some((n, ms)) = counts.next() {
             d.append(cstr!("nReturned"), i64::try_from(n).unwrap_or(i64::MAX));
             d.append(
@@ -372,7 +396,7 @@ pub(crate) fn explain_aggregate(
         }
         stages.push(d);
     }
-    for st in agg.pipeline.stages() {
+    for st in rest {
         let mut d = RawDocumentBuf::new();
         d.append(super::aggregate::stage_key(st.name())?, st.serialize());
         if exec && let Some((n, ms)) = counts.next() {
@@ -387,6 +411,36 @@ pub(crate) fn explain_aggregate(
     let mut out = rawdoc! {"explainVersion": "1"};
     out.append(cstr!("stages"), stages);
     Ok(out)
+}
+
+/// The explain of a leading `$geoNear` answered by the planner's ring search (`None` when the
+/// stage reads and sorts instead, or there is no collection): the near query's plan, run as
+/// far as a `$limit` right after it lets the stage read when statistics are wanted.
+fn geo_near_explain(
+    server: &ServerState,
+    c: &cairn_query::agg::cursor::CursorStage,
+    g: &GeoNear,
+    stages: &[Arc<dyn cairn_query::agg::Stage>],
+    v: Verbosity,
+) -> Result<Option<RawDocumentBuf>, CommandError> {
+    let Some(meta) = server.store.collection(&c.db, &c.coll) else {
+        return Ok(None);
+    };
+    let Some(filter_doc) = g.index_query(&meta)? else {
+        return Ok(None);
+    };
+    let filter = Arc::new(Filter::parse(&filter_doc)?);
+    let hint = Hint::None;
+    let mut q = Query::new(&filter, &hint);
+    q.limit = stages
+        .get(1)
+        .and_then(|s| {
+            s.as_any()
+                .downcast_ref::<cairn_query::agg::stages::limit::Limit>()
+        })
+        .map(|l| l.n);
+    let e = explain_plan(server, Some(&meta), &c.ns(), &q, &filter, v, false)?;
+    Ok(Some(render(&e, &filter_doc, &Wrap::default(), v, None)))
 }
 
 /// The single statement of an explained write batch.
