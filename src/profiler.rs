@@ -13,7 +13,10 @@
 //!   command ends, [`record`] builds the entry in MongoDB's shape ([`entry`]: `op`, `ns`,
 //!   `command`, `keysExamined`, `docsExamined`, `nreturned`, `nModified`, `millis`,
 //!   `planSummary`, `ts`, `client`, `appName`, `user`…) and writes it before the reply goes out
-//!   (so a client reading `system.profile` right after sees its operation).
+//!   (so a client reading `system.profile` right after sees its operation). The counts and
+//!   plan are the operation's ([`crate::ops::record_work`]): `find`-like commands record their
+//!   plan's work, `aggregate` (and its `getMore`s) the work of the pipeline's `$cursor` and
+//!   `$geoNear` plans, reported through the pipeline host as they run.
 //! - Level 1 profiles operations slower than `slowms`, sampled at `sampleRate`; a database
 //!   `filter` (a query over the entry's fields) replaces both rules there, and at every level
 //!   decides what the "Slow query" log shows ([`record`]'s answer), as in MongoDB.

@@ -539,6 +539,15 @@ impl Host for ServerHost<'_> {
         crate::deadline::check().map_err(query_error)
     }
 
+    fn record_work(&self, plan: &cairn_query::plan::Plan, keys: u64, docs: u64) {
+        crate::ops::record_work(keys, docs);
+        if let Some(op) = crate::deadline::context().op
+            && op.plan_summary().is_none()
+        {
+            crate::ops::record_plan(crate::ops::plan_summary(plan));
+        }
+    }
+
     fn plan_cache(&self) -> Option<&PlanCache> {
         Some(&self.server.plan_cache)
     }

@@ -10,6 +10,9 @@
 //! requested sort. When the rest of the pipeline needs no field at all (`$count`,
 //! `count_documents`' `$group`), the plan only counts and empty documents flow on; when it
 //! needs only top-level fields, the projection copies those elements in document order.
+//! As the plan works it reports the keys and documents it examined, and itself, to the host
+//! ([`crate::agg::Host::record_work`]: the operation's `keysExamined`, `docsExamined`,
+//! `planSummary`).
 //!
 //! Invariant: between calls the stage keeps only the plan's position (no snapshot), so a
 //! cursor may continue it on a newer snapshot.
@@ -270,6 +273,7 @@ impl Stage for CursorStage {
             stage: self,
             opts: opts.clone(),
             state: State::Start,
+            seen: (0, 0),
         }))
     }
 
@@ -300,6 +304,19 @@ struct CursorStream {
     stage: Arc<CursorStage>,
     opts: Arc<Options>,
     state: State,
+    /// The keys and documents examined when last reported to the host.
+    seen: (u64, u64),
+}
+
+/// Reports `exec`'s work since `seen` to the host ([`crate::agg::Host::record_work`]).
+pub(crate) fn report_work(cx: &ExecCx<'_>, exec: &Execution, seen: &mut (u64, u64)) {
+    let now = (exec.stats.keys_examined, exec.stats.docs_examined);
+    cx.host.record_work(
+        exec.plan(),
+        now.0.saturating_sub(seen.0),
+        now.1.saturating_sub(seen.1),
+    );
+    *seen = now;
 }
 
 /// Documents fetched per storage call.
@@ -320,6 +337,7 @@ impl CursorStream {
             .as_ref()
             .is_some_and(|_| !chosen.exec.plan().provides_sort);
         st.record(&chosen, blocking);
+        report_work(cx, &chosen.exec, &mut self.seen);
         if blocking {
             let Some((spec, _)) = &st.sort else {
                 return Ok(());
@@ -343,6 +361,7 @@ impl CursorStream {
                 for d in exec.next(cx.source, &meta, 1000, 16 * 1024 * 1024, BUDGET)? {
                     sorter.push(d)?;
                 }
+                report_work(cx, &exec, &mut self.seen);
             }
             st.update_stats(&exec);
             self.state = State::Sorted {
@@ -439,6 +458,7 @@ impl DocStream for CursorStream {
                             }
                             cx.host.check_interrupt()?;
                             *owed += exec.count(cx.source, meta, BUDGET)?;
+                            report_work(cx, exec, &mut self.seen);
                             continue;
                         }
                         *owed -= 1;
@@ -476,6 +496,7 @@ impl DocStream for CursorStream {
                     let docs = exec.next(cx.source, meta, want, 16 * 1024 * 1024, BUDGET)?;
                     pending.extend(docs);
                     self.stage.update_stats(exec);
+                    report_work(cx, exec, &mut self.seen);
                 }
             }
         }

@@ -34,6 +34,7 @@ use bson::raw::{CStr, cstr};
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::catalog::CollectionMeta;
 
+use crate::agg::cursor::report_work;
 use crate::agg::doc::set_nested;
 use crate::agg::{DocStream, ExecCx, Options, ParseCx, Stage, loc};
 use crate::error::{QueryError, Result};
@@ -442,7 +443,15 @@ struct NearScan {
     meta: Arc<CollectionMeta>,
     exec: crate::plan::Execution,
     path: FieldPath,
+    /// The work last reported to the host.
+    seen: (u64, u64),
+    /// Documents to ask the search for next: doubling from 1 up to [`NEAR_BATCH`], so a
+    /// `$limit` after the stage stops the search about where it needs to.
+    want: usize,
 }
+
+/// The most documents one call asks the ring search for.
+const NEAR_BATCH: usize = 128;
 
 fn not_found(msg: impl Into<String>) -> QueryError {
     QueryError::Location(27, msg.into())
@@ -488,10 +497,14 @@ impl GeoNearStream {
                 out.push_back(d);
             }
         }
+        let mut seen = (0, 0);
+        report_work(cx, &chosen.exec, &mut seen);
         self.near = Some(NearScan {
             meta,
             exec: chosen.exec,
             path,
+            seen,
+            want: 1,
         });
         Ok(Some(out))
     }
@@ -570,7 +583,9 @@ impl DocStream for GeoNearStream {
             cx.host.check_interrupt()?;
             let docs = scan
                 .exec
-                .next(cx.source, &scan.meta, 128, 16 << 20, 10_000)?;
+                .next(cx.source, &scan.meta, scan.want, 16 << 20, 10_000)?;
+            scan.want = (scan.want * 2).min(NEAR_BATCH);
+            report_work(cx, &scan.exec, &mut scan.seen);
             let mut ready = VecDeque::with_capacity(docs.len());
             for d in docs {
                 if let Some(d) = self.stage.annotate(&scan.path, &d)? {
