@@ -999,3 +999,200 @@ async fn geo_near_index_path_matches_sorting_path() {
     }
     assert!(compared > 1000, "compared {compared} documents");
 }
+
+/// The `_id`s `{k}` finds with `hint` (sorted; each document once).
+async fn hinted_ids(c: &Collection<Document>, k: i32, hint: Document) -> Vec<i32> {
+    let find = c
+        .find(doc! {"k": k})
+        .hint(mongodb::options::Hint::Keys(hint));
+    let mut ids: Vec<i32> = collect(find.await.unwrap())
+        .await
+        .iter()
+        .map(|d| d.get_i32("_id").unwrap())
+        .collect();
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "a document came twice");
+    ids
+}
+
+/// A hint naming a geo index without a geo predicate scans the whole index, as MongoDB does:
+/// each document holding a location once (a polygon's many cells deduplicated), those without
+/// one not at all; `explain` shows the index scan.
+#[tokio::test]
+async fn hinted_geo_index_without_geo_predicate_scans_it() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("geohint");
+    let mut rng = Rng(42);
+    let centers = [(10.0, 10.0), (-40.0, 30.0)];
+    let sphere = db.collection::<Document>("s");
+    sphere
+        .create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! {"loc": "2dsphere"})
+                .build(),
+        )
+        .await
+        .unwrap();
+    let docs: Vec<Document> = (0..300)
+        .map(|i| sphere_doc(&mut rng, i, &centers))
+        .collect();
+    sphere.insert_many(docs.clone()).await.unwrap();
+    let flat = db.collection::<Document>("t");
+    flat.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"p": "2d"})
+            .build(),
+    )
+    .await
+    .unwrap();
+    let pairs: Vec<Document> = (0..300)
+        .map(|i| match i % 4 {
+            0 => doc! {"_id": i, "k": i % 3},
+            _ => {
+                doc! {"_id": i, "k": i % 3, "p": pt(rng.range(-50.0, 50.0), rng.range(-50.0, 50.0))}
+            }
+        })
+        .collect();
+    flat.insert_many(pairs.clone()).await.unwrap();
+    for k in 0..3 {
+        let want: Vec<i32> = docs
+            .iter()
+            .filter(|d| {
+                d.get_i32("k").unwrap() == k
+                    && matches!(d.get("loc"), Some(Bson::Document(_) | Bson::Array(_)))
+            })
+            .map(|d| d.get_i32("_id").unwrap())
+            .collect();
+        assert_eq!(hinted_ids(&sphere, k, doc! {"loc": "2dsphere"}).await, want);
+        let want: Vec<i32> = pairs
+            .iter()
+            .filter(|d| d.get_i32("k").unwrap() == k && d.contains_key("p"))
+            .map(|d| d.get_i32("_id").unwrap())
+            .collect();
+        assert_eq!(hinted_ids(&flat, k, doc! {"p": "2d"}).await, want);
+    }
+    let e = db
+        .run_command(doc! {
+            "explain": {"find": "s", "filter": {"k": 1}, "hint": {"loc": "2dsphere"}},
+            "verbosity": "queryPlanner",
+        })
+        .await
+        .unwrap();
+    let plan = e
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(plan.get_str("stage").unwrap(), "FETCH", "{plan}");
+    let ix = plan.get_document("inputStage").unwrap();
+    assert_eq!(ix.get_str("stage").unwrap(), "IXSCAN");
+    assert_eq!(ix.get_str("indexName").unwrap(), "loc_2dsphere");
+    assert_eq!(
+        ix.get_document("indexBounds").unwrap(),
+        &doc! {"loc": ["[MinKey, MaxKey]"]}
+    );
+}
+
+/// With execution statistics a `$near` search shows its rings as MongoDB's `searchIntervals`:
+/// contiguous, growing outward, the last one inclusive when the search ran out, and their
+/// counts adding up to what the stage returned.
+#[tokio::test]
+async fn near_explain_shows_search_intervals() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let c = client.database("geointervals").collection::<Document>("c");
+    c.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"loc": "2dsphere"})
+            .build(),
+    )
+    .await
+    .unwrap();
+    let mut rng = Rng(3);
+    c.insert_many((0..400).map(|i| {
+        doc! {"_id": i, "loc": {"type": "Point", "coordinates": pt(rng.range(-5.0, 5.0), rng.range(-5.0, 5.0))}}
+    }))
+    .await
+    .unwrap();
+    let db = c.client().database("geointervals");
+    for (filter, limit, radians) in [
+        (
+            doc! {"loc": {"$near": {"$geometry": {"type": "Point", "coordinates": [0, 0]}}}},
+            Some(20),
+            false,
+        ),
+        (
+            doc! {"loc": {"$nearSphere": [0, 0], "$maxDistance": 0.02}},
+            None,
+            true,
+        ),
+    ] {
+        let mut find = doc! {"find": "c", "filter": filter.clone()};
+        if let Some(l) = limit {
+            find.insert("limit", l);
+        }
+        let e = db
+            .run_command(doc! {"explain": find, "verbosity": "executionStats"})
+            .await
+            .unwrap();
+        let stats = e.get_document("executionStats").unwrap();
+        let mut stage = stats.get_document("executionStages").unwrap();
+        while stage.get_str("stage").unwrap() != "GEO_NEAR_2DSPHERE" {
+            stage = stage.get_document("inputStage").unwrap();
+        }
+        let ivs = stage.get_array("searchIntervals").unwrap();
+        assert!(!ivs.is_empty(), "{stage}");
+        let mut returned = 0;
+        let mut last_max = ivs[0]
+            .as_document()
+            .unwrap()
+            .get_f64("minDistance")
+            .unwrap();
+        for (n, iv) in ivs.iter().enumerate() {
+            let iv = iv.as_document().unwrap();
+            let keys: Vec<&str> = iv.keys().map(String::as_str).collect();
+            assert_eq!(
+                keys,
+                [
+                    "minDistance",
+                    "maxDistance",
+                    "maxInclusive",
+                    "nBuffered",
+                    "nReturned"
+                ]
+            );
+            let (lo, hi) = (
+                iv.get_f64("minDistance").unwrap(),
+                iv.get_f64("maxDistance").unwrap(),
+            );
+            assert_eq!(lo, last_max, "{iv}");
+            assert!(hi > lo, "{iv}");
+            last_max = hi;
+            let (b, r) = (
+                iv.get_i32("nBuffered").unwrap(),
+                iv.get_i32("nReturned").unwrap(),
+            );
+            assert!(r <= b, "{iv}");
+            returned += r;
+            if n + 1 < ivs.len() {
+                assert!(!iv.get_bool("maxInclusive").unwrap(), "{iv}");
+            }
+        }
+        assert_eq!(returned, stats.get_i32("nReturned").unwrap(), "{stats}");
+        if radians {
+            // The search measures meters, as MongoDB's does for radians queries too.
+            assert!((last_max - 0.02 * R).abs() < 1e-3 * R, "{last_max}");
+            assert!(
+                ivs.last()
+                    .unwrap()
+                    .as_document()
+                    .unwrap()
+                    .get_bool("maxInclusive")
+                    .unwrap()
+            );
+        }
+    }
+}

@@ -125,8 +125,26 @@ impl Source for WriteTxn<'_> {
     }
 }
 
+/// One ring of a `$near` search, as `explain` shows it (`searchIntervals`): distances in the
+/// search's own units (meters on the sphere — radians queries included, as MongoDB — or
+/// planar units), whether the outer bound was inclusive (the last ring), the documents found
+/// in it and those of them returned so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NearInterval {
+    /// Inner distance.
+    pub min: f64,
+    /// Outer distance.
+    pub max: f64,
+    /// The outer distance counts (the last ring).
+    pub max_inclusive: bool,
+    /// Documents the ring held.
+    pub buffered: u64,
+    /// Of those, returned.
+    pub returned: u64,
+}
+
 /// Work counters of an execution (what `explain` reports).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stats {
     /// Index entries read.
     pub keys_examined: u64,
@@ -140,6 +158,8 @@ pub struct Stats {
     pub dups_dropped: u64,
     /// Entries or documents from each `$or` branch: `(keys, docs, advanced)`.
     pub branches: Vec<(u64, u64, u64)>,
+    /// The rings a `$near` search read, in order.
+    pub near_intervals: Vec<NearInterval>,
 }
 
 impl Stats {
@@ -863,6 +883,9 @@ impl Execution {
     ) -> Result<()> {
         while !sink.full() {
             if let Some(d) = st.pending.pop_front() {
+                if let Some(iv) = self.stats.near_intervals.last_mut() {
+                    iv.returned += 1;
+                }
                 self.emit(d, sink);
                 continue;
             }
@@ -932,6 +955,18 @@ impl Execution {
             found.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
             let n = found.len();
             st.pending.extend(found.into_iter().map(|(_, _, d)| d));
+            let k = if na.near.spherical && !na.near.geojson {
+                crate::geo::sphere::EARTH_RADIUS_M
+            } else {
+                1.0
+            };
+            self.stats.near_intervals.push(NearInterval {
+                min: lo * k,
+                max: hi * k,
+                max_inclusive: last,
+                buffered: n as u64,
+                returned: 0,
+            });
             st.rings += 1;
             st.inner = hi;
             if last {

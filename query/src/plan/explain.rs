@@ -3,8 +3,10 @@
 //! with or without execution statistics.
 //!
 //! Invariants: the tree printed is the plan that ran (or would run); every statistic is a
-//! counter the execution kept, never an estimate; Cairn adds `keyRanges` to each index scan
-//! (the storage byte ranges it read, hex-encoded), which MongoDB does not have.
+//! counter the execution kept, never an estimate (a `$near` search's `searchIntervals` are its
+//! rings); Cairn adds `keyRanges` to each index scan (the storage byte ranges it read,
+//! hex-encoded), and `keysExamined`/`docsExamined` to the `GEO_NEAR_*` stage (MongoDB shows
+//! them on the per-interval stages under it), which MongoDB does not have.
 
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBson, RawDocument, RawDocumentBuf, rawdoc};
@@ -266,7 +268,18 @@ fn access_stage(
             );
             d.append(cstr!("indexName"), na.index.name.clone());
             d.append(cstr!("indexVersion"), 2);
-            if run.is_some() {
+            if let Some(r) = run {
+                let mut ivs = RawArrayBuf::new();
+                for iv in &r.stats.near_intervals {
+                    ivs.push(rawdoc! {
+                        "minDistance": iv.min,
+                        "maxDistance": iv.max,
+                        "maxInclusive": iv.max_inclusive,
+                        "nBuffered": num(iv.buffered),
+                        "nReturned": num(iv.returned),
+                    });
+                }
+                d.append(cstr!("searchIntervals"), ivs);
                 d.append(cstr!("keysExamined"), num(keys));
                 d.append(cstr!("docsExamined"), num(docs));
             }

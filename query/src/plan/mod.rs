@@ -39,7 +39,8 @@ use cairn_storage::catalog::CollectionMeta;
 
 pub use cache::{CacheEntryInfo, PlanCache, signature};
 pub use exec::{
-    Execution, Source, Stats, TRIAL_RESULTS, TRIAL_WORKS, Trial, race, ranges_after, split_after,
+    Execution, NearInterval, Source, Stats, TRIAL_RESULTS, TRIAL_WORKS, Trial, race, ranges_after,
+    split_after,
 };
 pub use planner::{
     Access, Hint, IndexAccess, Modifies, NearAccess, Plan, Query, candidates, shape,

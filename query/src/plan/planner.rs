@@ -9,7 +9,8 @@
 //! - an index that is building or hidden (a hint naming it is refused too, as in MongoDB),
 //!   or over a path the statement modifies, is never a candidate;
 //! - a geo index is a candidate only for a `$geoWithin`/`$geoIntersects` it can answer (its
-//!   entries are cells, not values) and never provides a sort; a `$near` query has exactly
+//!   entries are cells, not values), or when hinted (then scanned whole, as MongoDB does:
+//!   documents without a location are not in it), and never provides a sort; a `$near` query has exactly
 //!   one plan, the ring search over the first fitting geo index, whose documents come
 //!   nearest first.
 
@@ -544,6 +545,29 @@ fn geo_plan(idx: &IndexMeta, expr: &Expr) -> Option<Plan> {
     })
 }
 
+/// The scan of a whole hinted geo index (every cell; the other fields bounded by the filter),
+/// each document fetched once and checked against the whole filter (`None` when a partial
+/// index's filter is not implied).
+fn whole_geo_plan(idx: &IndexMeta, expr: &Expr) -> Option<Plan> {
+    let bounds = base_bounds(expr, idx)?;
+    let ranges = bounds.key_ranges();
+    Some(Plan {
+        access: Access::Index(IndexAccess {
+            index: idx.clone(),
+            check_entries: true,
+            bounds,
+            ranges,
+            reverse: false,
+            min_max: false,
+        }),
+        residual: true,
+        covered: false,
+        provides_sort: false,
+        dedupe: true,
+        count_scan: false,
+    })
+}
+
 /// A rough preference among indexes for one `$or` branch: more leading fields pinned to
 /// points, then more bounded fields.
 fn selectivity(b: &IndexBounds) -> (usize, usize) {
@@ -711,12 +735,17 @@ pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
         Hint::Natural { reverse } => return Ok(vec![Plan::collscan(*reverse)]),
         Hint::Name(_) | Hint::Pattern(_) => {
             let idx = hinted(meta, q.hint)?;
-            if !index_allowed(&idx, q.modifies)
-                || (is_geo(&idx) && geo_bounds(q.filter.expr(), &idx).is_none())
-            {
+            if !index_allowed(&idx, q.modifies) {
                 // MongoDB would honour the hint; scanning an index the update moves
                 // documents in could visit them twice, so the scan stays on `_id`.
                 return Ok(vec![Plan::collscan(false)]);
+            }
+            if is_geo(&idx) && geo_bounds(q.filter.expr(), &idx).is_none() {
+                // No geo predicate bounds the hinted geo index: MongoDB scans all of it
+                // (so documents without a location, which it does not hold, are not found).
+                return Ok(vec![
+                    whole_geo_plan(&idx, q.filter.expr()).unwrap_or_else(|| Plan::collscan(false)),
+                ]);
             }
             return Ok(plan_for_index(&idx, q, true)?.into_iter().collect());
         }
