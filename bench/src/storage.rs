@@ -1,20 +1,37 @@
 //! Storage benchmarks: `insert` and `_id` point reads through the Rust driver, each next to
 //! raw fjall doing the same key-value work in the same process run.
 //!
-//! - insert: 100,000 documents of 10 fields, `insertMany` in batches of 1,000. The raw
-//!   baseline encodes every document into exactly the key-value pairs Cairn stores
-//!   (`E(_id)` + materialized paths) and commits them with fjall optimistic transactions of
-//!   1,000 documents, with the same journal durability (`PersistMode::Buffer`).
+//! - insert: [`DOCS`] of `cairn-bench compare`'s documents (~300 bytes, ten fields) into a
+//!   collection with its two secondary indexes (`cat`, `score`), `insertMany` in batches of
+//!   [`BATCH`]. The raw baseline is the exact key-value work of those inserts: the storage
+//!   layer runs the same inserts once over a recording engine ([`Recorder`]), which captures
+//!   every transaction's point reads and puts (documents, index entries, change-log entries,
+//!   statistics), and raw fjall then replays them — the same reads, the same bytes under the
+//!   same keys in the same keyspaces, one optimistic transaction per recorded one, with the
+//!   server's engine options and the same journal durability (`PersistMode::Buffer`). Both
+//!   sides report wall time and CPU per document (the server's from `/proc`, raw fjall's
+//!   from this process, background flushes and compactions included on both).
 //! - point reads: `find({_id})` of random existing ids with 1 and 16 concurrent clients,
-//!   next to raw fjall prefix scans of the same document keys with 1 and 16 threads.
+//!   next to raw fjall reading the same document keys (as stored) with 1 and 16 threads.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Mutex;
+
 use bson::{Document, RawDocumentBuf, doc};
+use cairn_storage::engine::fjall::FjallOptions;
+use cairn_storage::engine::memory::MemoryEngine;
+use cairn_storage::engine::{
+    Bytes, Engine, KvIter, Read, Result as EngineResult, Snapshot, SpaceId, Tx,
+};
+use cairn_storage::{Durability, StorageError, Store, StoreOptions};
 use fjall::{KeyspaceCreateOptions, OptimisticTxDatabase, Readable};
 
+use crate::compare;
 use crate::harness::{self, Measured, Opts, Server};
 
 /// Documents in the insert benchmark.
@@ -38,51 +55,232 @@ pub fn document(i: usize) -> Document {
     }
 }
 
-fn kv_pairs(i: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let d = RawDocumentBuf::try_from(&document(i)).expect("bson");
-    let id = d.get("_id").expect("id").expect("id");
-    let key = cairn_storage::store::id_key(id).expect("key");
-    cairn_storage::doc::encode_document(&key, &d)
-        .expect("encode")
-        .nodes
+/// One recorded storage transaction: its point reads and its puts, in order.
+#[derive(Default)]
+struct Recorded {
+    gets: Vec<(SpaceId, Vec<u8>)>,
+    puts: Vec<(SpaceId, Vec<u8>, Vec<u8>)>,
 }
 
-fn raw_db() -> (
-    tempfile::TempDir,
-    OptimisticTxDatabase,
-    fjall::OptimisticTxKeyspace,
-) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = OptimisticTxDatabase::builder(dir.path())
-        .open()
-        .expect("fjall");
-    let ks = db
-        .keyspace("docs", KeyspaceCreateOptions::default)
-        .expect("keyspace");
-    (dir, db, ks)
+/// An engine that forwards to another and records every committed transaction's point reads
+/// and puts (a transaction that also deletes or scans is recorded only for what it puts and
+/// reads by key — inserts into a collection without unique secondary indexes do neither).
+struct Recorder {
+    inner: Arc<dyn Engine>,
+    log: Arc<Mutex<Vec<Recorded>>>,
 }
 
-fn raw_insert(db: &OptimisticTxDatabase, ks: &fjall::OptimisticTxKeyspace) -> Measured {
+struct RecTx {
+    inner: Box<dyn Tx>,
+    rec: Mutex<Recorded>,
+    log: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl Read for RecTx {
+    fn get(&self, space: SpaceId, key: &[u8]) -> EngineResult<Option<Bytes>> {
+        self.rec
+            .lock()
+            .expect("rec")
+            .gets
+            .push((space, key.to_vec()));
+        self.inner.get(space, key)
+    }
+
+    fn range<'a>(
+        &'a self,
+        space: SpaceId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+    ) -> EngineResult<KvIter<'a>> {
+        self.inner.range(space, start, end, reverse)
+    }
+}
+
+impl Tx for RecTx {
+    fn put(&mut self, space: SpaceId, key: &[u8], value: &[u8]) -> EngineResult<()> {
+        self.rec
+            .get_mut()
+            .expect("rec")
+            .puts
+            .push((space, key.to_vec(), value.to_vec()));
+        self.inner.put(space, key, value)
+    }
+
+    fn delete(&mut self, space: SpaceId, key: &[u8]) -> EngineResult<()> {
+        self.inner.delete(space, key)
+    }
+
+    fn commit(self: Box<Self>) -> EngineResult<()> {
+        let RecTx { inner, rec, log } = *self;
+        inner.commit()?;
+        log.lock()
+            .expect("log")
+            .push(rec.into_inner().expect("rec"));
+        Ok(())
+    }
+
+    fn writes(&self) -> usize {
+        self.inner.writes()
+    }
+
+    fn reads(&self) -> usize {
+        self.inner.reads()
+    }
+}
+
+impl Engine for Recorder {
+    fn begin(&self) -> EngineResult<Box<dyn Tx>> {
+        Ok(Box::new(RecTx {
+            inner: self.inner.begin()?,
+            rec: Mutex::new(Recorded::default()),
+            log: self.log.clone(),
+        }))
+    }
+
+    fn snapshot(&self) -> EngineResult<Box<dyn Snapshot>> {
+        self.inner.snapshot()
+    }
+
+    fn open_space(&self, space: SpaceId) -> EngineResult<()> {
+        self.inner.open_space(space)
+    }
+
+    fn drop_space(&self, space: SpaceId) -> EngineResult<()> {
+        self.inner.drop_space(space)
+    }
+
+    fn spaces(&self) -> Vec<SpaceId> {
+        self.inner.spaces()
+    }
+
+    fn space_disk_size(&self, space: SpaceId) -> u64 {
+        self.inner.space_disk_size(space)
+    }
+
+    fn sync(&self) -> EngineResult<()> {
+        self.inner.sync()
+    }
+
+    fn checkpoint(&self) -> EngineResult<usize> {
+        self.inner.checkpoint()
+    }
+
+    fn max_key_len(&self) -> usize {
+        self.inner.max_key_len()
+    }
+}
+
+/// The storage transactions of inserting [`DOCS`] of `compare`'s documents in batches of
+/// [`BATCH`] into a collection with the `cat` and `score` indexes, as the server does
+/// (default pack threshold, one storage transaction per batch).
+fn record_inserts() -> (Vec<Recorded>, SpaceId) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let engine = Arc::new(Recorder {
+        inner: Arc::new(MemoryEngine::new()),
+        log: log.clone(),
+    });
+    let store = Store::open(engine, StoreOptions { sync_always: false }).expect("store");
+    store.set_pack_threshold(cairn_storage::doc::DEFAULT_PACK_THRESHOLD);
+    store
+        .create_indexes(
+            "bench",
+            "docs",
+            &[
+                bson::rawdoc! {"key": {"cat": 1}, "name": "cat_1"},
+                bson::rawdoc! {"key": {"score": 1}, "name": "score_1"},
+            ],
+        )
+        .expect("indexes");
+    let meta = store
+        .collection("bench", "docs")
+        .expect("collection exists");
+    log.lock().expect("log").clear();
+    let docs: Vec<RawDocumentBuf> = (0..DOCS)
+        .map(|i| RawDocumentBuf::try_from(&compare::document(i as i64)).expect("bson"))
+        .collect();
+    for chunk in docs.chunks(BATCH) {
+        store
+            .write(Durability::Buffered, |tx| -> Result<(), StorageError> {
+                for d in chunk {
+                    tx.insert(&meta, d)?;
+                }
+                Ok(())
+            })
+            .expect("insert");
+    }
+    (std::mem::take(&mut *log.lock().expect("log")), meta.id)
+}
+
+/// A raw fjall database opened as the server opens its engine (cache and journal sizes).
+struct RawDb {
+    _dir: tempfile::TempDir,
+    db: OptimisticTxDatabase,
+    spaces: HashMap<SpaceId, fjall::OptimisticTxKeyspace>,
+}
+
+impl RawDb {
+    fn open() -> RawDb {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let o = FjallOptions::default();
+        let db = OptimisticTxDatabase::builder(dir.path())
+            .cache_size(o.cache_bytes)
+            .max_journaling_size(o.journal_bytes)
+            .open()
+            .expect("fjall");
+        RawDb {
+            _dir: dir,
+            db,
+            spaces: HashMap::new(),
+        }
+    }
+
+    fn space(&mut self, space: SpaceId) -> fjall::OptimisticTxKeyspace {
+        let db = &self.db;
+        self.spaces
+            .entry(space)
+            .or_insert_with(|| {
+                db.keyspace(&format!("s{space}"), KeyspaceCreateOptions::default)
+                    .expect("keyspace")
+            })
+            .clone()
+    }
+}
+
+/// CPU seconds this process has used (all threads, fjall's workers included).
+fn own_cpu() -> f64 {
+    crate::pg::cpu_seconds(std::process::id())
+}
+
+/// Replays the recorded transactions on raw fjall; returns the wall time and CPU seconds.
+fn raw_replay(raw: &mut RawDb, txs: &[Recorded]) -> (Measured, f64) {
+    for t in txs {
+        for (s, _, _) in &t.puts {
+            raw.space(*s);
+        }
+        for (s, _) in &t.gets {
+            raw.space(*s);
+        }
+    }
+    let c0 = own_cpu();
     let started = Instant::now();
-    for batch in 0..DOCS / BATCH {
-        let mut tx = db.write_tx().expect("tx");
-        for i in batch * BATCH..(batch + 1) * BATCH {
-            let pairs = kv_pairs(i);
-            // Like Cairn, read the _id key before writing (inserts must see collisions).
-            let root = &pairs[0].0;
-            assert!(tx.get(ks, root).expect("get").is_none());
-            for (k, v) in pairs {
-                tx.insert(ks, k, v);
-            }
+    for t in txs {
+        let mut tx = raw.db.write_tx().expect("tx");
+        for (s, k) in &t.gets {
+            std::hint::black_box(tx.get(&raw.spaces[s], k).expect("get"));
+        }
+        for (s, k, v) in &t.puts {
+            tx.insert(&raw.spaces[s], k.as_slice(), v.as_slice());
         }
         tx.commit().expect("commit").expect("no conflict");
     }
-    Measured {
+    let m = Measured {
         ops: DOCS as u64,
         elapsed: started.elapsed(),
         p50: Duration::ZERO,
         p99: Duration::ZERO,
-    }
+    };
+    (m, own_cpu() - c0)
 }
 
 fn raw_point_reads(
@@ -91,8 +289,11 @@ fn raw_point_reads(
     threads: usize,
     d: Duration,
 ) -> Measured {
-    let keys: Arc<Vec<Vec<u8>>> =
-        Arc::new((0..DOCS).map(|i| kv_pairs(i).swap_remove(0).0).collect());
+    let keys: Arc<Vec<Vec<u8>>> = Arc::new(
+        (0..DOCS)
+            .map(|i| cairn_storage::store::id_key(bson::RawBsonRef::Int64(i as i64)).expect("key"))
+            .collect(),
+    );
     let ops = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let mut lat_all = Vec::new();
@@ -117,7 +318,7 @@ fn raw_point_reads(
                         let (k, v) = g.into_inner().expect("kv");
                         n += usize::from(!k.is_empty() && !v.is_empty());
                     }
-                    assert!(n > 1);
+                    assert!(n >= 1);
                     lat.push(t0.elapsed());
                     ops.fetch_add(1, Ordering::Relaxed);
                 }
@@ -133,19 +334,32 @@ fn raw_point_reads(
     m
 }
 
-async fn cairn_insert(client: &mongodb::Client) -> Measured {
+async fn cairn_insert(client: &mongodb::Client, pid: u32) -> (Measured, f64) {
     let coll = client.database("bench").collection::<Document>("docs");
+    for keys in [doc! {"cat": 1}, doc! {"score": 1}] {
+        coll.create_index(mongodb::IndexModel::builder().keys(keys).build())
+            .await
+            .expect("index");
+    }
+    let batches: Vec<Vec<Document>> = (0..DOCS / BATCH)
+        .map(|b| {
+            (b * BATCH..(b + 1) * BATCH)
+                .map(|i| compare::document(i as i64))
+                .collect()
+        })
+        .collect();
+    let c0 = crate::pg::cpu_seconds(pid);
     let started = Instant::now();
-    for batch in 0..DOCS / BATCH {
-        let docs: Vec<Document> = (batch * BATCH..(batch + 1) * BATCH).map(document).collect();
+    for docs in batches {
         coll.insert_many(docs).await.expect("insert");
     }
-    Measured {
+    let m = Measured {
         ops: DOCS as u64,
         elapsed: started.elapsed(),
         p50: Duration::ZERO,
         p99: Duration::ZERO,
-    }
+    };
+    (m, crate::pg::cpu_seconds(pid) - c0)
 }
 
 async fn cairn_point_reads(port: u16, clients: usize, d: Duration) -> Measured {
@@ -229,35 +443,49 @@ async fn raw_round_trips(port: u16, d: Duration) -> (Measured, Measured) {
 /// Runs the benchmark.
 pub async fn run(o: &Opts) {
     let d = o.duration();
-    let pairs: usize = (0..100).map(|i| kv_pairs(i).len()).sum::<usize>() / 100;
+    let (txs, docs_space) = tokio::task::block_in_place(record_inserts);
+    let puts: usize = txs.iter().map(|t| t.puts.len()).sum();
+    let bytes: usize = txs
+        .iter()
+        .flat_map(|t| &t.puts)
+        .map(|(_, k, v)| k.len() + v.len())
+        .sum();
     println!(
-        "storage: {DOCS} docs x 10 fields ({pairs} key-value pairs each), batches of {BATCH}; point reads {} s per phase",
+        "storage: {DOCS} compare documents with 2 secondary indexes, batches of {BATCH} ({:.1} key-value pairs, {:.0} bytes written per document); point reads {} s per phase",
+        puts as f64 / DOCS as f64,
+        bytes as f64 / DOCS as f64,
         o.seconds
     );
-    let (_dir, db, ks) = raw_db();
-    let raw_ins = tokio::task::block_in_place(|| raw_insert(&db, &ks));
+    let mut raw = RawDb::open();
+    let (raw_ins, raw_cpu) = tokio::task::block_in_place(|| raw_replay(&mut raw, &txs));
+    drop(txs);
     let server = Server::start();
     let client = mongodb::Client::with_uri_str(format!("mongodb://127.0.0.1:{}/", server.port))
         .await
         .expect("client");
-    let cairn_ins = cairn_insert(&client).await;
-    harness::row("raw fjall insert (docs)", &raw_ins);
+    let (cairn_ins, cairn_cpu) = cairn_insert(&client, server.pid()).await;
+    harness::row("raw fjall, same key-value work (docs)", &raw_ins);
     harness::row("cairn insertMany (docs)", &cairn_ins);
+    let per_doc = |cpu: f64| cpu / DOCS as f64 * 1e6;
     println!(
-        "ratio raw fjall / cairn insert throughput: {:.2}x",
+        "CPU per document: raw fjall {:.1} µs, cairn server {:.1} µs ({:.2}x); throughput raw / cairn {:.2}x",
+        per_doc(raw_cpu),
+        per_doc(cairn_cpu),
+        cairn_cpu / raw_cpu,
         raw_ins.rate() / cairn_ins.rate()
     );
     let (ping, find) = raw_round_trips(server.port, d).await;
     harness::row("cairn ping (raw OP_MSG)", &ping);
     harness::row("cairn find by _id (raw OP_MSG)", &find);
+    let ks = raw.space(docs_space);
     for clients in [1, o.clients] {
-        let raw = tokio::task::block_in_place(|| raw_point_reads(&db, &ks, clients, d));
+        let r = tokio::task::block_in_place(|| raw_point_reads(&raw.db, &ks, clients, d));
         let cairn = cairn_point_reads(server.port, clients, d).await;
-        harness::row(&format!("raw fjall point read, {clients} thr"), &raw);
+        harness::row(&format!("raw fjall point read, {clients} thr"), &r);
         harness::row(&format!("cairn find by _id, {clients} clients"), &cairn);
         println!(
             "ratio raw fjall / cairn point reads ({clients}): {:.2}x",
-            raw.rate() / cairn.rate()
+            r.rate() / cairn.rate()
         );
     }
 }

@@ -101,6 +101,32 @@ impl Change {
         self
     }
 
+    /// Appends a field whose value is borrowed (a document being written is copied once,
+    /// into the entry, not first into an owned value).
+    pub fn with_ref(mut self, name: &'static str, value: RawBsonRef<'_>) -> Change {
+        if let Ok(k) = <&bson::raw::CStr>::try_from(name) {
+            self.0.append(k, value);
+        }
+        self
+    }
+
+    /// Writes the stored entry — this change's fields, then `wall` — into `out` (cleared
+    /// first), so a commit needs no copy of the change beyond the bytes it stores.
+    pub fn entry_into(&self, wall: bson::DateTime, out: &mut Vec<u8>) {
+        let body = self.0.as_bytes();
+        out.clear();
+        out.reserve(body.len() + 14);
+        // the document without its trailing NUL, the `wall` element, the NUL, then the
+        // length fixed up
+        out.extend_from_slice(&body[..body.len() - 1]);
+        out.push(bson::spec::ElementType::DateTime as u8);
+        out.extend_from_slice(b"wall\0");
+        out.extend_from_slice(&wall.timestamp_millis().to_le_bytes());
+        out.push(0);
+        let len = i32::try_from(out.len()).unwrap_or(i32::MAX);
+        out[..4].copy_from_slice(&len.to_le_bytes());
+    }
+
     /// Marks the change as part of a session's transaction.
     pub fn in_txn(self, lsid: &[u8; 16], txn_number: i64) -> Change {
         let uid = bson::Binary {
@@ -165,6 +191,22 @@ pub fn wants_images(coll: &CollectionMeta) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_is_the_change_then_wall() {
+        let c = Change(bson::rawdoc! {"op": "i", "doc": {"_id": 1, "a": "x"}});
+        let wall = bson::DateTime::from_millis(1_700_000_000_123);
+        let mut out = vec![9, 9, 9];
+        c.entry_into(wall, &mut out);
+        let mut want = c.0.clone();
+        want.append(cstr!("wall"), wall);
+        assert_eq!(out, want.as_bytes());
+        assert!(RawDocumentBuf::from_bytes(out).is_ok());
+        let empty = Change(RawDocumentBuf::new());
+        let mut out = Vec::new();
+        empty.entry_into(wall, &mut out);
+        assert_eq!(out, bson::rawdoc! {"wall": wall}.as_bytes());
+    }
 
     #[test]
     fn keys_order_by_position() {

@@ -845,13 +845,13 @@ impl Store {
         if !changes.is_empty() {
             let at = crate::history::pack(ts);
             let wall = bson::DateTime::now();
+            let mut entry = Vec::new();
             for (i, c) in changes.iter().enumerate() {
-                let mut entry = c.0.clone();
-                entry.append(bson::raw::cstr!("wall"), wall);
+                c.entry_into(wall, &mut entry);
                 let pos = (at, u32::try_from(i).unwrap_or(u32::MAX));
-                tx.put(CHANGE_LOG_SPACE, &changelog::key(pos), entry.as_bytes())?;
+                tx.put(CHANGE_LOG_SPACE, &changelog::key(pos), &entry)?;
                 self.log_bytes
-                    .fetch_add(entry.as_bytes().len() as u64 + 12, Ordering::Relaxed);
+                    .fetch_add(entry.len() as u64 + 12, Ordering::Relaxed);
             }
         }
         tx.commit()?;
@@ -1293,7 +1293,7 @@ impl WriteTxn<'_> {
         self.log(
             Change::on("i", coll)
                 .with("key", changelog::document_key(doc))
-                .with("doc", doc.to_owned()),
+                .with_ref("doc", RawBsonRef::Document(doc)),
         );
         if coll.natural.is_some() {
             self.capped_append(coll, &key)?;
@@ -1645,7 +1645,7 @@ impl WriteTxn<'_> {
                 self.log(
                     Change::on("r", coll)
                         .with("key", changelog::document_key(new))
-                        .with("doc", new.to_owned())
+                        .with_ref("doc", RawBsonRef::Document(new))
                         .with("pre", old_doc),
                 );
             }
@@ -1654,7 +1654,7 @@ impl WriteTxn<'_> {
             self.log(
                 Change::on("r", coll)
                     .with("key", changelog::document_key(new))
-                    .with("doc", new.to_owned()),
+                    .with_ref("doc", RawBsonRef::Document(new)),
             );
         }
         let spilled = doc::spilled_keys(&stored);

@@ -5,16 +5,26 @@
 //! (the journal write reaches the OS before commit returns, so a process crash loses
 //! nothing committed); [`Engine::sync`] fsyncs the journal. Keyspace handles are kept in a
 //! map guarded by a `RwLock` that is only held to clone a handle, never during I/O.
+//!
+//! Memory: the block cache is [`FjallOptions::cache_bytes`]. The write buffers (memtables,
+//! active and sealed, of every keyspace) are held to [`FjallOptions::write_buffer_bytes`]:
+//! fjall itself rotates a keyspace's memtable only when that one memtable reaches its own
+//! size limit (and bounds nothing across keyspaces), so after each commit the engine
+//! compares fjall's write-buffer total with the budget and, when over it, rotates the
+//! largest active memtables (their flushes run on fjall's workers; a keyspace with 4 sealed
+//! memtables queued makes its writers wait, fjall's own back-pressure). Each keyspace's
+//! memtable limit is half the budget (at most fjall's default 64 MiB).
 
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 use ::fjall::{
-    KeyspaceCreateOptions, OptimisticTxDatabase, OptimisticTxKeyspace, OptimisticWriteTx,
-    PersistMode, Readable,
+    AbstractTree, KeyspaceCreateOptions, OptimisticTxDatabase, OptimisticTxKeyspace,
+    OptimisticWriteTx, PersistMode, Readable,
 };
 
 use super::{
@@ -33,20 +43,51 @@ pub struct FjallOptions {
     /// beyond it the write buffers pinning the oldest journal file are flushed, so crash
     /// recovery replays at most about this much.
     pub journal_bytes: u64,
+    /// Budget of the write buffers (all memtables, active and sealed), in bytes of fjall's
+    /// accounting (keys + values + a fixed per-entry size); see the module docs.
+    pub write_buffer_bytes: u64,
+}
+
+impl FjallOptions {
+    /// The options for a block cache of `cache_bytes`, with the write-buffer budget that
+    /// goes with it ([`write_buffer_budget`]).
+    pub fn with_cache(cache_bytes: u64, journal_bytes: u64) -> FjallOptions {
+        FjallOptions {
+            cache_bytes,
+            journal_bytes,
+            write_buffer_bytes: write_buffer_budget(cache_bytes),
+        }
+    }
+}
+
+/// The write-buffer budget for a block cache of `cache_bytes`: a quarter of it, between
+/// 16 MiB and 256 MiB.
+pub fn write_buffer_budget(cache_bytes: u64) -> u64 {
+    (cache_bytes / 4).clamp(16 << 20, 256 << 20)
 }
 
 impl Default for FjallOptions {
     fn default() -> Self {
-        FjallOptions {
-            cache_bytes: 256 * 1024 * 1024,
-            journal_bytes: 64 * 1024 * 1024,
-        }
+        FjallOptions::with_cache(256 * 1024 * 1024, 64 * 1024 * 1024)
     }
 }
 
 struct Inner {
     db: OptimisticTxDatabase,
     spaces: RwLock<HashMap<SpaceId, OptimisticTxKeyspace>>,
+    /// [`FjallOptions::write_buffer_bytes`].
+    write_buffer_budget: u64,
+    /// Milliseconds since `opened` of the last rotation for the budget (rotations at most
+    /// every [`RELIEF_INTERVAL_MS`], so commits while the flushes run do not pile more on).
+    last_relief: AtomicU64,
+    opened: Instant,
+}
+
+/// Least time between two rotations for the write-buffer budget.
+const RELIEF_INTERVAL_MS: u64 = 20;
+
+fn keyspace_options(write_buffer_budget: u64) -> KeyspaceCreateOptions {
+    KeyspaceCreateOptions::default().max_memtable_size((write_buffer_budget / 2).min(64 << 20))
 }
 
 /// The fjall engine.
@@ -82,19 +123,19 @@ impl FjallEngine {
             .max_journaling_size(opts.journal_bytes.max(64 * 1024 * 1024))
             .open()
             .map_err(io)?;
+        let budget = opts.write_buffer_bytes.max(1 << 20);
+        let ks_opts = || keyspace_options(budget);
         let mut spaces = HashMap::new();
         for name in db.list_keyspace_names() {
             let name: &str = name.as_ref();
             if let Some(id) = parse_space_name(name) {
-                let ks = db
-                    .keyspace(name, KeyspaceCreateOptions::default)
-                    .map_err(io)?;
+                let ks = db.keyspace(name, ks_opts).map_err(io)?;
                 spaces.insert(id, ks);
             }
         }
         if let std::collections::hash_map::Entry::Vacant(slot) = spaces.entry(CATALOG_SPACE) {
             let ks = db
-                .keyspace(&space_name(CATALOG_SPACE), KeyspaceCreateOptions::default)
+                .keyspace(&space_name(CATALOG_SPACE), ks_opts)
                 .map_err(io)?;
             slot.insert(ks);
         }
@@ -102,6 +143,9 @@ impl FjallEngine {
             inner: Arc::new(Inner {
                 db,
                 spaces: RwLock::new(spaces),
+                write_buffer_budget: budget,
+                last_relief: AtomicU64::new(0),
+                opened: Instant::now(),
             }),
         })
     }
@@ -112,6 +156,46 @@ impl FjallEngine {
 }
 
 impl Inner {
+    /// Holds the write buffers to the budget (see the module docs): when fjall's total is
+    /// over it, rotates the largest active memtables until what they hold covers the excess.
+    fn relieve_write_buffers(&self) {
+        let used = self.db.write_buffer_size();
+        if used <= self.write_buffer_budget {
+            return;
+        }
+        let now = self.opened.elapsed().as_millis() as u64;
+        let last = self.last_relief.load(Ordering::Relaxed);
+        if now < last + RELIEF_INTERVAL_MS
+            || self
+                .last_relief
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let mut active: Vec<(u64, OptimisticTxKeyspace)> = match self.spaces.read() {
+            Ok(m) => m
+                .values()
+                .map(|ks| (ks.inner().tree.active_memtable().size(), ks.clone()))
+                .filter(|(n, _)| *n > 0)
+                .collect(),
+            Err(_) => return,
+        };
+        active.sort_unstable_by_key(|(n, _)| std::cmp::Reverse(*n));
+        // Sealed memtables are already on their way out: rotate active ones to cover the
+        // rest of the excess.
+        let mut excess = used - self.write_buffer_budget;
+        for (n, ks) in active {
+            // A failed rotation leaves the memtable active; fjall reports the I/O error on
+            // the next write.
+            let _ = ks.inner().rotate_memtable();
+            excess = excess.saturating_sub(n);
+            if excess == 0 {
+                break;
+            }
+        }
+    }
+
     fn handle(&self, space: SpaceId) -> Result<OptimisticTxKeyspace> {
         self.spaces
             .read()
@@ -194,8 +278,12 @@ impl Tx for FjallTx {
     }
 
     fn commit(self: Box<Self>) -> Result<()> {
-        match self.tx.commit() {
-            Ok(Ok(())) => Ok(()),
+        let FjallTx { tx, inner, .. } = *self;
+        match tx.commit() {
+            Ok(Ok(())) => {
+                inner.relieve_write_buffers();
+                Ok(())
+            }
             Ok(Err(_conflict)) => Err(EngineError::Conflict),
             Err(e) => Err(io(e)),
         }
@@ -265,7 +353,9 @@ impl Engine for FjallEngine {
         let ks = self
             .inner
             .db
-            .keyspace(&space_name(space), KeyspaceCreateOptions::default)
+            .keyspace(&space_name(space), || {
+                keyspace_options(self.inner.write_buffer_budget)
+            })
             .map_err(io)?;
         self.inner
             .spaces
@@ -362,6 +452,64 @@ mod tests {
     fn conformance() {
         let (_d, e) = engine();
         super::super::memory::tests::conformance_suite(&e);
+    }
+
+    #[test]
+    fn write_buffers_stay_within_the_budget() {
+        // 16 spaces written round-robin, none reaching its own memtable limit: without the
+        // budget fjall would keep all 24 MiB in memtables (nothing triggers a flush).
+        let dir = tempfile::tempdir().unwrap();
+        let budget = 4u64 << 20;
+        let opts = FjallOptions {
+            write_buffer_bytes: budget,
+            ..FjallOptions::default()
+        };
+        let e = FjallEngine::open(dir.path(), &opts).unwrap();
+        for s in 1..=16 {
+            e.open_space(s).unwrap();
+        }
+        let value = vec![7u8; 1000];
+        for round in 0..96u32 {
+            let mut tx = e.begin().unwrap();
+            for s in 1..=16 {
+                for i in 0..16u32 {
+                    tx.put(s, &(round * 16 + i).to_be_bytes(), &value).unwrap();
+                }
+            }
+            tx.commit().unwrap();
+        }
+        // Flushes run on fjall's workers; a later commit rotates what is still over.
+        let start = std::time::Instant::now();
+        for n in 0u32.. {
+            let mut tx = e.begin().unwrap();
+            tx.put(1, b"tick", &n.to_be_bytes()).unwrap();
+            tx.commit().unwrap();
+            if e.stats().write_buffer_bytes <= budget {
+                break;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "write buffers at {} bytes, budget {budget}",
+                e.stats().write_buffer_bytes
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // Everything is still there.
+        let snap = e.snapshot().unwrap();
+        for s in 1..=16 {
+            assert_eq!(
+                snap.prefix(s, &[]).unwrap().count(),
+                96 * 16 + usize::from(s == 1)
+            );
+        }
+    }
+
+    #[test]
+    fn budget_follows_the_cache() {
+        assert_eq!(write_buffer_budget(256 << 20), 64 << 20);
+        assert_eq!(write_buffer_budget(8 << 20), 16 << 20);
+        assert_eq!(write_buffer_budget(16 << 30), 256 << 20);
+        assert_eq!(FjallOptions::default().write_buffer_bytes, 64 << 20);
     }
 
     #[test]
