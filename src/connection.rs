@@ -136,6 +136,11 @@ pub async fn serve(
         client,
         next_request_id: 1,
     };
+    // One shutdown wait for the connection's life: it registers with the shared shutdown
+    // signal once, not once per request (a fresh wait per read would add and remove a waiter
+    // under the signal's lock, shared by every connection, on each request).
+    let stop = shutdown.wait_for(|s| *s);
+    tokio::pin!(stop);
     loop {
         // With access control on, a connection that has not authenticated gets a small message
         // limit and an idle timeout (drivers' monitoring connections send `hello` every few
@@ -155,7 +160,7 @@ pub async fn serve(
         };
         let outcome = tokio::select! {
             biased;
-            _ = shutdown.wait_for(|s| *s) => break,
+            _ = &mut stop => break,
             r = read => match r {
                 Some(r) => r,
                 None => {
