@@ -30,6 +30,9 @@ pub struct Client {
     /// Whether the last command is logged as "Slow query", when its database's profile
     /// `filter` decided it (instead of `slowms`/`sampleRate`).
     pub slow_log: Option<bool>,
+    /// The last command's operation, kept from its end until the connection logs it (the
+    /// "Slow query" line reports its plan and the keys and documents it examined).
+    pub last_op: Option<std::sync::Arc<crate::ops::Operation>>,
     /// The users this connection has authenticated as.
     pub auth: crate::auth::AuthState,
     /// The TLS session's protocol and verified client certificate subject (`None` on a
@@ -51,6 +54,7 @@ impl Client {
             close_requested: false,
             conn: None,
             slow_log: None,
+            last_op: None,
             auth: crate::auth::AuthState::default(),
             tls: None,
             sasl: None,

@@ -471,6 +471,7 @@ impl Connection {
         }
         let elapsed = started.elapsed();
         let millis = elapsed.as_millis() as u64;
+        let op = self.client.last_op.take();
         match &result {
             Some((reply, _)) => {
                 let ok = reply.get_f64("ok").unwrap_or(0.0) == 1.0;
@@ -480,8 +481,18 @@ impl Connection {
                     None => self.server.profiler.is_slow(millis),
                 };
                 if !awaitable && slow {
-                    info!(id = 51803, ns = %format!("{db}.$cmd"), command = %name,
-                          durationMillis = millis, ok, "Slow query");
+                    // As mongod's line: the plan and the work of a command that read.
+                    let (keys, docs) = op.as_ref().map(|o| o.work()).unwrap_or((0, 0));
+                    match op.as_ref().and_then(|o| o.plan_summary()) {
+                        Some(plan) => info!(id = 51803, ns = %format!("{db}.$cmd"),
+                              command = %name, planSummary = %plan, keysExamined = keys,
+                              docsExamined = docs, durationMillis = millis, ok, "Slow query"),
+                        None if keys > 0 || docs > 0 => info!(id = 51803,
+                              ns = %format!("{db}.$cmd"), command = %name, keysExamined = keys,
+                              docsExamined = docs, durationMillis = millis, ok, "Slow query"),
+                        None => info!(id = 51803, ns = %format!("{db}.$cmd"), command = %name,
+                              durationMillis = millis, ok, "Slow query"),
+                    }
                 } else {
                     debug!(ns = %format!("{db}.$cmd"), command = %name,
                            durationMillis = millis, ok, "command");

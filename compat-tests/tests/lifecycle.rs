@@ -258,3 +258,46 @@ async fn slow_commands_are_logged() {
     assert!(v["attr"]["durationMillis"].is_u64());
     assert!(v["ctx"].as_str().unwrap().starts_with("conn"));
 }
+
+#[tokio::test]
+async fn slow_reads_log_their_plan_and_work() {
+    let s = TestServer::start_with(&["--slow-ms", "0"]);
+    let c = s.client().await;
+    let coll = c.database("slowlog").collection::<bson::Document>("c");
+    coll.insert_many((0..10).map(|i| doc! {"_id": i, "a": i % 5}))
+        .await
+        .unwrap();
+    coll.create_index(mongodb::IndexModel::builder().keys(doc! {"a": 1}).build())
+        .await
+        .unwrap();
+    let n = coll.count_documents(doc! {"a": 3}).await.unwrap();
+    assert_eq!(n, 2);
+    let mut cur = coll.find(doc! {"a": {"$gte": 4}}).await.unwrap();
+    let mut got = 0;
+    while cur.advance().await.unwrap() {
+        got += 1;
+    }
+    assert_eq!(got, 2);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let log = s.log();
+    let line = |cmd: &str| -> serde_json::Value {
+        let l = log
+            .iter()
+            .find(|l| l.contains("\"Slow query\"") && l.contains(&format!("\"command\":\"{cmd}\"")))
+            .unwrap_or_else(|| panic!("no slow {cmd} in {log:#?}"));
+        serde_json::from_str(l).unwrap()
+    };
+    for (cmd, plan, docs) in [
+        ("find", "IXSCAN { a: 1 }", 2),
+        ("aggregate", "COUNT_SCAN { a: 1 }", 0),
+    ] {
+        let v = line(cmd);
+        assert_eq!(v["attr"]["planSummary"], plan, "{v}");
+        assert_eq!(v["attr"]["keysExamined"], 2, "{v}");
+        assert_eq!(v["attr"]["docsExamined"], docs, "{v}");
+    }
+    // A command that reads nothing logs neither.
+    let v = line("insert");
+    assert!(v["attr"].get("planSummary").is_none(), "{v}");
+    assert!(v["attr"].get("docsExamined").is_none(), "{v}");
+}

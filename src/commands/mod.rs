@@ -584,6 +584,7 @@ pub async fn run(
     } else {
         client.slow_log = None;
     }
+    client.last_op = Some(running.op.clone());
     out
 }
 
