@@ -522,36 +522,23 @@ fn plan_for_index(idx: &IndexMeta, q: &Query<'_>, forced: bool) -> Result<Option
     }))
 }
 
-/// The plan of a `$geoWithin`/`$geoIntersects` over a geo index: its cells' ranges, each
-/// document fetched once and checked against the whole filter (`None` when no geo predicate
-/// bounds the index).
+/// The plan of a `$geoWithin`/`$geoIntersects` over a geo index: its cells' ranges (`None`
+/// when no geo predicate bounds the index).
 fn geo_plan(idx: &IndexMeta, expr: &Expr) -> Option<Plan> {
-    let bounds = geo_bounds(expr, idx)?;
-    let ranges = bounds.key_ranges();
-    Some(Plan {
-        access: Access::Index(IndexAccess {
-            index: idx.clone(),
-            check_entries: true,
-            bounds,
-            ranges,
-            reverse: false,
-            min_max: false,
-        }),
-        residual: true,
-        covered: false,
-        provides_sort: false,
-        dedupe: true,
-        count_scan: false,
-    })
+    Some(geo_index_plan(idx, geo_bounds(expr, idx)?))
 }
 
-/// The scan of a whole hinted geo index (every cell; the other fields bounded by the filter),
-/// each document fetched once and checked against the whole filter (`None` when a partial
-/// index's filter is not implied).
+/// The scan of a whole hinted geo index: every cell, the other fields bounded by the filter
+/// (`None` when a partial index's filter is not implied).
 fn whole_geo_plan(idx: &IndexMeta, expr: &Expr) -> Option<Plan> {
-    let bounds = base_bounds(expr, idx)?;
+    Some(geo_index_plan(idx, base_bounds(expr, idx)?))
+}
+
+/// A geo index read within `bounds`, each document fetched once and checked against the
+/// whole filter.
+fn geo_index_plan(idx: &IndexMeta, bounds: IndexBounds) -> Plan {
     let ranges = bounds.key_ranges();
-    Some(Plan {
+    Plan {
         access: Access::Index(IndexAccess {
             index: idx.clone(),
             check_entries: true,
@@ -565,7 +552,7 @@ fn whole_geo_plan(idx: &IndexMeta, expr: &Expr) -> Option<Plan> {
         provides_sort: false,
         dedupe: true,
         count_scan: false,
-    })
+    }
 }
 
 /// A rough preference among indexes for one `$or` branch: more leading fields pinned to
