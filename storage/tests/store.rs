@@ -1000,6 +1000,7 @@ fn batched_reads_equal_point_reads_in_the_order_asked() {
                 5, 6, 7, 8, 9, 590, 591, 592, 593, 9999, 7, 300, 301, 302, 303, -1, 5,
             ]
             .into_iter()
+            .chain(100..140)
             .map(bson::Bson::Int32)
             .chain(["ab", "a", "zz", "ba", "b", "a"].map(|s| bson::Bson::String(s.into())))
             .collect(),
