@@ -12,6 +12,8 @@
 //!   retries and group commit, snapshot reads and resumable scans, statistics; and sessions'
 //!   multi-statement transactions ([`store::TxnState`]), held open between commands and
 //!   committed or aborted as a whole, with the collections and indexes they create.
+//! - [`fetch`]: batched document reads for index hits (one snapshot, key order, a range walk
+//!   while the hits are dense, point reads once they are sparse).
 //! - [`clock`] and [`history`]: the cluster clock whose ticks are commits, and the snapshots
 //!   retained by cluster time for `readConcern: snapshot` reads.
 //! - [`sessions`]: the durable records of retryable writes and committed transactions.
@@ -33,6 +35,7 @@ pub mod display;
 pub mod doc;
 pub mod engine;
 pub mod error;
+pub mod fetch;
 pub mod history;
 pub mod index;
 pub mod index_ops;

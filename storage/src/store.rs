@@ -2090,6 +2090,16 @@ impl ReadTxn {
         get_document(&*self.snap, coll.id, &id_key(id)?)
     }
 
+    /// The documents with these keys (`E(_id)`), in the order given (`None` where there is
+    /// none), read as one batch in key order (see [`crate::fetch`]).
+    pub fn get_many_by_key(
+        &self,
+        coll: &CollectionMeta,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<RawDocumentBuf>>> {
+        crate::fetch::get_documents(&*self.snap, coll.id, keys)
+    }
+
     /// Documents in `_id` order starting at `from` (inclusive; `None` = the beginning), until
     /// `max_docs` documents or `max_bytes` of BSON (always at least one document).
     pub fn scan(

@@ -961,3 +961,64 @@ fn inline_writes_rerun_conflicts() {
         assert!(after > before);
     }
 }
+
+#[test]
+fn batched_reads_equal_point_reads_in_the_order_asked() {
+    for (engine, _dir) in engines() {
+        let store = open(engine);
+        let mut docs = Vec::new();
+        for i in 0..600i32 {
+            if i % 7 == 0 {
+                // Large enough to be spilled at the default threshold.
+                let big: Vec<i32> = (0..300).collect();
+                let d = bson::doc! {"_id": i, "v": i, "big": big};
+                docs.push(RawDocumentBuf::try_from(&d).unwrap());
+            } else {
+                docs.push(rawdoc! {"_id": i, "v": i, "s": {"a": i, "b": [i, "x"]}});
+            }
+        }
+        for s in ["a", "ab", "b", "ba"] {
+            docs.push(rawdoc! {"_id": s, "s": s});
+        }
+        insert_all(&store, "db", "c", &docs);
+        let meta = store.collection("db", "c").unwrap();
+        let read = store.read().unwrap();
+        let key = |id: bson::Bson| {
+            let holder = bson::doc! {"id": id};
+            let raw = RawDocumentBuf::try_from(&holder).unwrap();
+            cairn_storage::store::id_key(raw.get("id").unwrap().unwrap()).unwrap()
+        };
+        let sets: Vec<Vec<bson::Bson>> = vec![
+            // dense: every document of a span (a walk)
+            (10..300).map(bson::Bson::Int32).collect(),
+            // 10 % density
+            (0..600).step_by(10).map(bson::Bson::Int32).collect(),
+            // sparse: point reads after the first gap
+            (0..600).step_by(97).map(bson::Bson::Int32).collect(),
+            // dense clusters separated by wide gaps, missing keys, unsorted, duplicates
+            vec![
+                5, 6, 7, 8, 9, 590, 591, 592, 593, 9999, 7, 300, 301, 302, 303, -1, 5,
+            ]
+            .into_iter()
+            .chain(100..140)
+            .map(bson::Bson::Int32)
+            .chain(["ab", "a", "zz", "ba", "b", "a"].map(|s| bson::Bson::String(s.into())))
+            .collect(),
+            // fewer than a walk needs
+            vec![bson::Bson::Int32(3), bson::Bson::Int32(1000)],
+            vec![],
+        ];
+        for set in sets {
+            let keys: Vec<Vec<u8>> = set.iter().cloned().map(key).collect();
+            let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            let got = read.get_many_by_key(&meta, &refs).unwrap();
+            assert_eq!(got.len(), keys.len());
+            for (id, (k, g)) in set.iter().zip(keys.iter().zip(&got)) {
+                let want = store
+                    .write(Durability::Buffered, |tx| tx.get_by_key(&meta, k))
+                    .unwrap();
+                assert_eq!(g, &want, "_id {id}");
+            }
+        }
+    }
+}

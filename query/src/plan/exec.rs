@@ -11,6 +11,11 @@
 //! - an index scan reads, per storage call, as many entries as documents are still wanted
 //!   (doubling while entries are rejected, up to `ENTRY_CHUNK`), so a small `limit` reads
 //!   only the entries it returns;
+//! - an index scan fetches the documents of each chunk of entries as one batch
+//!   ([`Source::get_many_by_key`]: in key order from one snapshot, walking the span when the
+//!   hits are dense) and hands them on in index order, so a sort provided by the index holds;
+//!   it reads no more entries than the work budget can fetch, so no fetched document is
+//!   thrown away (except when the byte bound of a batch cuts a chunk);
 //! - a document reached twice (multikey entries, `$or` branches) is returned once;
 //! - the filter is re-checked on every fetched document unless the plan is exact, and an
 //!   evaluation error (`$expr`) fails the execution.
@@ -59,6 +64,16 @@ pub trait Source {
         coll: &CollectionMeta,
         key: &[u8],
     ) -> std::result::Result<Option<RawDocumentBuf>, StorageError>;
+
+    /// The documents with these keys, in the order given (`None` where there is none). By
+    /// default one point read each; a snapshot reads them as one batch in key order.
+    fn get_many_by_key(
+        &self,
+        coll: &CollectionMeta,
+        keys: &[&[u8]],
+    ) -> std::result::Result<Vec<Option<RawDocumentBuf>>, StorageError> {
+        keys.iter().map(|k| self.get_by_key(coll, k)).collect()
+    }
 }
 
 impl Source for ReadTxn {
@@ -90,6 +105,14 @@ impl Source for ReadTxn {
         key: &[u8],
     ) -> std::result::Result<Option<RawDocumentBuf>, StorageError> {
         ReadTxn::get_by_key(self, coll, key)
+    }
+
+    fn get_many_by_key(
+        &self,
+        coll: &CollectionMeta,
+        keys: &[&[u8]],
+    ) -> std::result::Result<Vec<Option<RawDocumentBuf>>, StorageError> {
+        ReadTxn::get_many_by_key(self, coll, keys)
     }
 }
 
@@ -490,6 +513,11 @@ impl Execution {
         }
     }
 
+    /// True when the document `key` was already returned.
+    fn seen(&self, key: &[u8]) -> bool {
+        self.seen.as_ref().is_some_and(|s| s.contains(key))
+    }
+
     /// True when the document `key` was already returned (and remembers it).
     fn duplicate(&mut self, key: &[u8]) -> bool {
         match &mut self.seen {
@@ -660,12 +688,15 @@ impl Execution {
         } else {
             sink.max_docs.saturating_sub(sink.docs.len())
         };
-        'outer: while !pos.done && !sink.full() {
-            let room = usize::try_from(sink.budget.saturating_sub(sink.work))
-                .unwrap_or(usize::MAX)
-                .min(chunk)
-                .clamp(1, ENTRY_CHUNK);
+        while !pos.done && !sink.full() {
+            let left = usize::try_from(sink.budget.saturating_sub(sink.work)).unwrap_or(usize::MAX);
+            let mut room = left.min(chunk).clamp(1, ENTRY_CHUNK);
             chunk = room.saturating_mul(2);
+            if !entries_only {
+                // Each fetched hit costs two units (entry and document): read no more than
+                // the budget can take, so no fetched document is thrown away.
+                room = room.min((left / 2).max(1));
+            }
             let hits = scan_after(
                 src,
                 &ia.index,
@@ -675,11 +706,40 @@ impl Execution {
                 room,
             )?;
             let complete = hits.len() < room;
-            for h in hits {
-                pos.resume = Some(h.key.to_vec());
+            let inside: Vec<bool> = hits
+                .iter()
+                .map(|h| !ia.check_entries || ia.bounds.contains_values(&h.values))
+                .collect();
+            // The documents of the hits that may be returned, read as one batch (in key
+            // order by the source) and consumed below in index order.
+            let mut wanted: Vec<bool> = Vec::new();
+            let mut fetched = Vec::new().into_iter();
+            if !entries_only {
+                wanted = hits
+                    .iter()
+                    .zip(&inside)
+                    .map(|(h, ok)| *ok && !self.seen(h.doc_key()))
+                    .collect();
+                let keys: Vec<&[u8]> = hits
+                    .iter()
+                    .zip(&wanted)
+                    .filter(|(_, w)| **w)
+                    .map(|(h, _)| h.doc_key())
+                    .collect();
+                fetched = src.get_many_by_key(coll, &keys)?.into_iter();
+            }
+            let mut consumed = 0usize;
+            let mut stopped = false;
+            for (i, h) in hits.iter().enumerate() {
+                consumed = i + 1;
                 self.stats.keys_examined += 1;
                 sink.work += 1;
-                if ia.check_entries && !ia.bounds.contains_values(&h.values) {
+                let doc = if wanted.get(i).copied().unwrap_or(false) {
+                    fetched.next().flatten()
+                } else {
+                    None
+                };
+                if !inside.get(i).copied().unwrap_or(false) {
                     continue;
                 }
                 self.stats.keys_advanced += 1;
@@ -694,7 +754,7 @@ impl Execution {
                         self.emit(doc, sink);
                     }
                 } else {
-                    let Some(doc) = src.get_by_key(coll, h.doc_key())? else {
+                    let Some(doc) = doc else {
                         continue;
                     };
                     self.stats.docs_examined += 1;
@@ -702,10 +762,14 @@ impl Execution {
                     self.offer(doc, sink)?;
                 }
                 if sink.full() {
-                    continue 'outer;
+                    stopped = true;
+                    break;
                 }
             }
-            if complete {
+            if let Some(h) = consumed.checked_sub(1).and_then(|i| hits.get(i)) {
+                pos.resume = Some(h.key.to_vec());
+            }
+            if complete && !stopped {
                 pos.done = true;
             }
         }
