@@ -22,8 +22,9 @@ stop() {
 trap stop EXIT
 cd "$REPO"
 # CAIRN_BIN=/path/to/cairn runs that server binary instead of building this tree's.
-if [ -z "${CAIRN_BIN:-}" ]; then cargo build --release --bin cairn; fi
-cargo build --release -p cairn-bench
+# Both packages in one build (the README's command): features resolve as there, so the
+# dependencies are not compiled a second time.
+cargo build --release -p cairn -p cairn-bench
 CAIRN_BENCH_PG="host=127.0.0.1 port=$PORT user=postgres dbname=postgres" \
     CAIRN_BENCH_PG_PID="$(head -1 "$DIR/data/postmaster.pid")" \
     ./target/release/cairn-bench agg "$@"
