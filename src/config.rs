@@ -35,8 +35,13 @@ pub struct Config {
     #[arg(long, env = "CAIRN_PORT", default_value_t = 27017)]
     pub port: u16,
 
-    /// Directory holding the database files.
-    #[arg(long = "data-dir", env = "CAIRN_DATA_DIR", default_value = "./data")]
+    /// Directory holding the database files (MongoDB's `--dbpath`).
+    #[arg(
+        long = "data-dir",
+        alias = "dbpath",
+        env = "CAIRN_DATA_DIR",
+        default_value = "./data"
+    )]
     pub data_dir: PathBuf,
 
     /// Maximum number of simultaneous client connections.
@@ -431,6 +436,14 @@ mod tests {
         assert_eq!(c.compressors, ["snappy", "zstd", "zlib"]);
         assert_eq!(c.journal_size_mb, 64);
         assert!(c.explicit.is_empty());
+    }
+
+    #[test]
+    fn dbpath_names_the_data_directory_as_in_mongod() {
+        let c = Cli::parse_from_args(["cairn", "--dbpath", "/srv/db"])
+            .unwrap()
+            .config;
+        assert_eq!(c.data_dir, PathBuf::from("/srv/db"));
     }
 
     #[test]
