@@ -18,6 +18,18 @@ use tracing::{Instrument, error, info, info_span, warn};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Turns transparent huge pages off for this process, as MongoDB's production notes advise
+/// for its own storage engine. mimalloc asks for huge pages on the arenas it reserves, so
+/// with the kernel's THP in `madvise` mode khugepaged collapsed sparsely used parts of them
+/// into 2 MiB pages: after loading 300k documents the server held 248 MB, growing to 289 MB
+/// while idle (200 MB of it huge pages), against 188 MB flat without; `find_one` throughput
+/// and CPU were the same within noise. Set before the first thread starts; a kernel without
+/// the `prctl` keeps its behaviour.
+fn disable_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
+}
+
 /// MongoDB's exit code for invalid options.
 const EXIT_BAD_OPTIONS: u8 = 2;
 /// MongoDB's exit code when global initialization fails (e.g. an unusable TLS certificate).
@@ -116,6 +128,7 @@ async fn trim_change_log(state: Arc<ServerState>) {
 }
 
 fn main() -> ExitCode {
+    disable_transparent_huge_pages();
     let argv: Vec<String> = std::env::args().collect();
     let cli = match Cli::parse_from_args(&argv) {
         Ok(c) => c,
