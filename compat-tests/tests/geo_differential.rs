@@ -41,6 +41,13 @@ impl Rng {
 
 const R: f64 = 6_378_100.0;
 
+/// Creates the index `keys` on `c`.
+async fn index(c: &Collection<Document>, keys: Document) {
+    c.create_index(mongodb::IndexModel::builder().keys(keys).build())
+        .await
+        .unwrap();
+}
+
 fn haversine(a: (f64, f64), b: (f64, f64)) -> f64 {
     let (la1, la2) = (a.1.to_radians(), b.1.to_radians());
     let dla = la2 - la1;
@@ -211,18 +218,14 @@ async fn sphere_index_scans_match_collection_scans() {
         };
         let before = seed % 2 == 0;
         if before {
-            c.create_index(mongodb::IndexModel::builder().keys(key.clone()).build())
-                .await
-                .unwrap();
+            index(&c, key.clone()).await;
         }
         let docs: Vec<Document> = (0..400)
             .map(|i| sphere_doc(&mut rng, i, &centers))
             .collect();
         c.insert_many(docs.clone()).await.unwrap();
         if !before {
-            c.create_index(mongodb::IndexModel::builder().keys(key).build())
-                .await
-                .unwrap();
+            index(&c, key).await;
         }
         for q in 0..40 {
             let filter = sphere_query(&mut rng, &centers, &docs);
@@ -374,13 +377,7 @@ async fn near_ring_search_matches_distances() {
     for seed in 0..4u64 {
         let mut rng = Rng(seed * 31 + 5);
         let c = db.collection::<Document>(&format!("n{seed}"));
-        c.create_index(
-            mongodb::IndexModel::builder()
-                .keys(doc! {"loc": "2dsphere"})
-                .build(),
-        )
-        .await
-        .unwrap();
+        index(&c, doc! {"loc": "2dsphere"}).await;
         let centers: Vec<(f64, f64)> = (0..3)
             .map(|_| (rng.range(-150.0, 150.0), rng.range(-60.0, 60.0)))
             .collect();
@@ -542,13 +539,7 @@ async fn near_2d_ring_search_matches_distances() {
     let db = client.database("geonear2d");
     let mut rng = Rng(99);
     let c = db.collection::<Document>("n");
-    c.create_index(
-        mongodb::IndexModel::builder()
-            .keys(doc! {"loc": "2d"})
-            .build(),
-    )
-    .await
-    .unwrap();
+    index(&c, doc! {"loc": "2d"}).await;
     let docs: Vec<Document> = (0..1500)
         .map(|i| doc! {"_id": i, "loc": pt(rng.range(-100.0, 100.0), rng.range(-60.0, 60.0))})
         .collect();
@@ -612,13 +603,7 @@ async fn geo_near_streams_from_the_index() {
     let server = TestServer::start_with(&["--sort-memory-limit-bytes", "20000"]);
     let client = server.client().await;
     let c = client.database("geonear").collection::<Document>("stream");
-    c.create_index(
-        mongodb::IndexModel::builder()
-            .keys(doc! {"loc": "2dsphere"})
-            .build(),
-    )
-    .await
-    .unwrap();
+    index(&c, doc! {"loc": "2dsphere"}).await;
     let mut rng = Rng(7);
     let docs: Vec<Document> = (0..3000)
         .map(|i| {
@@ -710,22 +695,9 @@ async fn geo_near_explain_shows_the_index_path() {
     let db = client.database("geonearexplain");
     let mut rng = Rng(5);
     let sphere = db.collection::<Document>("s");
-    sphere
-        .create_index(
-            mongodb::IndexModel::builder()
-                .keys(doc! {"loc": "2dsphere"})
-                .build(),
-        )
-        .await
-        .unwrap();
+    index(&sphere, doc! {"loc": "2dsphere"}).await;
     let flat = db.collection::<Document>("t");
-    flat.create_index(
-        mongodb::IndexModel::builder()
-            .keys(doc! {"loc": "2d"})
-            .build(),
-    )
-    .await
-    .unwrap();
+    index(&flat, doc! {"loc": "2d"}).await;
     let mut docs = Vec::new();
     let mut pairs = Vec::new();
     for i in 0..2000 {
@@ -878,26 +850,13 @@ async fn geo_near_index_path_matches_sorting_path() {
             .map(|_| (rng.range(-150.0, 150.0), rng.range(-60.0, 60.0)))
             .collect();
         let sphere = db.collection::<Document>(&format!("s{seed}"));
-        sphere
-            .create_index(
-                mongodb::IndexModel::builder()
-                    .keys(doc! {"loc": "2dsphere"})
-                    .build(),
-            )
-            .await
-            .unwrap();
+        index(&sphere, doc! {"loc": "2dsphere"}).await;
         let docs: Vec<Document> = (0..600)
             .map(|i| sphere_doc(&mut rng, i, &centers))
             .collect();
         sphere.insert_many(docs).await.unwrap();
         let flat = db.collection::<Document>(&format!("t{seed}"));
-        flat.create_index(
-            mongodb::IndexModel::builder()
-                .keys(doc! {"loc": "2d"})
-                .build(),
-        )
-        .await
-        .unwrap();
+        index(&flat, doc! {"loc": "2d"}).await;
         let flat_docs: Vec<Document> = (0..600)
             .map(|i| {
                 let c = centers[rng.below(3) as usize];
@@ -1028,26 +987,13 @@ async fn hinted_geo_index_without_geo_predicate_scans_it() {
     let mut rng = Rng(42);
     let centers = [(10.0, 10.0), (-40.0, 30.0)];
     let sphere = db.collection::<Document>("s");
-    sphere
-        .create_index(
-            mongodb::IndexModel::builder()
-                .keys(doc! {"loc": "2dsphere"})
-                .build(),
-        )
-        .await
-        .unwrap();
+    index(&sphere, doc! {"loc": "2dsphere"}).await;
     let docs: Vec<Document> = (0..300)
         .map(|i| sphere_doc(&mut rng, i, &centers))
         .collect();
     sphere.insert_many(docs.clone()).await.unwrap();
     let flat = db.collection::<Document>("t");
-    flat.create_index(
-        mongodb::IndexModel::builder()
-            .keys(doc! {"p": "2d"})
-            .build(),
-    )
-    .await
-    .unwrap();
+    index(&flat, doc! {"p": "2d"}).await;
     let pairs: Vec<Document> = (0..300)
         .map(|i| match i % 4 {
             0 => doc! {"_id": i, "k": i % 3},
@@ -1104,13 +1050,7 @@ async fn near_explain_shows_search_intervals() {
     let server = TestServer::start();
     let client = server.client().await;
     let c = client.database("geointervals").collection::<Document>("c");
-    c.create_index(
-        mongodb::IndexModel::builder()
-            .keys(doc! {"loc": "2dsphere"})
-            .build(),
-    )
-    .await
-    .unwrap();
+    index(&c, doc! {"loc": "2dsphere"}).await;
     let mut rng = Rng(3);
     c.insert_many((0..400).map(|i| {
         doc! {"_id": i, "loc": {"type": "Point", "coordinates": pt(rng.range(-5.0, 5.0), rng.range(-5.0, 5.0))}}
