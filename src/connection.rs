@@ -481,18 +481,15 @@ impl Connection {
                     None => self.server.profiler.is_slow(millis),
                 };
                 if !awaitable && slow {
-                    // As mongod's line: the plan and the work of a command that read.
+                    // As mongod's line: the plan and the work of a command that read (a
+                    // `None` field is left out of the line).
                     let (keys, docs) = op.as_ref().map(|o| o.work()).unwrap_or((0, 0));
-                    match op.as_ref().and_then(|o| o.plan_summary()) {
-                        Some(plan) => info!(id = 51803, ns = %format!("{db}.$cmd"),
-                              command = %name, planSummary = %plan, keysExamined = keys,
-                              docsExamined = docs, durationMillis = millis, ok, "Slow query"),
-                        None if keys > 0 || docs > 0 => info!(id = 51803,
-                              ns = %format!("{db}.$cmd"), command = %name, keysExamined = keys,
-                              docsExamined = docs, durationMillis = millis, ok, "Slow query"),
-                        None => info!(id = 51803, ns = %format!("{db}.$cmd"), command = %name,
-                              durationMillis = millis, ok, "Slow query"),
-                    }
+                    let plan = op.as_ref().and_then(|o| o.plan_summary());
+                    let read = plan.is_some() || keys > 0 || docs > 0;
+                    info!(id = 51803, ns = %format!("{db}.$cmd"), command = %name,
+                          planSummary = plan.as_deref(), keysExamined = read.then_some(keys),
+                          docsExamined = read.then_some(docs), durationMillis = millis, ok,
+                          "Slow query");
                 } else {
                     debug!(ns = %format!("{db}.$cmd"), command = %name,
                            durationMillis = millis, ok, "command");

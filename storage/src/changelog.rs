@@ -94,11 +94,8 @@ impl Change {
     }
 
     /// Appends a field.
-    pub fn with(mut self, name: &'static str, value: impl Into<RawBson>) -> Change {
-        if let Ok(k) = <&bson::raw::CStr>::try_from(name) {
-            self.0.append(k, value.into());
-        }
-        self
+    pub fn with(self, name: &'static str, value: impl Into<RawBson>) -> Change {
+        self.with_ref(name, value.into().as_raw_bson_ref())
     }
 
     /// Appends a field whose value is borrowed (a document being written is copied once,
