@@ -163,7 +163,7 @@ fn finish(key: &[u8], nodes: &mut Vec<(Bytes, Bytes)>) -> Result<Option<RawDocum
     if nodes.is_empty() {
         return Ok(None);
     }
-    doc::decode_document(key.len(), nodes.drain(..))
+    doc::decode_stored_document(key.len(), nodes.drain(..))
         .map(Some)
         .map_err(doc_error)
 }

@@ -1899,7 +1899,7 @@ pub(crate) fn get_document(
         return Ok(None);
     };
     if root.first() == Some(&doc::KIND_PACKED_ROOT) {
-        return doc::decode_document(key.len(), [(key, &*root)])
+        return doc::decode_stored_document(key.len(), [(key, &*root)])
             .map(Some)
             .map_err(doc_error);
     }
@@ -1909,7 +1909,7 @@ pub(crate) fn get_document(
     if nodes.is_empty() {
         return Ok(None);
     }
-    doc::decode_document(key.len(), nodes)
+    doc::decode_stored_document(key.len(), nodes)
         .map(Some)
         .map_err(doc_error)
 }
@@ -2303,8 +2303,8 @@ fn scan_range(
             if root {
                 let root_key = pending.last().map(|(k, _)| k.to_vec()).unwrap_or_default();
                 pending.reverse();
-                let doc =
-                    doc::decode_document(root_key.len(), pending.drain(..)).map_err(doc_error)?;
+                let doc = doc::decode_stored_document(root_key.len(), pending.drain(..))
+                    .map_err(doc_error)?;
                 match take(doc, &mut out) {
                     Take::More => {}
                     // Reverse resume is exclusive: the next batch ends below this key.
@@ -2323,7 +2323,7 @@ fn scan_range(
     }
     let start = max_lower(range.0, resume.map_or(Bound::Unbounded, Bound::Included));
     let iter = r.range(coll.id, start, range.1, false)?;
-    let mut asm = DocAssembler::new();
+    let mut asm = DocAssembler::stored();
     let mut current_root: Option<Vec<u8>> = None;
     for kv in iter {
         let (k, v) = kv?;

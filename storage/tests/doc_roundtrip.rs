@@ -6,8 +6,8 @@ use bson::raw::{RawArray, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, cstr
 use bson::rawdoc;
 use cairn_storage::doc::{
     self, DocAssembler, DocError, KeyValue, Limits, MAX_KEY_LEN, MAX_NESTING, Node, PathPart,
-    decode_document, decode_subtree, encode_document, encode_document_with, encode_subtree,
-    node_key, parse_path, parse_value,
+    decode_document, decode_stored_document, decode_subtree, encode_document, encode_document_with,
+    encode_subtree, node_key, parse_path, parse_stored_value, parse_value,
 };
 use cairn_storage::keys;
 use proptest::prelude::*;
@@ -1551,4 +1551,129 @@ fn hysteresis_edges() {
         Limits::packing(u32::MAX).pack_threshold,
         doc::MAX_PACK_THRESHOLD
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trusted reads (packed values checked for their framing only)
+// ---------------------------------------------------------------------------------------------
+
+/// Walks every element of `doc` at every level, ignoring errors (bytes the trusted decoder did
+/// not look inside): it must not panic.
+fn touch_all(doc: &RawDocument) {
+    for el in doc.iter() {
+        match el {
+            Ok((_, RawBsonRef::Document(d))) => touch_all(d),
+            Ok((_, RawBsonRef::Array(a))) => {
+                for v in a {
+                    if let Ok(RawBsonRef::Document(d)) = v {
+                        touch_all(d);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The trusted decoder and assembler give exactly what the validating ones give for
+    /// every encoding the encoder writes.
+    #[test]
+    fn stored_reads_equal_validated_reads(id in id_key(), fields in document(), t in threshold()) {
+        let doc = to_doc(&fields);
+        let nodes = encode_packed(&id, &doc, t);
+        let back = decode_stored_document(id.len(), refs(&nodes)).unwrap();
+        prop_assert_eq!(back.as_bytes(), doc.as_bytes());
+        let mut asm = DocAssembler::stored();
+        for (k, v) in &nodes {
+            prop_assert!(asm.push(k, v).unwrap().is_none());
+        }
+        let last = asm.finish().unwrap().unwrap();
+        prop_assert_eq!(last.as_bytes(), doc.as_bytes());
+        for (_, v) in &nodes {
+            prop_assert_eq!(parse_stored_value(v).unwrap(), parse_value(v).unwrap());
+        }
+    }
+
+    /// Damaged encodings read by the trusted decoder: an error, or a correctly framed
+    /// document whose elements can be walked (with errors) — never a panic.
+    #[test]
+    fn damaged_stored_reads_never_panic(
+        id in id_key(),
+        fields in document(),
+        t in threshold(),
+        ops in prop::collection::vec((0u8..3, any::<prop::sample::Index>(), any::<u8>()), 1..4),
+    ) {
+        let doc = to_doc(&fields);
+        let mut nodes = encode_packed(&id, &doc, t);
+        for (op, at, byte) in ops {
+            let i = at.index(nodes.len());
+            match op {
+                0 => { let v = &mut nodes[i].1; if !v.is_empty() { let j = at.index(v.len()); v[j] ^= byte | 1; } }
+                1 => { let v = &mut nodes[i].1; let j = at.index(v.len() + 1); v.truncate(j); }
+                _ => { if nodes.len() > 1 { nodes.remove(i); } }
+            }
+        }
+        if let Ok(d) = decode_stored_document(id.len(), refs(&nodes)) {
+            prop_assert!(RawDocument::from_bytes(d.as_bytes()).is_ok());
+            touch_all(&d);
+        }
+        let mut asm = DocAssembler::stored();
+        for (k, v) in &nodes {
+            if let Ok(Some(d)) = asm.push(k, v) { touch_all(&d); }
+        }
+        if let Ok(Some(d)) = asm.finish() { touch_all(&d); }
+    }
+}
+
+/// What the trusted reads still refuse (framing, headers) and what they let through (the
+/// inside of a packed value, which the bson crate's accessors then report).
+#[test]
+fn stored_reads_check_framing_only() {
+    let good = rawdoc! { "a": [1, 2], "b": { "c": "d" } };
+    let mut root = vec![doc::KIND_PACKED_ROOT];
+    root.extend_from_slice(good.as_bytes());
+    let framing: Vec<Vec<u8>> = vec![
+        vec![doc::KIND_PACKED_ROOT],
+        vec![doc::KIND_PACKED_OBJECT, 0],
+        root[..root.len() - 1].to_vec(),
+        {
+            let mut v = root.clone();
+            v.push(0);
+            v
+        },
+        {
+            let mut v = root.clone();
+            let last = v.len() - 1;
+            v[last] = 1; // not NUL-terminated
+            v
+        },
+    ];
+    for v in &framing {
+        assert!(is_corrupt(parse_stored_value(v)), "{v:02x?}");
+        assert!(is_corrupt(decode_stored_document(
+            1,
+            [(b"K".as_slice(), v.as_slice())]
+        )));
+    }
+    // A bad string inside: the validating parse refuses it, the trusted one passes it on,
+    // and reading the field reports the error.
+    let mut bad = root.clone();
+    let at = bad.iter().rposition(|&b| b == b'd').unwrap();
+    bad[at] = 0xC3;
+    assert!(is_corrupt(parse_value(&bad)));
+    let d = decode_stored_document(1, [(b"K".as_slice(), bad.as_slice())]).unwrap();
+    assert_eq!(d.as_bytes(), &bad[1..]);
+    let b = d.get_document("b").unwrap();
+    assert!(b.get("c").is_err());
+    // A packed root followed by another node is still refused.
+    assert!(is_corrupt(decode_stored_document(
+        1,
+        [
+            (b"K".as_slice(), root.as_slice()),
+            (b"KFa\0".as_slice(), [0x0A, 0].as_slice())
+        ]
+    )));
 }
