@@ -240,6 +240,33 @@ impl SortSpec {
         Some(values)
     }
 
+    /// How `doc`'s sort key compares with `key`, read in place without building the key —
+    /// `None` unless every sort field is a top-level name whose value in `doc` is not an
+    /// array (then [`SortSpec::key`] would take its general walk, or fail on parallel
+    /// arrays).
+    pub(crate) fn compare_with_key(&self, doc: &RawDocument, key: &SortKey) -> Option<Ordering> {
+        let mut result = Ordering::Equal;
+        for (i, (f, kv)) in self.fields.iter().zip(&key.values).enumerate() {
+            if f.path.contains('.') {
+                return None;
+            }
+            let v = match doc.get(&f.path) {
+                Ok(Some(RawBsonRef::Array(_))) | Err(_) => return None,
+                Ok(Some(v)) => v,
+                Ok(None) => RawBsonRef::Null,
+            };
+            if result == Ordering::Equal {
+                let c = compare_values(v, kv.as_raw_bson_ref());
+                result = if i < 32 && self.desc & (1 << i) != 0 {
+                    c.reverse()
+                } else {
+                    c
+                };
+            }
+        }
+        Some(result.then(self.fields.len().cmp(&key.values.len())))
+    }
+
     /// Compares two documents by their sort keys. A document whose key cannot be computed
     /// (parallel arrays) sorts as if every key field were null; use [`SortSpec::try_compare`]
     /// or [`SortSpec::key`] to surface that error.

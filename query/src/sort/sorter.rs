@@ -163,6 +163,14 @@ impl Sorter {
     /// Adds a document. Fails when its sort key cannot be computed (parallel arrays), when the
     /// memory limit is exceeded without disk use (292), or on spill I/O errors.
     pub fn push(&mut self, doc: RawDocumentBuf) -> Result<()> {
+        if self.beaten(&doc) {
+            // Top-k with a full heap and a key no better than its worst: dropped, as below,
+            // but without building the key.
+            self.next_seq += 1;
+            self.stats.docs_pushed += 1;
+            self.stats.total_data_size += doc.as_bytes().len();
+            return Ok(());
+        }
         let key = self.spec.key(&doc)?;
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -203,6 +211,24 @@ impl Sorter {
             self.spill()?;
         }
         Ok(())
+    }
+
+    /// True when top-k's heap is full and `doc`'s key, read in place, is not below its worst
+    /// entry's: [`Sorter::push`] would drop it (a later arrival loses ties). False when the
+    /// key cannot be read in place (paths, arrays: `push` then builds it).
+    fn beaten(&self, doc: &bson::RawDocument) -> bool {
+        let Some(k) = self.limit else {
+            return false;
+        };
+        if k == 0 || self.heap.len() < k {
+            return false;
+        }
+        let Some(worst) = self.heap.peek() else {
+            return false;
+        };
+        self.spec
+            .compare_with_key(doc, &worst.key)
+            .is_some_and(|c| c != Ordering::Less)
     }
 
     /// Takes the in-memory entries, sorted.
