@@ -463,3 +463,124 @@ fn optimizer_rewrites() {
         doc! {"$sort": {"sortKey": {"a": 1}, "limit": 2_i64}}
     );
 }
+
+/// `$unwind` followed by stages that read only some fields builds its outputs from those
+/// fields (and the unwound one) alone; what the pipeline returns is unchanged, and an
+/// `$unwind` whose later stages need whole documents keeps every field.
+#[test]
+fn unwind_builds_only_the_fields_later_stages_read() {
+    let db = sample();
+    db.insert(
+        "n",
+        &[
+            doc! {"_id": 1, "a": {"b": [1, 2], "c": 5}, "z": 9},
+            doc! {"_id": 2, "a": {"b": []}, "z": 8},
+            doc! {"_id": 3, "a": {"b": "one"}, "z": 7},
+        ],
+    );
+    let cases: Vec<(&str, &str, Vec<Document>, Vec<Document>)> = vec![
+        (
+            "unwind + group by another field",
+            "c",
+            vec![
+                doc! {"$unwind": "$arr"},
+                doc! {"$group": {"_id": "$s", "n": {"$sum": 1}, "vals": {"$push": "$arr"}}},
+                doc! {"$sort": {"_id": 1}},
+            ],
+            vec![
+                doc! {"_id": null, "n": 3, "vals": ["scalar", [1], {"k": 1}]},
+                doc! {"_id": "x", "n": 3, "vals": [1, 2, 3]},
+            ],
+        ),
+        (
+            "unwind + group by the unwound field",
+            "c",
+            vec![
+                doc! {"$match": {"_id": {"$lte": 3}}},
+                doc! {"$unwind": "$arr"},
+                doc! {"$group": {"_id": "$arr", "n": {"$sum": 1}}},
+                doc! {"$sort": {"n": -1, "_id": 1}},
+                doc! {"$limit": 2},
+            ],
+            vec![doc! {"_id": 1, "n": 1}, doc! {"_id": 2, "n": 1}],
+        ),
+        (
+            "unwind + sort + project keeps document order",
+            "c",
+            vec![
+                doc! {"$unwind": "$arr"},
+                doc! {"$sort": {"_id": -1, "arr": 1}},
+                doc! {"$project": {"_id": 0, "s": 1, "arr": 1, "a": 1}},
+            ],
+            vec![
+                doc! {"a": 2.5, "arr": [1]},
+                doc! {"a": 2.5, "arr": {"k": 1}},
+                doc! {"a": 3, "arr": "scalar"},
+                doc! {"a": 1, "arr": 1, "s": "x"},
+                doc! {"a": 1, "arr": 2, "s": "x"},
+                doc! {"a": 1, "arr": 3, "s": "x"},
+            ],
+        ),
+        (
+            "nested path with an index field",
+            "n",
+            vec![
+                doc! {"$unwind": {"path": "$a.b", "includeArrayIndex": "i", "preserveNullAndEmptyArrays": true}},
+                doc! {"$project": {"_id": 0, "a.b": 1, "i": 1}},
+            ],
+            vec![
+                doc! {"a": {"b": 1}, "i": 0_i64},
+                doc! {"a": {"b": 2}, "i": 1_i64},
+                doc! {"a": {}, "i": null},
+                doc! {"a": {"b": "one"}, "i": null},
+            ],
+        ),
+        (
+            "whole documents when nothing after it is exhaustive",
+            "c",
+            vec![doc! {"$unwind": "$arr"}, doc! {"$limit": 2}],
+            vec![
+                doc! {"_id": 1, "a": 1, "b": {"c": 1, "d": 2}, "arr": 1, "s": "x"},
+                doc! {"_id": 1, "a": 1, "b": {"c": 1, "d": 2}, "arr": 2, "s": "x"},
+            ],
+        ),
+    ];
+    for (name, coll, pipeline, expected) in cases {
+        let got = db
+            .run(coll, &pipeline)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        eprintln!("{name}");
+        assert_same(&got, &expected);
+    }
+    let keep = |pipeline: &[Document]| {
+        let agg = db
+            .prepare(Some("c"), pipeline, cairn_query::plan::Hint::None)
+            .unwrap();
+        agg.pipeline
+            .stages()
+            .iter()
+            .find_map(|s| {
+                s.as_any()
+                    .downcast_ref::<cairn_query::agg::stages::unwind::Unwind>()
+            })
+            .unwrap()
+            .keep
+            .clone()
+    };
+    assert_eq!(
+        keep(&[
+            doc! {"$unwind": "$arr"},
+            doc! {"$group": {"_id": "$s.t", "n": {"$sum": "$a"}}}
+        ]),
+        Some(vec!["a".to_string(), "s".to_string()]),
+        "the top-level fields the $group reads"
+    );
+    assert_eq!(keep(&[doc! {"$unwind": "$arr"}]), None);
+    assert_eq!(
+        keep(&[
+            doc! {"$unwind": "$arr"},
+            doc! {"$group": {"_id": null, "all": {"$push": "$$ROOT"}}}
+        ]),
+        None
+    );
+}

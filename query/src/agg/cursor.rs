@@ -9,7 +9,10 @@
 //! streamed from the plan, or through a top-k [`Sorter`] when the plan's order is not the
 //! requested sort. When the rest of the pipeline needs no field at all (`$count`,
 //! `count_documents`' `$group`), the plan only counts and empty documents flow on; when it
-//! needs only top-level fields, the projection copies those elements in document order.
+//! needs only top-level fields, the projection copies those elements in document order; and
+//! when the next stage is one that reads only those fields and keeps no document (`$group`,
+//! an `$unwind` building its outputs from the fields kept), documents pass unprojected, saving
+//! a copy of each (the planner still sees the projection, for covered plans).
 //! As the plan works it reports the keys and documents it examined, and itself, to the host
 //! ([`crate::agg::Host::record_work`]: the operation's `keysExamined`, `docsExamined`,
 //! `planSummary`).
@@ -24,10 +27,12 @@ use std::sync::{Arc, Mutex};
 use bson::{RawBson, RawDocumentBuf, rawdoc};
 use cairn_storage::catalog::CollectionMeta;
 
+use super::stages::group::Group;
 use super::stages::limit::Limit;
 use super::stages::match_::Match;
 use super::stages::skip::Skip;
 use super::stages::sort::Sort;
+use super::stages::unwind::Unwind;
 use super::{DocStream, ExecCx, Options, Stage};
 use crate::error::Result;
 use crate::expr::ExprExtensions;
@@ -78,6 +83,10 @@ pub struct CursorStage {
     /// The needed fields when they are all top-level (`_id` among them only when needed):
     /// the projection is then a copy of those elements, in document order.
     pub top_level: Option<Vec<String>>,
+    /// Whether documents leave with the projection applied: not when the next stage reads
+    /// only the needed fields and keeps no document (`$group`, or an `$unwind` that builds
+    /// its outputs from the kept fields), so the projection's copy would be thrown away.
+    pub project_output: bool,
     /// Only the number of matches is needed.
     pub count_only: bool,
     /// The `hint`.
@@ -121,6 +130,12 @@ impl CursorStage {
             }
         }
         let rest: Vec<Arc<dyn Stage>> = it.collect();
+        let project_output = !rest.first().is_some_and(|s| {
+            s.as_any().is::<Group>()
+                || s.as_any()
+                    .downcast_ref::<Unwind>()
+                    .is_some_and(|u| u.keep.is_some())
+        });
         let filter_doc = match filters.len() {
             0 => RawDocumentBuf::new(),
             1 => filters.pop().unwrap_or_default(),
@@ -175,6 +190,7 @@ impl CursorStage {
                 limit,
                 projection,
                 top_level,
+                project_output,
                 count_only,
                 hint,
                 report: Mutex::new(None),
@@ -388,6 +404,9 @@ impl CursorStream {
     }
 
     fn project(&self, d: RawDocumentBuf) -> Result<RawDocumentBuf> {
+        if !self.stage.project_output {
+            return Ok(d);
+        }
         if let Some(names) = &self.stage.top_level {
             // An inclusion of top-level fields keeps them in document order, whatever their
             // type: a copy of those elements (what the projection would build).

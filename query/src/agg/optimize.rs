@@ -7,7 +7,10 @@
 //!   top-level conditions) that read none of the fields the stage changes move ahead of it —
 //!   for an inclusion `$project`, only conditions on fields it includes as they are;
 //! - `$skip` + `$skip` add, `$limit` + `$limit` take the smaller;
-//! - `$sort` + `$limit` → a top-k `$sort` (the limit is absorbed).
+//! - `$sort` + `$limit` → a top-k `$sort` (the limit is absorbed);
+//! - then each `$unwind` learns which top-level fields the stages after it read
+//!   ([`Unwind::keep`], from their dependencies), when those are known, and builds its outputs
+//!   from those alone.
 //!
 //! Invariant: a rewrite is applied only when the rewritten pipeline returns exactly what the
 //! original returns, in the same order; anything this module cannot analyse stays in place.
@@ -16,6 +19,7 @@ use std::sync::Arc;
 
 use bson::{RawBsonRef, RawDocumentBuf};
 
+use super::Pipeline;
 use super::Stage;
 use super::deps::Deps;
 use super::stages::add_fields::AddFields;
@@ -25,6 +29,7 @@ use super::stages::project::Project;
 use super::stages::skip::Skip;
 use super::stages::sort::Sort;
 use super::stages::unset::Unset;
+use super::stages::unwind::Unwind;
 use crate::expr::ExprExtensions;
 use crate::projection::ProjectionKind;
 
@@ -43,7 +48,37 @@ pub(crate) fn optimize(
             break;
         }
     }
+    trim_unwinds(&mut stages);
     stages
+}
+
+/// Gives each `$unwind` the top-level fields the stages after it read, when they do not need
+/// whole documents (see [`Unwind::keep`]).
+fn trim_unwinds(stages: &mut [Arc<dyn Stage>]) {
+    for i in 0..stages.len() {
+        let Some(u) = stages.get(i).and_then(|s| as_::<Unwind>(s)) else {
+            continue;
+        };
+        if u.keep.is_some() {
+            continue;
+        }
+        let rest = stages.get(i + 1..).unwrap_or_default().to_vec();
+        let deps = Pipeline::from_stages(rest).deps();
+        if deps.whole {
+            continue;
+        }
+        let mut top: Vec<String> = deps
+            .minimal_paths()
+            .iter()
+            .map(|p| p.split('.').next().unwrap_or(p).to_string())
+            .collect();
+        top.sort();
+        top.dedup();
+        let trimmed: Arc<dyn Stage> = Arc::new(u.keeping(top));
+        if let Some(slot) = stages.get_mut(i) {
+            *slot = trimmed;
+        }
+    }
 }
 
 /// What a document-transforming stage changes.

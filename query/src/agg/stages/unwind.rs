@@ -7,18 +7,26 @@
 //! a one-element array; null, missing and empty arrays are dropped unless
 //! `preserveNullAndEmptyArrays` (an empty array's field is then removed).
 //!
+//! When the stages after it read only some top-level fields ([`Unwind::keep`], set by the
+//! optimizer from the rest of the pipeline's dependencies), each output document holds only
+//! those fields and the unwound one, built straight from the input document and the element:
+//! no copy of the fields nothing reads, and no owned copy of each element. The rest of the
+//! pipeline cannot tell the difference (it reads only those fields), and the documents it
+//! holds are smaller.
+//!
 //! Errors: 15981 bad specification type, 28812 no path, 28808 path not a string, 28818 path
 //! without `$`, 28809 bad `preserveNullAndEmptyArrays`, 28810 bad `includeArrayIndex`, 28822
 //! `includeArrayIndex` with `$`, 28811 unknown option, 16410/15998/40353 bad field paths.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-use bson::{RawBson, RawBsonRef, RawDocumentBuf};
+use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::agg::doc::{get_nested, set_nested};
 use crate::agg::{Deps, DepsState, DocStream, ExecCx, Options, ParseCx, Stage, loc};
-use crate::error::Result;
+use crate::error::{QueryError, Result};
 use crate::sort::validate_field_path;
 
 /// A parsed `$unwind`.
@@ -30,6 +38,29 @@ pub struct Unwind {
     pub index: Option<Vec<String>>,
     /// `preserveNullAndEmptyArrays`.
     pub preserve: bool,
+    /// The top-level fields the later stages read, when they are known (see the module
+    /// docs); `None` keeps every field.
+    pub keep: Option<Vec<String>>,
+}
+
+impl Unwind {
+    /// This `$unwind` keeping only `fields` (top-level names) besides the unwound one.
+    pub(crate) fn keeping(&self, fields: Vec<String>) -> Unwind {
+        Unwind {
+            path: self.path.clone(),
+            index: self.index.clone(),
+            preserve: self.preserve,
+            keep: Some(fields),
+        }
+    }
+
+    /// Whether the output keeps the top-level field `name`.
+    fn keeps(&self, name: &str) -> bool {
+        match &self.keep {
+            None => true,
+            Some(k) => self.path.first().is_some_and(|p| p == name) || k.iter().any(|f| f == name),
+        }
+    }
 }
 
 fn path_of(s: &str) -> Result<Vec<String>> {
@@ -57,6 +88,7 @@ pub fn parse(arg: RawBsonRef<'_>, _cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> 
                 path: path_of(s)?,
                 index: None,
                 preserve: false,
+                keep: None,
             }
         }
         RawBsonRef::Document(d) => {
@@ -141,6 +173,7 @@ pub fn parse(arg: RawBsonRef<'_>, _cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> 
                 path,
                 index,
                 preserve,
+                keep: None,
             }
         }
         other => {
@@ -190,6 +223,7 @@ impl Stage for Unwind {
         Ok(Box::new(UnwindStream {
             stage: self,
             input,
+            ready: VecDeque::new(),
             current: None,
         }))
     }
@@ -202,9 +236,16 @@ impl Stage for Unwind {
 struct UnwindStream {
     stage: Arc<Unwind>,
     input: Box<dyn DocStream>,
-    /// The document being unwound, its array and the next index.
+    /// Output documents built ahead (all of one input document's, when they are small).
+    ready: VecDeque<RawDocumentBuf>,
+    /// The document being unwound element by element, its array and the next index (when
+    /// building its outputs at once would take too much memory).
     current: Option<(RawDocumentBuf, Vec<RawBson>, usize)>,
 }
+
+/// Outputs of one input document built at once when they take at most this many bytes
+/// (otherwise they are built one at a time).
+const AHEAD_BYTES: usize = 256 * 1024;
 
 impl UnwindStream {
     fn with_index(&self, d: RawDocumentBuf, i: Option<usize>) -> Result<RawDocumentBuf> {
@@ -221,14 +262,59 @@ impl UnwindStream {
     }
 }
 
+/// `doc` without the fields nothing after the stage reads.
+fn trimmed(stage: &Unwind, doc: RawDocumentBuf) -> Result<RawDocumentBuf> {
+    if stage.keep.is_none() {
+        return Ok(doc);
+    }
+    let mut out = RawDocumentBuf::new();
+    for el in doc.iter() {
+        let (k, v) = el.map_err(|e| QueryError::BadValue(e.to_string()))?;
+        if stage.keeps(k.as_str()) {
+            out.append(k, v);
+        }
+    }
+    Ok(out)
+}
+
+/// `doc` (kept fields only) with the unwound path set to `el`.
+fn one(stage: &Unwind, doc: &RawDocument, el: RawBsonRef<'_>) -> Result<RawDocumentBuf> {
+    let path = &stage.path;
+    if path.len() == 1 {
+        // A top-level array: each kept field is copied once, the element in its place.
+        let mut out = RawDocumentBuf::new();
+        let mut found = false;
+        for f in doc.iter() {
+            let (k, v) = f.map_err(|e| QueryError::BadValue(e.to_string()))?;
+            if !found && path.first().is_some_and(|p| p == k.as_str()) {
+                found = true;
+                out.append(k, el);
+            } else if stage.keeps(k.as_str()) {
+                out.append(k, v);
+            }
+        }
+        return Ok(out);
+    }
+    match &stage.keep {
+        None => set_nested(doc, path, Some(el)),
+        Some(_) => {
+            let t = trimmed(stage, doc.to_owned())?;
+            set_nested(&t, path, Some(el))
+        }
+    }
+}
+
 impl DocStream for UnwindStream {
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
         loop {
+            if let Some(d) = self.ready.pop_front() {
+                return Ok(Some(d));
+            }
             if let Some((doc, arr, i)) = &mut self.current {
                 if let Some(el) = arr.get(*i) {
                     let idx = *i;
                     *i += 1;
-                    let out = set_nested(doc, &self.stage.path, Some(el.as_raw_bson_ref()))?;
+                    let out = one(&self.stage, doc, el.as_raw_bson_ref())?;
                     return self.with_index(out, Some(idx)).map(Some);
                 }
                 self.current = None;
@@ -236,29 +322,46 @@ impl DocStream for UnwindStream {
             let Some(doc) = self.input.next(cx)? else {
                 return Ok(None);
             };
-            let v = get_nested(&doc, &self.stage.path).map(RawBson::from);
-            match v {
-                Some(RawBson::Array(a)) => {
-                    let items: Vec<RawBson> = a
-                        .into_iter()
-                        .map(|e| e.map(RawBson::from))
-                        .collect::<std::result::Result<_, _>>()
-                        .map_err(|e| crate::error::QueryError::BadValue(e.to_string()))?;
-                    if items.is_empty() {
+            match get_nested(&doc, &self.stage.path) {
+                Some(RawBsonRef::Array(a)) => {
+                    let mut n = 0usize;
+                    for el in a {
+                        el.map_err(|e| QueryError::BadValue(e.to_string()))?;
+                        n += 1;
+                    }
+                    if n == 0 {
                         if self.stage.preserve {
                             let out = set_nested(&doc, &self.stage.path, None)?;
+                            let out = trimmed(&self.stage, out)?;
                             return self.with_index(out, None).map(Some);
                         }
                         continue;
                     }
+                    if n.saturating_mul(doc.as_bytes().len()) <= AHEAD_BYTES {
+                        for (i, el) in a.into_iter().enumerate() {
+                            let el = el.map_err(|e| QueryError::BadValue(e.to_string()))?;
+                            let out = one(&self.stage, &doc, el)?;
+                            self.ready.push_back(self.with_index(out, Some(i))?);
+                        }
+                        continue;
+                    }
+                    let items: Vec<RawBson> = a
+                        .into_iter()
+                        .map(|e| e.map(RawBson::from))
+                        .collect::<std::result::Result<_, _>>()
+                        .map_err(|e| QueryError::BadValue(e.to_string()))?;
                     self.current = Some((doc, items, 0));
                 }
-                None | Some(RawBson::Null) | Some(RawBson::Undefined) => {
+                None | Some(RawBsonRef::Null) | Some(RawBsonRef::Undefined) => {
                     if self.stage.preserve {
-                        return self.with_index(doc, None).map(Some);
+                        let out = trimmed(&self.stage, doc)?;
+                        return self.with_index(out, None).map(Some);
                     }
                 }
-                Some(_) => return self.with_index(doc, None).map(Some),
+                Some(_) => {
+                    let out = trimmed(&self.stage, doc)?;
+                    return self.with_index(out, None).map(Some);
+                }
             }
         }
     }
