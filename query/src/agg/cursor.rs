@@ -10,9 +10,10 @@
 //! requested sort. When the rest of the pipeline needs no field at all (`$count`,
 //! `count_documents`' `$group`), the plan only counts and empty documents flow on; when it
 //! needs only top-level fields, the projection copies those elements in document order; and
-//! when the next stage is one that reads only those fields and keeps no document (`$group`,
-//! an `$unwind` building its outputs from the fields kept), documents pass unprojected, saving
-//! a copy of each (the planner still sees the projection, for covered plans).
+//! when the next stage is `$group` (it reads only those fields and keeps no document),
+//! documents pass unprojected, saving a copy of each (the planner still sees the projection,
+//! for covered plans). An `$unwind` gets the projected documents: it builds one output per
+//! element, and walking the small projection each time is cheaper than the whole document.
 //! As the plan works it reports the keys and documents it examined, and itself, to the host
 //! ([`crate::agg::Host::record_work`]: the operation's `keysExamined`, `docsExamined`,
 //! `planSummary`).
@@ -32,7 +33,6 @@ use super::stages::limit::Limit;
 use super::stages::match_::Match;
 use super::stages::skip::Skip;
 use super::stages::sort::Sort;
-use super::stages::unwind::Unwind;
 use super::{DocStream, ExecCx, Options, Stage};
 use crate::error::Result;
 use crate::expr::ExprExtensions;
@@ -83,9 +83,9 @@ pub struct CursorStage {
     /// The needed fields when they are all top-level (`_id` among them only when needed):
     /// the projection is then a copy of those elements, in document order.
     pub top_level: Option<Vec<String>>,
-    /// Whether documents leave with the projection applied: not when the next stage reads
-    /// only the needed fields and keeps no document (`$group`, or an `$unwind` that builds
-    /// its outputs from the kept fields), so the projection's copy would be thrown away.
+    /// Whether documents leave with the projection applied: not when the next stage is
+    /// `$group`, which reads only the needed fields and keeps no document, so the
+    /// projection's copy would be thrown away.
     pub project_output: bool,
     /// Only the number of matches is needed.
     pub count_only: bool,
@@ -130,12 +130,7 @@ impl CursorStage {
             }
         }
         let rest: Vec<Arc<dyn Stage>> = it.collect();
-        let project_output = !rest.first().is_some_and(|s| {
-            s.as_any().is::<Group>()
-                || s.as_any()
-                    .downcast_ref::<Unwind>()
-                    .is_some_and(|u| u.keep.is_some())
-        });
+        let project_output = !rest.first().is_some_and(|s| s.as_any().is::<Group>());
         let filter_doc = match filters.len() {
             0 => RawDocumentBuf::new(),
             1 => filters.pop().unwrap_or_default(),
