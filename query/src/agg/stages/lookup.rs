@@ -4,8 +4,14 @@
 //! - Equality form `{from, localField, foreignField, as}`: the values at `localField`
 //!   (through arrays, array elements flattened; none is null) select the foreign documents
 //!   whose `foreignField` equals one of them (null matches missing), through the query
-//!   planner, so an index on `foreignField` is used. On a collection (not a view) this runs
-//!   as one planned query per document (`plan::choose` with the plan cache, then the
+//!   planner, so an index on `foreignField` is used. On a collection (not a view) it runs as
+//!   a hash join ([`join`]) when the foreign collection fits the stage memory limit and a
+//!   table can reproduce the planned query's order: at once when no index could answer the
+//!   equality (the alternative is a collection scan per document), and, with one plain
+//!   index on `foreignField`, once the input has outgrown the foreign side (attempts at 16,
+//!   32, 64 … input documents, each reading at most [`INDEX_DOCS_PER_INPUT`] foreign
+//!   documents per input document so far). Otherwise, and for the values a table cannot
+//!   answer, one planned query per document (`plan::choose` with the plan cache, then the
 //!   execution), without building a sub-pipeline each time.
 //! - Pipeline form `{from, let, pipeline, as}`: `let` variables are evaluated on the input
 //!   document and the sub-pipeline runs over `from` with them (`$$name`), so correlated
@@ -31,6 +37,19 @@ use crate::agg::{
 use crate::error::{QueryError, Result};
 use crate::expr::{ExprExtensions, Expression, Variables};
 use crate::sort::validate_field_path;
+
+mod join;
+
+use join::{NotBuilt, Order, Probe, Table};
+
+/// Input documents probed one by one before the first attempt at a table when an index on
+/// the foreign field answers each of them.
+const INDEX_FIRST_TRY: usize = 16;
+
+/// Foreign documents a table attempt may read per input document seen so far, when an index
+/// answers each input document (a table read costs a small fraction of an indexed query per
+/// document, so it pays once the input outgrows the foreign side by this factor).
+const INDEX_DOCS_PER_INPUT: usize = 32;
 
 /// A parsed `$lookup`.
 #[derive(Debug)]
@@ -274,22 +293,19 @@ impl Lookup {
         self.pipeline_raw.is_none() && self.lets.is_empty() && self.from.is_some()
     }
 
-    /// The equality form's matches for `doc` on the collection `meta`: the filter the
+    /// The equality form's matches for the values `vals` on the collection `meta`: the filter the
     /// sub-pipeline's `$match` would hold, planned and run directly (the same planner,
     /// plan cache and execution as the `$cursor` stage, without building a pipeline per
     /// document).
     fn probe(
         &self,
-        doc: &RawDocument,
+        vals: Vec<RawBson>,
         meta: &cairn_storage::catalog::CollectionMeta,
         cx: &ExecCx<'_>,
     ) -> Result<Vec<RawDocumentBuf>> {
-        let (Some(local), Some(foreign), Some(from)) = (&self.local, &self.foreign, &self.from)
-        else {
+        let (Some(foreign), Some(from)) = (&self.foreign, &self.from) else {
             return Ok(Vec::new());
         };
-        let mut vals = Vec::new();
-        values_along(doc, local, &mut vals);
         let f = equality_filter(foreign, vals)?;
         let filter = Arc::new(crate::filter::Filter::parse_with(
             &f,
@@ -413,6 +429,7 @@ impl Stage for Lookup {
             input,
             cached: None,
             plain: None,
+            join: JoinState::Unknown,
         }))
     }
 
@@ -429,6 +446,24 @@ struct LookupStream {
     cached: Option<RawArrayBuf>,
     /// Whether `from` is a plain collection, decided once per run (equality form only).
     plain: Option<bool>,
+    /// The equality form's hash join.
+    join: JoinState,
+}
+
+/// Where the equality form's hash join stands.
+enum JoinState {
+    /// No input document has met the collection yet.
+    Unknown,
+    /// Planned queries per document; a table is tried once `seen` reaches `next_try`.
+    Waiting {
+        order: Order,
+        seen: usize,
+        next_try: usize,
+    },
+    /// The table, read once.
+    Table(Table),
+    /// Planned queries per document only.
+    Off,
 }
 
 /// How the equality form reads `from` in this batch.
@@ -460,22 +495,122 @@ impl LookupStream {
     }
 }
 
+impl LookupStream {
+    /// Moves the hash join along for one more input document on the collection `meta`:
+    /// decides whether it applies, and builds the table when it is time.
+    fn advance_join(
+        &mut self,
+        meta: &cairn_storage::catalog::CollectionMeta,
+        cx: &ExecCx<'_>,
+    ) -> Result<()> {
+        let Some(foreign) = self.stage.foreign.as_deref() else {
+            self.join = JoinState::Off;
+            return Ok(());
+        };
+        if let JoinState::Unknown = self.join {
+            let order = join::order_of(meta, foreign);
+            self.join = match order {
+                Order::Planned => JoinState::Off,
+                Order::Natural => JoinState::Waiting {
+                    order,
+                    seen: 0,
+                    next_try: 0,
+                },
+                Order::Index(_) => JoinState::Waiting {
+                    order,
+                    seen: 0,
+                    next_try: INDEX_FIRST_TRY,
+                },
+            };
+        }
+        let JoinState::Waiting {
+            order,
+            seen,
+            next_try,
+        } = &mut self.join
+        else {
+            return Ok(());
+        };
+        if *seen < *next_try {
+            *seen += 1;
+            return Ok(());
+        }
+        let max_docs = match order {
+            Order::Natural => usize::MAX,
+            _ => seen.saturating_mul(INDEX_DOCS_PER_INPUT),
+        };
+        let path = crate::path::FieldPath::new(foreign);
+        match Table::build(meta, &path, *order, max_docs, self.opts.memory_limit, cx)? {
+            Ok(t) => self.join = JoinState::Table(t),
+            Err(NotBuilt::TooMany) => {
+                *seen += 1;
+                *next_try = seen.saturating_mul(2);
+            }
+            Err(NotBuilt::Never) => self.join = JoinState::Off,
+        }
+        Ok(())
+    }
+
+    /// The `as` array of the equality form for `doc`, read from the collection directly.
+    fn equality(&mut self, doc: &RawDocument, cx: &ExecCx<'_>) -> Result<RawArrayBuf> {
+        let st = self.stage.clone();
+        let mut vals = Vec::new();
+        if let Some(local) = &st.local {
+            values_along(doc, local, &mut vals);
+        }
+        if let JoinState::Table(t) = &self.join
+            && let Probe::Docs(docs) = t.probe(&vals)
+        {
+            return array_of(docs, st.from.as_deref().unwrap_or(""));
+        }
+        let meta = match self.direct(cx)? {
+            Direct::Collection(meta) => meta,
+            Direct::Missing => return Ok(RawArrayBuf::new()),
+            Direct::No => return array_of(st.matches(doc, &self.opts, cx)?, ""),
+        };
+        if !matches!(self.join, JoinState::Table(_) | JoinState::Off) {
+            self.advance_join(&meta, cx)?;
+            if let JoinState::Table(t) = &self.join
+                && let Probe::Docs(docs) = t.probe(&vals)
+            {
+                return array_of(docs, st.from.as_deref().unwrap_or(""));
+            }
+        }
+        array_of(st.probe(vals, &meta, cx)?, "")
+    }
+}
+
+/// `docs` as an array; 4568 when they exceed the largest document, as the planned query
+/// reports (`from` named; empty when that check was already made).
+fn array_of<D: AsRef<RawDocument>>(docs: Vec<D>, from: &str) -> Result<RawArrayBuf> {
+    let bytes: usize = docs.iter().map(|d| d.as_ref().as_bytes().len()).sum();
+    if bytes > MAX_DOC_BYTES {
+        return Err(QueryError::Location(
+            4568,
+            format!(
+                "Total size of documents in {from} matching pipeline's $lookup stage exceeds \
+                 maximum document size"
+            ),
+        ));
+    }
+    let mut a = RawArrayBuf::new();
+    for d in docs {
+        a.push(d.as_ref());
+    }
+    Ok(a)
+}
+
 impl DocStream for LookupStream {
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
         let Some(doc) = self.input.next(cx)? else {
             return Ok(None);
         };
         let arr = if self.stage.correlated() {
-            let docs = match self.direct(cx)? {
-                Direct::Collection(meta) => self.stage.probe(&doc, &meta, cx)?,
-                Direct::Missing => Vec::new(),
-                Direct::No => self.stage.matches(&doc, &self.opts, cx)?,
-            };
-            let mut a = RawArrayBuf::new();
-            for d in docs {
-                a.push(d);
+            if self.stage.equality_only() {
+                self.equality(&doc, cx)?
+            } else {
+                array_of(self.stage.matches(&doc, &self.opts, cx)?, "")?
             }
-            a
         } else {
             if self.cached.is_none() {
                 let mut a = RawArrayBuf::new();
