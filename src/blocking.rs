@@ -29,10 +29,17 @@
 //! clients, together with parsing each command once): server CPU per operation 216 → 156 µs,
 //! context switches per operation 3.5 → 0.45. A write with `j: true` (or under `--sync`)
 //! waits for a group fsync and keeps using `run`. Invariant: only work with a small, fixed
-//! bound (a few keys, no scans, no fsync waits) goes through `run_short`; everything else
-//! uses `run`. Inline work runs inside `cairn_storage::store::run_inline`, so a write
+//! bound (a few keys, no scans, no fsync waits) goes through `run_short`, or work that
+//! calls [`escalate`] before any unbounded part; everything else uses `run`. Inline work runs inside `cairn_storage::store::run_inline`, so a write
 //! conflict's rerun yields the worker instead of sleeping on it.
 //! No lock is held across the `.await` in `run`.
+//!
+//! [`escalate`]: work that starts short and may turn out long — a `find` with a small
+//! `limit` whose plan is only known once chosen — starts inline through [`run_short`] and,
+//! once it knows the rest is unbounded (a residual filter, a blocking sort, a plan race), runs
+//! that rest through `escalate`: `block_in_place` on a runtime worker, so the worker's other
+//! tasks move to another thread before the long part starts, exactly as [`run`] would have
+//! done up front; on a thread that is not a runtime worker it just runs it.
 
 use cairn_storage::{Durability, Store};
 use tokio::runtime::{Handle, RuntimeFlavor};
@@ -56,6 +63,16 @@ where
             ErrorCode::InternalError,
             format!("storage task failed: {e}"),
         )),
+    }
+}
+
+/// Runs `f` — the long remainder of work that began inline through [`run_short`] — off the
+/// async scheduler: through `block_in_place` when called on a multi-threaded runtime's
+/// worker, directly elsewhere (a blocking thread, a current-thread runtime, no runtime).
+pub fn escalate<R>(f: impl FnOnce() -> R) -> R {
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 

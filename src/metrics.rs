@@ -250,7 +250,7 @@ impl Metrics {
         let (keys, docs) = op.work();
         self.scanned.fetch_add(keys, Relaxed);
         self.scanned_objects.fetch_add(docs, Relaxed);
-        if op.plan_summary().is_some_and(|p| p.contains("COLLSCAN")) {
+        if op.plan_matches(|p| p.contains("COLLSCAN")) {
             self.collection_scans.fetch_add(1, Relaxed);
         }
         let Some(reply) = reply else {

@@ -106,6 +106,14 @@ impl Operation {
         self.plan.lock().ok().and_then(|p| p.clone())
     }
 
+    /// Whether its `planSummary` is recorded and satisfies `f` (no copy of it is made).
+    pub fn plan_matches(&self, f: impl FnOnce(&str) -> bool) -> bool {
+        self.plan
+            .lock()
+            .ok()
+            .is_some_and(|p| p.as_deref().is_some_and(f))
+    }
+
     /// Index keys and documents it has examined.
     pub fn work(&self) -> (u64, u64) {
         (
@@ -202,7 +210,7 @@ pub fn record_source_work(source: &crate::cursor::Source, seen: &mut (u64, u64))
         record_work(now.0.saturating_sub(seen.0), now.1.saturating_sub(seen.1));
         *seen = now;
         if let Some(op) = crate::deadline::context().op
-            && op.plan_summary().is_none()
+            && !op.plan_matches(|_| true)
         {
             record_plan(plan_summary(exec.plan()));
         }

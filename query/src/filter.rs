@@ -35,7 +35,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use bson::spec::ElementType;
-use bson::{RawArray, RawBson, RawBsonRef, RawDocument};
+use bson::{RawArray, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::compare::{TypeClass, compare_values};
 use cairn_storage::decimal::Decimal;
 use cairn_storage::display;
@@ -139,18 +139,65 @@ pub enum Predicate {
     Near(Arc<NearQuery>),
 }
 
-/// The operand of `$in`/`$nin`.
+/// The operand of `$in`/`$nin`. The values are kept compact — each as a one-element BSON
+/// document `{"": v}` in one buffer, found by its offset — about 11 bytes per value beside
+/// its own bytes, where a `RawBson` each took 56 (a 1M-element `$in` is held once per
+/// command, so this is most of its working memory).
 #[derive(Debug, Clone)]
 pub struct InList {
-    values: Vec<RawBson>,
+    bytes: Vec<u8>,
+    offsets: Vec<u32>,
     regexes: Vec<Regex>,
     has_null: bool,
 }
 
 impl InList {
     /// The non-regex values, sorted in MongoDB's order and without duplicates.
-    pub fn values(&self) -> &[RawBson] {
-        &self.values
+    pub fn values(&self) -> impl ExactSizeIterator<Item = RawBsonRef<'_>> + Clone + '_ {
+        (0..self.offsets.len()).map(|i| self.value(i))
+    }
+
+    /// The `i`-th value (the buffer holds only documents [`InList::from_values`] wrote).
+    fn value(&self, i: usize) -> RawBsonRef<'_> {
+        let start = self.offsets[i] as usize;
+        let end = self
+            .offsets
+            .get(i + 1)
+            .map_or(self.bytes.len(), |&e| e as usize);
+        RawDocument::from_bytes(&self.bytes[start..end])
+            .ok()
+            .and_then(|d| d.iter().next())
+            .and_then(|e| e.ok())
+            .map_or(RawBsonRef::Null, |(_, v)| v)
+    }
+
+    /// Packs sorted, deduplicated values; `None` when they exceed the buffer's 4 GiB of
+    /// offsets (a command is at most 48 MB, so never in practice).
+    fn from_values(values: &[RawBsonRef<'_>], regexes: Vec<Regex>) -> Option<InList> {
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::with_capacity(values.len());
+        for v in values {
+            offsets.push(u32::try_from(bytes.len()).ok()?);
+            let mut one = RawDocumentBuf::new();
+            one.append(bson::raw::cstr!(""), *v);
+            bytes.extend_from_slice(one.as_bytes());
+        }
+        Some(InList {
+            has_null: values.iter().any(|v| matches!(v, RawBsonRef::Null)),
+            bytes,
+            offsets,
+            regexes,
+        })
+    }
+
+    /// The number of non-regex values.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// Whether there are no non-regex values.
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
     }
 
     /// The regular expressions.
@@ -159,9 +206,16 @@ impl InList {
     }
 
     fn contains(&self, v: RawBsonRef<'_>) -> bool {
-        self.values
-            .binary_search_by(|x| compare_values(x.as_raw_bson_ref(), v))
-            .is_ok()
+        let (mut lo, mut hi) = (0, self.offsets.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match compare_values(self.value(mid), v) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
     }
 }
 
@@ -1509,7 +1563,7 @@ fn parse_in(v: RawBsonRef<'_>, op: &str) -> Result<InList> {
     let RawBsonRef::Array(arr) = v else {
         return Err(bad(format!("{op} needs an array")));
     };
-    let mut values = Vec::new();
+    let mut values: Vec<RawBsonRef<'_>> = Vec::new();
     let mut regexes = Vec::new();
     for el in arr {
         let el = el.map_err(malformed)?;
@@ -1519,20 +1573,15 @@ fn parse_in(v: RawBsonRef<'_>, op: &str) -> Result<InList> {
         if let RawBsonRef::RegularExpression(re) = el {
             regexes.push(Regex::new(re.pattern.as_str(), re.options.as_str())?);
         } else {
-            values.push(el.into());
+            values.push(el);
         }
     }
-    if values.iter().any(|v| matches!(v, RawBson::Undefined)) {
+    if values.iter().any(|v| matches!(v, RawBsonRef::Undefined)) {
         return Err(bad("InMatchExpression equality cannot be undefined"));
     }
-    let has_null = values.iter().any(|v| matches!(v, RawBson::Null));
-    values.sort_by(|a, b| compare_values(a.as_raw_bson_ref(), b.as_raw_bson_ref()));
-    values.dedup_by(|a, b| compare_values(a.as_raw_bson_ref(), b.as_raw_bson_ref()).is_eq());
-    Ok(InList {
-        values,
-        regexes,
-        has_null,
-    })
+    values.sort_by(|a, b| compare_values(*a, *b));
+    values.dedup_by(|a, b| compare_values(*a, *b).is_eq());
+    InList::from_values(&values, regexes).ok_or_else(|| bad(format!("{op} array is too large")))
 }
 
 fn parse_size(v: RawBsonRef<'_>) -> Result<i64> {
@@ -1922,6 +1971,53 @@ mod tests {
         );
         assert_eq!(decimal_to_i64(d("1E-40"), Rounding::HalfEven), Some(0));
         assert_eq!(decimal_to_i64(d("NaN"), Rounding::HalfEven), None);
+    }
+
+    #[test]
+    fn in_list_is_sorted_deduplicated_and_compact() {
+        let doc = bson::rawdoc! {"v": [3_i64, "b", 1.0, null, 1_i32, {"x": 1}, "a", 3.0]};
+        let Ok(Some(v)) = doc.get("v") else {
+            panic!("no v");
+        };
+        let list = parse_in(v, "$in").expect("parses");
+        let got: Vec<RawBson> = list.values().map(RawBson::from).collect();
+        assert_eq!(
+            got,
+            vec![
+                RawBson::Null,
+                RawBson::Double(1.0),
+                RawBson::Int64(3),
+                RawBson::String("a".into()),
+                RawBson::String("b".into()),
+                RawBson::Document(bson::rawdoc! {"x": 1}),
+            ]
+        );
+        assert!(list.has_null);
+        for (probe, want) in [
+            (RawBsonRef::Int32(3), true),
+            (
+                RawBsonRef::Decimal128(bson::Decimal128::from_bytes([0; 16])),
+                false,
+            ),
+            (RawBsonRef::String("a"), true),
+            (RawBsonRef::String("c"), false),
+            (RawBsonRef::Null, true),
+            (RawBsonRef::Int64(2), false),
+        ] {
+            assert_eq!(list.contains(probe), want, "{probe:?}");
+        }
+        // One int64 costs its 15-byte document plus a 4-byte offset (a RawBson was 56).
+        let mut ints = bson::RawArrayBuf::new();
+        for i in 0..1000_i64 {
+            ints.push(i);
+        }
+        let arr = bson::rawdoc! {"v": ints};
+        let Ok(Some(v)) = arr.get("v") else {
+            panic!("no v");
+        };
+        let list = parse_in(v, "$in").expect("parses");
+        assert_eq!(list.len(), 1000);
+        assert_eq!(list.bytes.len() + 4 * list.offsets.len(), 19 * 1000);
     }
 }
 

@@ -6,7 +6,10 @@
 //!    [`crate::lang::Lang`], the sort, `hint`, `min`/`max`.
 //! 3. [`cairn_query::plan::choose`] picks the plan on a snapshot (a point read for
 //!    `{_id: v}`, an index scan, a `$or` union or a collection scan; see
-//!    [`cairn_query::plan`]); `sort: {$natural: ±1}` forces a collection scan.
+//!    [`cairn_query::plan`]); `sort: {$natural: ±1}` forces a collection scan. A point read,
+//!    and a `skip + limit` of at most [`SHORT_RESULTS`] whose chosen plan reads only what it
+//!    returns ([`short_plan`]), run on the runtime worker with no thread hand-off; a race or
+//!    any other plan moves off it first ([`crate::blocking::escalate`]).
 //! 4. If the plan's order is not the requested sort, every match goes through a [`Sorter`]
 //!    (top-k when there is a `limit`; beyond 100 MB it spills to temporary files under
 //!    `<data-dir>/_tmp`, or fails with 292 when `allowDiskUse` is false — MongoDB 7.0's
@@ -30,7 +33,7 @@ use std::time::Instant;
 
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 use cairn_query::filter::Filter;
-use cairn_query::plan::{Hint, Query, choose};
+use cairn_query::plan::{Access, Hint, Plan, Query, choose_with};
 use cairn_query::sort::{SortSpec, Sorter};
 
 use super::{
@@ -46,6 +49,34 @@ use crate::state::ServerState;
 
 /// Default first batch size.
 pub const DEFAULT_BATCH: usize = 101;
+
+/// Largest `skip + limit` of a `find` that starts inline on the runtime worker (see
+/// [`short_plan`]): its work is then at most this many index entries and documents.
+pub const SHORT_RESULTS: u64 = 101;
+
+/// Whether a plan's reading is bounded by the results it returns — each entry or document
+/// it examines is a result: an exact `_id` or secondary-index scan (no residual filter, no
+/// entries read outside the bounds, no duplicates) in the requested order — so a `find` with a small limit
+/// (at most [`SHORT_RESULTS`]) may run it on the runtime worker without a thread hand-off
+/// ([`blocking::run_short`]); any other plan escalates ([`blocking::escalate`]).
+fn short_plan(plan: &Plan, sorted: bool) -> bool {
+    if plan.residual || plan.dedupe || (sorted && !plan.provides_sort) {
+        return false;
+    }
+    match &plan.access {
+        Access::Eof | Access::IdPoint { .. } => true,
+        Access::Docs { bounds, .. } => bounds.is_some(),
+        // Entries are checked against the bounds; on one field the byte ranges are the
+        // intervals themselves (one each, none widened), so no entry is read and rejected.
+        Access::Index(ia) => {
+            !ia.min_max
+                && (!ia.check_entries
+                    || matches!(ia.bounds.fields.as_slice(),
+                        [f] if f.intervals.len() == ia.ranges.len()))
+        }
+        Access::Or(_) | Access::Near(_) => false,
+    }
+}
 
 const FIELDS: &[&str] = &[
     "allowDiskUse",
@@ -468,13 +499,21 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ));
         }
         let at_cluster_time = inv.op.at_cluster_time;
-        // A point read by `_id` (no hint, min/max or forced scan) reads one key: inline.
+        // A point read by `_id` (no hint, min/max or forced scan) reads one key: inline. A
+        // small `limit` starts inline too and stays there when the chosen plan is bounded
+        // (see [`short_plan`]); otherwise the race and the rest of the reading escalate.
         let point = r.filter.id_equality().is_some()
             && matches!(r.hint, Hint::None)
             && r.min.is_none()
             && r.max.is_none()
             && r.natural.is_none();
-        let (docs, id) = blocking::run_short(point, move || {
+        let small = r.limit.is_some_and(|l| {
+            (l as u64).saturating_add(r.skip as u64) <= SHORT_RESULTS
+                && r.natural.is_none()
+                && r.min.is_none()
+                && r.max.is_none()
+        });
+        let (docs, id) = blocking::run_short(point || small, move || {
             let store = &server.store;
             let (skip, limit) = (r.skip, r.limit);
             let remaining = limit.map(|l| l as u64);
@@ -483,7 +522,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     return Ok(None);
                 };
                 let read = view.source();
-                let chosen = choose(
+                let chosen = choose_with(
                     Some(&server.plan_cache),
                     &r.ns(),
                     &meta,
@@ -491,10 +530,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     &r.filter,
                     read,
                     false,
+                    &|f| blocking::escalate(f),
                 )?;
                 crate::ops::record_plan(crate::ops::plan_summary(chosen.exec.plan()));
-                Ok(Some((
-                    match &r.sort {
+                let bounded = point || (small && short_plan(chosen.exec.plan(), r.sort.is_some()));
+                let rest = || -> Result<_, CommandError> {
+                    Ok(match &r.sort {
                         // `$near`: nearest first (ties in scan order), then skip.
                         None if r.filter.near().is_some() && !chosen.exec.plan().by_distance() => {
                             let memory = usize::try_from(server.config.sort_memory_limit_bytes)
@@ -515,11 +556,14 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                             };
                             drain_plan(chosen, read, &meta, push)?;
                             hits.sort_by(|a, b| a.0.total_cmp(&b.0));
-                            Source::Buffered(
-                                hits.into_iter()
-                                    .skip(usize::try_from(skip).unwrap_or(usize::MAX))
-                                    .map(|(_, d)| d)
-                                    .collect(),
+                            (
+                                Source::Buffered(
+                                    hits.into_iter()
+                                        .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+                                        .map(|(_, d)| d)
+                                        .collect(),
+                                ),
+                                None,
                             )
                         }
                         Some(spec) if !chosen.exec.plan().provides_sort => {
@@ -544,7 +588,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                     None => break,
                                 }
                             }
-                            Source::Sorted(sorted)
+                            (Source::Sorted(sorted), None)
                         }
                         _ => {
                             // The first batch comes from the snapshot the plan was chosen on (a
@@ -570,7 +614,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                     want,
                                 ))
                             };
-                            return Ok(Some((
+                            (
                                 Source::Plan {
                                     db: r.db.clone(),
                                     coll: r.coll.clone(),
@@ -580,11 +624,15 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                     skip,
                                 },
                                 first,
-                            )));
+                            )
                         }
-                    },
-                    None,
-                )))
+                    })
+                };
+                Ok(Some(if bounded {
+                    rest()?
+                } else {
+                    blocking::escalate(rest)?
+                }))
             })?;
             let Some((source, first)) = source else {
                 return Ok((Vec::new(), 0));
@@ -662,4 +710,36 @@ fn drain_plan(
     }
     crate::ops::record_work(exec.stats.keys_examined, exec.stats.docs_examined);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plans_that_read_what_they_return_are_short() {
+        let point = Plan {
+            access: Access::IdPoint { key: vec![1] },
+            ..Plan::eof()
+        };
+        assert!(short_plan(&point, false));
+        assert!(short_plan(&Plan::eof(), true));
+        assert!(!short_plan(&Plan::collscan(false), false));
+        let residual = Plan {
+            residual: true,
+            ..point.clone()
+        };
+        assert!(!short_plan(&residual, false));
+        let unsorted = Plan {
+            provides_sort: false,
+            ..point.clone()
+        };
+        assert!(short_plan(&unsorted, false));
+        assert!(!short_plan(&unsorted, true));
+        let twice = Plan {
+            dedupe: true,
+            ..point
+        };
+        assert!(!short_plan(&twice, false));
+    }
 }

@@ -688,13 +688,13 @@ fn in_bounds(list: &InList, hashed: bool) -> Option<Tr> {
     if hashed && !list.regexes().is_empty() {
         return None;
     }
-    if list.values().len() > MAX_RANGES {
+    if list.len() > MAX_RANGES {
         return Some(long_in_bounds(list, hashed));
     }
     let mut ivs = Vec::new();
     let (mut exact, mut negatable) = (true, list.regexes().is_empty());
     for v in list.values() {
-        let t = equality(v.as_raw_bson_ref(), hashed);
+        let t = equality(v, hashed);
         exact &= t.exact;
         negatable &= t.negatable;
         ivs.extend(t.ivs);
@@ -719,12 +719,8 @@ const LONG_IN_HULLS: usize = MAX_RANGES / 2;
 fn long_in_bounds(list: &InList, hashed: bool) -> Tr {
     let mut ivs = Vec::with_capacity(LONG_IN_HULLS + 8);
     if hashed {
-        let mut hs: Vec<i64> = list
-            .values()
-            .iter()
-            .map(|v| hash::hash64(v.as_raw_bson_ref()))
-            .collect();
-        if list.values().iter().any(|v| matches!(v, RawBson::Null)) {
+        let mut hs: Vec<i64> = list.values().map(hash::hash64).collect();
+        if list.values().any(|v| matches!(v, RawBsonRef::Null)) {
             hs.push(hash::hash64(RawBsonRef::Undefined));
         }
         hs.sort_unstable();
@@ -741,17 +737,16 @@ fn long_in_bounds(list: &InList, hashed: bool) -> Tr {
             }
         }
     } else {
-        let (special, plain): (Vec<&RawBson>, Vec<&RawBson>) = list
+        let (special, plain): (Vec<RawBsonRef<'_>>, Vec<RawBsonRef<'_>>) = list
             .values()
-            .iter()
-            .partition(|v| matches!(v, RawBson::Null | RawBson::Array(_)));
+            .partition(|v| matches!(v, RawBsonRef::Null | RawBsonRef::Array(_)));
         for v in special {
-            ivs.extend(equality(v.as_raw_bson_ref(), false).ivs);
+            ivs.extend(equality(v, false).ivs);
         }
         let chunk = plain.len().div_ceil(LONG_IN_HULLS).max(1);
         for c in plain.chunks(chunk) {
             if let (Some(a), Some(b)) = (c.first(), c.last()) {
-                ivs.push(Interval::new((*a).clone(), true, (*b).clone(), true));
+                ivs.push(Interval::new((*a).into(), true, (*b).into(), true));
             }
         }
         for r in list.regexes() {

@@ -791,7 +791,7 @@ pub(crate) fn debug_string(e: &Expr, indent: usize) -> String {
                 Predicate::In(list) => {
                     let mut s = format!("{path} $in [ ");
                     for v in list.values() {
-                        s.push_str(&display::value(v.as_raw_bson_ref()));
+                        s.push_str(&display::value(v));
                         s.push(' ');
                     }
                     for r in list.regexes() {

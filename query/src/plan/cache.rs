@@ -29,7 +29,15 @@ pub struct PlanCache {
     entries: Mutex<HashMap<(String, String), Entry>>,
     /// Per namespace and index name (`$collscan` for collection scans): how many chosen
     /// plans used it, and since when (milliseconds since the epoch).
-    usage: Mutex<HashMap<(String, String), (u64, i64)>>,
+    usage: Mutex<Usage>,
+}
+
+/// Index use by namespace, then index name (looked up by `&str`, so counting a use of a known
+/// index allocates nothing), with the number of entries.
+#[derive(Debug, Default)]
+struct Usage {
+    by_ns: HashMap<String, HashMap<String, (u64, i64)>>,
+    entries: usize,
 }
 
 /// A cache entry as `$planCacheStats` shows it.
@@ -124,41 +132,44 @@ impl PlanCache {
     /// Counts one use of each index of a chosen plan (`$indexStats` accesses), and of a
     /// collection scan (`$collStats` queryExecStats).
     pub fn record_use(&self, ns: &str, plan: &super::Plan) {
-        fn names(a: &super::Access, out: &mut Vec<String>) {
+        fn each(a: &super::Access, f: &mut dyn FnMut(&str)) {
             match a {
                 super::Access::Eof => {}
                 super::Access::IdPoint { .. }
                 | super::Access::Docs {
                     bounds: Some(_), ..
-                } => out.push("_id_".into()),
-                super::Access::Docs { bounds: None, .. } => out.push("$collscan".into()),
-                super::Access::Index(ia) => out.push(ia.index.name.clone()),
-                super::Access::Near(na) => out.push(na.index.name.clone()),
-                super::Access::Or(cs) => cs.iter().for_each(|c| names(c, out)),
+                } => f("_id_"),
+                super::Access::Docs { bounds: None, .. } => f("$collscan"),
+                super::Access::Index(ia) => f(&ia.index.name),
+                super::Access::Near(na) => f(&na.index.name),
+                super::Access::Or(cs) => cs.iter().for_each(|c| each(c, f)),
             }
         }
-        let mut used = Vec::new();
-        names(&plan.access, &mut used);
-        if used.is_empty() {
-            return;
-        }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let mut u = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-        if u.len() >= MAX_ENTRIES {
-            u.clear();
-        }
-        for name in used {
-            let e = u.entry((ns.to_string(), name)).or_insert((0, now));
-            e.0 += 1;
-        }
+        each(&plan.access, &mut |name| {
+            if let Some(e) = u.by_ns.get_mut(ns).and_then(|m| m.get_mut(name)) {
+                e.0 += 1;
+                return;
+            }
+            if u.entries >= MAX_ENTRIES {
+                u.by_ns.clear();
+                u.entries = 0;
+            }
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            u.by_ns
+                .entry(ns.to_string())
+                .or_default()
+                .insert(name.to_string(), (1, now));
+            u.entries += 1;
+        });
     }
 
     /// Uses of an index (or `$collscan`) of a namespace and since when (epoch ms).
     pub fn usage(&self, ns: &str, index: &str) -> Option<(u64, i64)> {
         let u = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-        u.get(&(ns.to_string(), index.to_string())).copied()
+        u.by_ns.get(ns).and_then(|m| m.get(index)).copied()
     }
 
     /// Number of entries for a namespace.

@@ -64,6 +64,14 @@ pub struct Chosen {
     pub from_cache: bool,
 }
 
+/// Runs a piece of planning work that may be long (a race, a cached plan's trial with a
+/// large budget): the caller decides where (e.g. off an async worker); it must call the
+/// function it is given exactly once.
+pub type Long<'a> = &'a dyn Fn(&mut dyn FnMut());
+
+/// Most work a cached plan's trial may be granted and still count as short for [`Long`].
+pub const SHORT_TRIAL_WORKS: u64 = 1000;
+
 /// Chooses the plan for `q` (see the module documentation). `cache`: where to look up and
 /// record winners and index use (`None` always races and records nothing, as `explain`
 /// does). `count_only`: results are counted, not materialised.
@@ -76,13 +84,31 @@ pub fn choose(
     src: &dyn Source,
     count_only: bool,
 ) -> Result<Chosen> {
-    let chosen = choose_plan(cache, ns, meta, q, filter, src, count_only)?;
+    choose_with(cache, ns, meta, q, filter, src, count_only, &|f| f())
+}
+
+/// [`choose`], running the work that may be long — a race, or a cached plan's trial granted
+/// more than [`SHORT_TRIAL_WORKS`] — through `long`; building the candidates, a single
+/// candidate and a short cached trial run on the caller's thread.
+#[allow(clippy::too_many_arguments)]
+pub fn choose_with(
+    cache: Option<&PlanCache>,
+    ns: &str,
+    meta: &CollectionMeta,
+    q: &Query<'_>,
+    filter: &Arc<Filter>,
+    src: &dyn Source,
+    count_only: bool,
+    long: Long<'_>,
+) -> Result<Chosen> {
+    let chosen = choose_plan(cache, ns, meta, q, filter, src, count_only, long)?;
     if let Some(c) = cache {
         c.record_use(ns, chosen.exec.plan());
     }
     Ok(chosen)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn choose_plan(
     cache: Option<&PlanCache>,
     ns: &str,
@@ -91,6 +117,7 @@ fn choose_plan(
     filter: &Arc<Filter>,
     src: &dyn Source,
     count_only: bool,
+    long: Long<'_>,
 ) -> Result<Chosen> {
     let mut plans = candidates(meta, q)?;
     let n = plans.len();
@@ -120,18 +147,32 @@ fn choose_plan(
             Some(l) if streams => l.min(TRIAL_RESULTS),
             _ => TRIAL_RESULTS,
         };
-        let budget = works.saturating_mul(10).max(1000);
+        let budget = works.saturating_mul(10).max(SHORT_TRIAL_WORKS);
         let mut buffered = Vec::new();
-        while !exec.is_exhausted() && exec.stats.works() < budget {
-            if streams && exec.stats.advanced >= target {
-                break;
+        let mut trial = || -> Result<()> {
+            while !exec.is_exhausted() && exec.stats.works() < budget {
+                if streams && exec.stats.advanced >= target {
+                    break;
+                }
+                let want = if streams {
+                    usize::try_from(target - exec.stats.advanced).unwrap_or(usize::MAX)
+                } else {
+                    usize::MAX
+                };
+                buffered.extend(exec.next(src, meta, want, 16 * 1024 * 1024, 64)?);
             }
-            let want = if streams {
-                usize::try_from(target - exec.stats.advanced).unwrap_or(usize::MAX)
-            } else {
-                usize::MAX
-            };
-            buffered.extend(exec.next(src, meta, want, 16 * 1024 * 1024, 64)?);
+            Ok(())
+        };
+        if budget > SHORT_TRIAL_WORKS {
+            let mut outcome = None;
+            long(&mut || {
+                if outcome.is_none() {
+                    outcome = Some(trial());
+                }
+            });
+            outcome.unwrap_or_else(&mut trial)?;
+        } else {
+            trial()?;
         }
         if exec.is_exhausted() || (streams && exec.stats.advanced >= target) {
             return Ok(Chosen {
@@ -144,15 +185,30 @@ fn choose_plan(
         }
         c.evict(ns, &shape);
     }
-    let mut trials = race(
-        plans.into_iter().map(Arc::new).collect(),
-        filter,
-        src,
-        meta,
-        needs_sort,
-        count_only,
-        q.limit,
-    )?;
+    let mut pending = Some(plans);
+    let mut run_race = || {
+        race(
+            pending
+                .take()
+                .unwrap_or_default()
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
+            filter,
+            src,
+            meta,
+            needs_sort,
+            count_only,
+            q.limit,
+        )
+    };
+    let mut raced = None;
+    long(&mut || {
+        if raced.is_none() {
+            raced = Some(run_race());
+        }
+    });
+    let mut trials = raced.unwrap_or_else(run_race)?;
     let winner = trials.remove(0);
     if let Some(c) = cache {
         c.put(

@@ -811,7 +811,7 @@ pub fn shape(q: &Query<'_>) -> String {
                     }
                     Predicate::In(l) => out.push_str(&format!(
                         "in{}/{}",
-                        l.values().len().min(2),
+                        l.len().min(2),
                         l.regexes().len().min(1)
                     )),
                     Predicate::Regex(r) => out.push_str(if r.pattern().starts_with('^') {

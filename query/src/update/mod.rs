@@ -407,9 +407,9 @@ fn equality_matches(root: &Expr) -> Result<Vec<(Vec<String>, bson::RawBson)>> {
             Expr::Path(PathExpr {
                 path,
                 pred: Predicate::In(list),
-            }) if list.values().len() == 1 && list.regexes().is_empty() => {
-                if let Some(v) = list.values().first() {
-                    out.push((path.parts().to_vec(), v.clone()));
+            }) if list.len() == 1 && list.regexes().is_empty() => {
+                if let Some(v) = list.values().next() {
+                    out.push((path.parts().to_vec(), v.into()));
                 }
             }
             _ => {}
