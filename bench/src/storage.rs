@@ -5,7 +5,7 @@
 //!   collection with its two secondary indexes (`cat`, `score`), `insertMany` in batches of
 //!   [`BATCH`]. The raw baseline is the exact key-value work of those inserts: the storage
 //!   layer runs the same inserts once over a recording engine ([`Recorder`]), which captures
-//!   every transaction's point reads and puts (documents, index entries, change-log entries,
+//!   every transaction's point reads and puts (documents, index entries, change-log chunks,
 //!   statistics), and raw fjall then replays them — the same reads, the same bytes under the
 //!   same keys in the same keyspaces, one optimistic transaction per recorded one, with the
 //!   server's engine options and the same journal durability (`PersistMode::Buffer`). Both

@@ -46,11 +46,13 @@ use crate::index::IndexMeta;
 
 /// Current catalog schema version.
 /// Version 2 added secondary index metadata; version 3 packed subtrees (new node kinds in
-/// the document spaces, `packThreshold` in collection records). Older versions still load
-/// (their collections have threshold 0, the layout they were written with) and are marked
-/// version 3 when opened, so that an older server refuses the directory instead of
-/// misreading packed documents.
-pub const SCHEMA_VERSION: u32 = 3;
+/// the document spaces, `packThreshold` in collection records); version 4 stores the change
+/// log in chunks of several entries per key ([`crate::changelog`]). Older versions still
+/// load (their collections have threshold 0 when older than 3, the layout they were written
+/// with; their change log's one key per entry is a chunk of one) and are marked version 4
+/// when opened, so that an older server refuses the directory instead of misreading packed
+/// documents or chunked change log entries.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Key of the schema version.
 pub const VERSION_KEY: &[u8] = b"V";

@@ -5,12 +5,20 @@
 //! # Layout
 //! The log is its own space, [`CHANGE_LOG_SPACE`], keyed byte by byte:
 //! ```text
-//! u64be(commit cluster time, packed as seconds << 32 | increment) u32be(index in commit)
-//!     → entry (BSON, below)
+//! u64be(commit cluster time, packed as seconds << 32 | increment) u32be(index in commit of
+//!     the chunk's first entry) → chunk: entries (BSON, below), concatenated in order
 //! ```
 //! Commit times are assigned under the store's commit lock in commit order, so key order is
-//! commit order, and one commit's entries (a multi-document transaction's, or a DDL's several)
-//! are contiguous and numbered in the order they happened.
+//! commit order, and one commit's entries (a batch insert's, a multi-document transaction's,
+//! or a DDL's several) are contiguous and numbered in the order they happened. A commit's
+//! entries are stored in as few keys as possible: a chunk takes the next entries of its commit
+//! while it stays within [`CHUNK_BYTES`] (an entry larger than that is a chunk of its own), so
+//! a batch of 1,000 small inserts writes a handful of keys, not 1,000. The entry at
+//! (time, i) is the `i - first`-th entry of the chunk keyed (time, first) with the greatest
+//! `first` ≤ `i`; positions, not keys, are what readers see and resume tokens name.
+//!
+//! Directories written before catalog version 4 hold one key per entry: exactly the chunks of
+//! one entry, so both layouts read through the same code.
 //!
 //! An entry is a BSON document:
 //! `{op, ns: "db.coll", ui?: UUID, key?: {_id}, doc?, upd?, pre?, post?, to?, desc?, lsid?,
@@ -23,12 +31,14 @@
 //! of a session's transaction.
 //!
 //! # Retention
-//! [`crate::store::Store::trim_change_log`] deletes the oldest entries beyond a size budget and
+//! [`crate::store::Store::trim_change_log`] deletes the oldest commits' chunks beyond a size
+//! budget and
 //! records, in the catalog key `'L'`, the commit time through which the log was trimmed: a
 //! change stream resuming at or before it gets ChangeStreamHistoryLost.
 //!
-//! Invariants: an entry exists if and only if its write committed; entries are never
-//! rewritten; trimming only removes a prefix.
+//! Invariants: an entry exists if and only if its write committed; entries (and chunks) are
+//! never rewritten; a chunk never spans two commits; trimming only removes a prefix of whole
+//! commits.
 
 use std::ops::Bound;
 
@@ -48,6 +58,11 @@ pub const TRIMMED_KEY: &[u8] = b"L";
 
 /// A position in the log: (packed commit time, index in the commit).
 pub type Position = (u64, u32);
+
+/// Upper bound of a chunk's bytes (see the module docs): large enough that a batch's entries
+/// take few keys, small enough that no value is huge and a reader resuming inside a commit
+/// reads at most this much before its entry.
+pub const CHUNK_BYTES: usize = 256 << 10;
 
 /// The key of an entry.
 pub fn key(pos: Position) -> [u8; 12] {
@@ -75,14 +90,45 @@ fn uuid(bytes: &[u8; 16]) -> bson::Binary {
     }
 }
 
+/// An empty document whose buffer has room for `capacity` bytes.
+fn with_capacity(capacity: usize) -> RawDocumentBuf {
+    let mut v = Vec::with_capacity(capacity.max(5));
+    v.extend_from_slice(&[5, 0, 0, 0, 0]);
+    RawDocumentBuf::from_bytes(v).unwrap_or_else(|_| RawDocumentBuf::new())
+}
+
 impl Change {
     /// A change of `op` on collection `coll`.
     pub fn on(op: &str, coll: &CollectionMeta) -> Change {
-        let mut d = RawDocumentBuf::new();
+        Change::on_sized(op, coll, 0)
+    }
+
+    /// A change of `op` on `coll` with room for `extra` more bytes of fields.
+    fn on_sized(op: &str, coll: &CollectionMeta, extra: usize) -> Change {
+        // op, ns and ui elements with their names, types and lengths
+        let head = 4 + (4 + 4 + op.len() + 1) + (4 + 4 + coll.db.len() + coll.name.len() + 2);
+        let mut d = with_capacity(head + 25 + extra + 1);
         d.append(cstr!("op"), op);
         d.append(cstr!("ns"), coll.namespace());
-        d.append(cstr!("ui"), uuid(&coll.uuid));
+        d.append(
+            cstr!("ui"),
+            bson::RawBinaryRef {
+                subtype: BinarySubtype::Uuid,
+                bytes: &coll.uuid,
+            },
+        );
         Change(d)
+    }
+
+    /// The change of inserting `doc` (its first field is `_id`): `{op: "i", ns, ui, key:
+    /// {_id}, doc}`, built in one buffer of the right size.
+    pub fn insert(coll: &CollectionMeta, doc: &RawDocument) -> Change {
+        let key = document_key(doc);
+        let extra = (1 + 4 + key.as_bytes().len()) + (1 + 4 + doc.as_bytes().len());
+        let mut c = Change::on_sized("i", coll, extra);
+        c.0.append(cstr!("key"), &*key);
+        c.0.append(cstr!("doc"), doc);
+        c
     }
 
     /// A change of `op` on a namespace without a collection record (`dropDatabase`).
@@ -107,11 +153,11 @@ impl Change {
         self
     }
 
-    /// Writes the stored entry — this change's fields, then `wall` — into `out` (cleared
-    /// first), so a commit needs no copy of the change beyond the bytes it stores.
-    pub fn entry_into(&self, wall: bson::DateTime, out: &mut Vec<u8>) {
+    /// Appends the stored entry — this change's fields, then `wall` — to `out`, so a commit
+    /// needs no copy of the change beyond the bytes it stores.
+    pub fn append_entry(&self, wall: bson::DateTime, out: &mut Vec<u8>) {
         let body = self.0.as_bytes();
-        out.clear();
+        let start = out.len();
         out.reserve(body.len() + 14);
         // the document without its trailing NUL, the `wall` element, the NUL, then the
         // length fixed up
@@ -120,8 +166,8 @@ impl Change {
         out.extend_from_slice(b"wall\0");
         out.extend_from_slice(&wall.timestamp_millis().to_le_bytes());
         out.push(0);
-        let len = i32::try_from(out.len()).unwrap_or(i32::MAX);
-        out[..4].copy_from_slice(&len.to_le_bytes());
+        let len = i32::try_from(out.len() - start).unwrap_or(i32::MAX);
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
     }
 
     /// Marks the change as part of a session's transaction.
@@ -144,26 +190,129 @@ pub fn document_key(doc: &RawDocument) -> RawDocumentBuf {
     k
 }
 
+/// Builds the chunks of one commit's `changes` (stamped with `wall`), each at most `bound`
+/// bytes unless a single entry is larger, and hands each to `put` with its key's position
+/// `(at, index of its first entry)`. `buf` is the reusable chunk buffer. Returns the bytes
+/// handed over, keys included.
+pub fn write_chunks<E>(
+    at: u64,
+    wall: bson::DateTime,
+    changes: &[Change],
+    bound: usize,
+    buf: &mut Vec<u8>,
+    mut put: impl FnMut(Position, &[u8]) -> std::result::Result<(), E>,
+) -> std::result::Result<u64, E> {
+    let mut bytes = 0u64;
+    let mut first = 0u32;
+    buf.clear();
+    let total: usize = changes.iter().map(|c| c.0.as_bytes().len() + 14).sum();
+    buf.reserve(total.min(bound));
+    for (i, c) in changes.iter().enumerate() {
+        let i = u32::try_from(i).unwrap_or(u32::MAX);
+        // the entry's size: the change, then the 14 bytes of `wall`
+        let size = c.0.as_bytes().len() + 14;
+        if !buf.is_empty() && buf.len() + size > bound {
+            put((at, first), buf)?;
+            bytes += buf.len() as u64 + 12;
+            buf.clear();
+            first = i;
+        }
+        c.append_entry(wall, buf);
+    }
+    if !buf.is_empty() {
+        put((at, first), buf)?;
+        bytes += buf.len() as u64 + 12;
+    }
+    Ok(bytes)
+}
+
+/// The entries of a chunk, in order (each checked to be a well-formed BSON document).
+pub fn entries(chunk: &[u8]) -> impl Iterator<Item = Result<&RawDocument>> {
+    let mut rest = chunk;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let len = rest
+            .get(..4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(i32::from_le_bytes)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n >= 5 && *n <= rest.len());
+        let Some(len) = len else {
+            rest = &[];
+            return Some(Err(StorageError::Corrupt(
+                "change log chunk: bad entry length".into(),
+            )));
+        };
+        let (entry, tail) = rest.split_at(len);
+        rest = tail;
+        Some(RawDocument::from_bytes(entry).map_err(|e| StorageError::Corrupt(e.to_string())))
+    })
+}
+
+/// The position of the `j`-th entry of the chunk keyed `first`.
+fn nth(first: Position, j: usize) -> Result<Position> {
+    u32::try_from(j)
+        .ok()
+        .and_then(|j| first.1.checked_add(j))
+        .map(|i| (first.0, i))
+        .ok_or_else(|| StorageError::Corrupt("change log chunk: index overflow".into()))
+}
+
+/// The key of the chunk holding the entry at `pos`, if that commit has a chunk at or before
+/// it.
+fn chunk_at(r: &dyn Read, pos: Position) -> Result<Option<[u8; 12]>> {
+    let k = key(pos);
+    let mut it = r.range(
+        CHANGE_LOG_SPACE,
+        Bound::Unbounded,
+        Bound::Included(&k[..]),
+        true,
+    )?;
+    let Some(kv) = it.next() else {
+        return Ok(None);
+    };
+    let (found, _) = kv?;
+    let first = position(&found).ok_or_else(|| StorageError::Corrupt("change log key".into()))?;
+    Ok((first.0 == pos.0).then(|| key(first)))
+}
+
 /// Reads up to `max` entries after `after` (exclusive; from the start when `None`) on `r`.
 pub fn read(
     r: &dyn Read,
     after: Option<Position>,
     max: usize,
 ) -> Result<Vec<(Position, RawDocumentBuf)>> {
-    let start = after.map(key);
-    let lower = match &start {
-        Some(k) => Bound::Excluded(&k[..]),
-        None => Bound::Unbounded,
+    // Resuming inside a commit starts at the chunk holding `after`; past a whole commit
+    // (index u32::MAX) no chunk of it is read.
+    let start = match after {
+        Some(p) if p.1 != u32::MAX => chunk_at(r, p)?,
+        _ => None,
+    };
+    let after_key = after.map(key);
+    let lower = match (&start, &after_key) {
+        (Some(k), _) => Bound::Included(&k[..]),
+        (None, Some(k)) => Bound::Excluded(&k[..]),
+        (None, None) => Bound::Unbounded,
     };
     let mut out = Vec::new();
+    if max == 0 {
+        return Ok(out);
+    }
     for kv in r.range(CHANGE_LOG_SPACE, lower, Bound::Unbounded, false)? {
         let (k, v) = kv?;
-        let pos = position(&k).ok_or_else(|| StorageError::Corrupt("change log key".into()))?;
-        let d = RawDocumentBuf::from_bytes(v.to_vec())
-            .map_err(|e| StorageError::Corrupt(e.to_string()))?;
-        out.push((pos, d));
-        if out.len() >= max {
-            break;
+        let first = position(&k).ok_or_else(|| StorageError::Corrupt("change log key".into()))?;
+        for (j, e) in entries(&v).enumerate() {
+            let pos = nth(first, j)?;
+            let e = e?;
+            if after.is_some_and(|a| pos <= a) {
+                continue;
+            }
+            out.push((pos, e.to_owned()));
+            if out.len() >= max {
+                return Ok(out);
+            }
         }
     }
     Ok(out)
@@ -194,15 +343,50 @@ mod tests {
         let c = Change(bson::rawdoc! {"op": "i", "doc": {"_id": 1, "a": "x"}});
         let wall = bson::DateTime::from_millis(1_700_000_000_123);
         let mut out = vec![9, 9, 9];
-        c.entry_into(wall, &mut out);
+        c.append_entry(wall, &mut out);
         let mut want = c.0.clone();
         want.append(cstr!("wall"), wall);
-        assert_eq!(out, want.as_bytes());
-        assert!(RawDocumentBuf::from_bytes(out).is_ok());
+        assert_eq!(&out[..3], [9, 9, 9]);
+        assert_eq!(&out[3..], want.as_bytes());
+        assert!(RawDocumentBuf::from_bytes(out[3..].to_vec()).is_ok());
         let empty = Change(RawDocumentBuf::new());
         let mut out = Vec::new();
-        empty.entry_into(wall, &mut out);
+        empty.append_entry(wall, &mut out);
         assert_eq!(out, bson::rawdoc! {"wall": wall}.as_bytes());
+    }
+
+    #[test]
+    fn an_insert_change_is_op_ns_ui_key_doc() {
+        let mut coll = CollectionMeta {
+            id: 3,
+            db: "db".into(),
+            name: "c".into(),
+            uuid: [7; 16],
+            options: RawDocumentBuf::new(),
+            created: bson::DateTime::from_millis(0),
+            indexes: Vec::new(),
+            pack_threshold: 0,
+            natural: None,
+        };
+        for doc in [
+            bson::rawdoc! {"_id": 1, "a": "x"},
+            bson::rawdoc! {"_id": {"k": [1, 2]}},
+            bson::rawdoc! {"x": 1},
+        ] {
+            let c = Change::insert(&coll, &doc);
+            let want = bson::rawdoc! {
+                "op": "i",
+                "ns": "db.c",
+                "ui": bson::Binary { subtype: BinarySubtype::Uuid, bytes: vec![7; 16] },
+                "key": document_key(&doc),
+                "doc": doc.clone(),
+            };
+            assert_eq!(c.0.as_bytes(), want.as_bytes());
+            assert!(c.0.as_bytes().len() <= 128 + doc.as_bytes().len() * 2);
+        }
+        coll.name = "x".repeat(200);
+        let c = Change::on("drop", &coll);
+        assert_eq!(c.0.get_str("ns").unwrap(), format!("db.{}", coll.name));
     }
 
     #[test]
@@ -213,5 +397,153 @@ mod tests {
         assert!(a < b && b < c);
         assert_eq!(position(&b), Some((5, 2)));
         assert_eq!(position(&[1, 2]), None);
+    }
+
+    use crate::engine::Engine;
+    use crate::engine::memory::MemoryEngine;
+
+    fn change(i: usize, pad: usize) -> Change {
+        Change(bson::rawdoc! {"op": "i", "n": i as i64, "pad": "x".repeat(pad)})
+    }
+
+    /// Writes one commit's changes as chunks of at most `bound` bytes; returns the chunk keys.
+    fn commit(e: &MemoryEngine, at: u64, changes: &[Change], bound: usize) -> Vec<Position> {
+        let mut tx = e.begin().unwrap();
+        let mut keys = Vec::new();
+        let mut buf = Vec::new();
+        let wall = bson::DateTime::from_millis(at as i64);
+        write_chunks(at, wall, changes, bound, &mut buf, |pos, chunk| {
+            keys.push(pos);
+            tx.put(CHANGE_LOG_SPACE, &key(pos), chunk)
+        })
+        .unwrap();
+        tx.commit().unwrap();
+        keys
+    }
+
+    fn engine() -> MemoryEngine {
+        let e = MemoryEngine::new();
+        e.open_space(CHANGE_LOG_SPACE).unwrap();
+        e
+    }
+
+    fn n_of(d: &RawDocument) -> i64 {
+        d.get_i64("n").unwrap()
+    }
+
+    #[test]
+    fn a_commit_is_split_into_chunks_at_the_bound() {
+        let e = engine();
+        // each entry is 60 bytes with `wall` (pad 10): three fit in a chunk of 190, not four
+        let size = {
+            let mut v = Vec::new();
+            change(0, 10).append_entry(bson::DateTime::from_millis(0), &mut v);
+            v.len()
+        };
+        assert_eq!(size, 60);
+        let mut changes: Vec<Change> = (0..7).map(|i| change(i, 10)).collect();
+        // an entry over the bound is a chunk alone
+        changes.insert(4, change(4, 500));
+        let keys = commit(&e, 7 << 32, &changes, 190);
+        assert_eq!(
+            keys,
+            [(7 << 32, 0), (7 << 32, 3), (7 << 32, 4), (7 << 32, 5)]
+        );
+        let snap = e.snapshot().unwrap();
+        let chunks: Vec<(Position, Vec<i64>)> = snap
+            .range(CHANGE_LOG_SPACE, Bound::Unbounded, Bound::Unbounded, false)
+            .unwrap()
+            .map(|kv| {
+                let (k, v) = kv.unwrap();
+                let ns = entries(&v).map(|d| n_of(d.unwrap())).collect();
+                (position(&k).unwrap(), ns)
+            })
+            .collect();
+        assert_eq!(
+            chunks,
+            [
+                ((7 << 32, 0), vec![0, 1, 2]),
+                ((7 << 32, 3), vec![3]),
+                ((7 << 32, 4), vec![4]),
+                ((7 << 32, 5), vec![4, 5, 6]),
+            ]
+        );
+        // every entry ends with `wall`
+        let all = read(&*snap, None, 100).unwrap();
+        assert!(all.iter().all(|(_, d)| d.get_datetime("wall").is_ok()));
+        // no commit writes nothing
+        assert!(commit(&e, 8 << 32, &[], 190).is_empty());
+    }
+
+    /// Reading after any position, inside or between chunks, in the chunked layout and in the
+    /// one-key-per-entry layout of older directories, gives exactly the entries after it.
+    #[test]
+    fn reads_resume_at_any_position_in_both_layouts() {
+        let e = engine();
+        let mut want: Vec<(Position, i64)> = Vec::new();
+        let mut n = 0i64;
+        let mut add = |at: u64, count: usize, bound: usize, want: &mut Vec<(Position, i64)>| {
+            let changes: Vec<Change> = (0..count)
+                .map(|i| {
+                    n += 1;
+                    want.push(((at, i as u32), n));
+                    Change(bson::rawdoc! {"op": "i", "n": n})
+                })
+                .collect();
+            commit(&e, at, &changes, bound);
+        };
+        add(5 << 32, 1, CHUNK_BYTES, &mut want);
+        // one entry per key: the layout before catalog version 4
+        add(6 << 32, 4, 1, &mut want);
+        add((6 << 32) + 1, 10, 120, &mut want);
+        add(9 << 32, 10, CHUNK_BYTES, &mut want);
+        let snap = e.snapshot().unwrap();
+        let got = |after: Option<Position>, max: usize| -> Vec<(Position, i64)> {
+            read(&*snap, after, max)
+                .unwrap()
+                .into_iter()
+                .map(|(p, d)| (p, n_of(&d)))
+                .collect()
+        };
+        assert_eq!(got(None, 1000), want);
+        for max in 0..want.len() + 2 {
+            assert_eq!(got(None, max), want[..max.min(want.len())]);
+        }
+        for (i, (p, _)) in want.iter().enumerate() {
+            assert_eq!(got(Some(*p), 1000), want[i + 1..], "after {p:?}");
+            assert_eq!(got(Some(*p), 3), want[i + 1..(i + 4).min(want.len())]);
+        }
+        // positions between and past commits
+        assert_eq!(got(Some((6 << 32, u32::MAX)), 1000), want[5..]);
+        assert_eq!(got(Some((7 << 32, 0)), 1000), want[15..]);
+        assert_eq!(got(Some((4 << 32, 7)), 1000), want);
+        assert_eq!(got(Some((9 << 32, 10)), 1000), []);
+        assert_eq!(got(Some((u64::MAX, u32::MAX)), 1000), []);
+    }
+
+    #[test]
+    fn a_malformed_chunk_is_corrupt_not_a_panic() {
+        let e = engine();
+        let good = {
+            let mut v = Vec::new();
+            change(1, 0).append_entry(bson::DateTime::from_millis(0), &mut v);
+            v
+        };
+        for bad in [
+            vec![1u8, 2],
+            vec![0xFF, 0xFF, 0xFF, 0xFF, 0],
+            [good.clone(), vec![200, 0, 0, 0, 0]].concat(),
+            [good.clone(), good[..good.len() - 1].to_vec()].concat(),
+            vec![5, 0, 0, 0, 1],
+        ] {
+            let mut tx = e.begin().unwrap();
+            tx.put(CHANGE_LOG_SPACE, &key((1, 0)), &bad).unwrap();
+            tx.commit().unwrap();
+            let snap = e.snapshot().unwrap();
+            assert!(
+                matches!(read(&*snap, None, 100), Err(StorageError::Corrupt(_))),
+                "{bad:?}"
+            );
+        }
     }
 }

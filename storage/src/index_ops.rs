@@ -43,9 +43,14 @@ pub const BUILD_CHUNK: usize = 500;
 
 fn entry_value(e: &IndexEntry) -> Vec<u8> {
     let mut v = Vec::with_capacity(4 + e.values.as_bytes().len());
-    v.extend_from_slice(&u32::try_from(e.key.len()).unwrap_or(u32::MAX).to_be_bytes());
-    v.extend_from_slice(e.values.as_bytes());
+    entry_value_into(e, &mut v);
     v
+}
+
+/// Appends an entry's value to `out`.
+fn entry_value_into(e: &IndexEntry, out: &mut Vec<u8>) {
+    out.extend_from_slice(&u32::try_from(e.key.len()).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(e.values.as_bytes());
 }
 
 /// A range of entry keys: `(start, end)` bounds over an index space.
@@ -204,6 +209,9 @@ impl WriteTxn<'_> {
             puts: Vec<(Vec<u8>, Vec<u8>)>,
         }
         let keygen = self.store.keygen.clone();
+        if let (None, Some(new)) = (old, new) {
+            return self.index_new_document(coll, doc_key, new);
+        }
         let mut changes: Vec<Change> = Vec::new();
         // Phase 1: compute and check; nothing is written.
         for idx in coll.secondary_indexes() {
@@ -267,6 +275,48 @@ impl WriteTxn<'_> {
             }
             for (k, v) in &c.puts {
                 self.tx.put(c.space, k, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`WriteTxn::index_document`] for an insert: every entry is new, so there is nothing
+    /// to diff; entries are checked, then written through one key buffer and one value
+    /// buffer.
+    fn index_new_document(
+        &mut self,
+        coll: &CollectionMeta,
+        doc_key: &[u8],
+        doc: &RawDocument,
+    ) -> Result<()> {
+        if coll.secondary_indexes().next().is_none() {
+            return Ok(());
+        }
+        let keygen = self.store.keygen.clone();
+        let mut all: Vec<(SpaceId, IndexKeys)> = Vec::new();
+        // Phase 1: compute and check; nothing is written.
+        for idx in coll.secondary_indexes() {
+            let keys = keygen.keys(idx, doc)?;
+            if idx.is_unique() {
+                for e in &keys.entries {
+                    self.check_unique(coll, idx, e, doc_key)?;
+                }
+            }
+            all.push((idx.space, keys));
+        }
+        // Phase 2: write.
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for (space, keys) in all {
+            if keys.multikey {
+                self.mark_multikey(space)?;
+            }
+            for e in &keys.entries {
+                k.clear();
+                k.extend_from_slice(&e.key);
+                k.extend_from_slice(doc_key);
+                v.clear();
+                entry_value_into(e, &mut v);
+                self.tx.put(space, &k, &v)?;
             }
         }
         Ok(())

@@ -844,15 +844,16 @@ impl Store {
         let ts = self.clock.next();
         if !changes.is_empty() {
             let at = crate::history::pack(ts);
-            let wall = bson::DateTime::now();
-            let mut entry = Vec::new();
-            for (i, c) in changes.iter().enumerate() {
-                c.entry_into(wall, &mut entry);
-                let pos = (at, u32::try_from(i).unwrap_or(u32::MAX));
-                tx.put(CHANGE_LOG_SPACE, &changelog::key(pos), &entry)?;
-                self.log_bytes
-                    .fetch_add(entry.len() as u64 + 12, Ordering::Relaxed);
-            }
+            let mut chunk = Vec::new();
+            let bytes = changelog::write_chunks(
+                at,
+                bson::DateTime::now(),
+                changes,
+                changelog::CHUNK_BYTES,
+                &mut chunk,
+                |pos, chunk| tx.put(CHANGE_LOG_SPACE, &changelog::key(pos), chunk),
+            )?;
+            self.log_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
         tx.commit()?;
         history.on_commit(ts);
@@ -892,10 +893,10 @@ impl Store {
     }
 
     /// Deletes the oldest change log entries while the log holds more than `max_bytes`
-    /// (entry bytes appended since open plus the space's size at open, less what was
-    /// trimmed), up to `batch` entries per call; a commit's entries go together, and commits
-    /// younger than `keep_secs` seconds stay whatever the size (mongod's minimum retention).
-    /// Returns how many were deleted.
+    /// (bytes appended since open plus the space's size at open, less what was trimmed), up
+    /// to about `batch` entries per call; a commit's entries (all its chunks) go together, and
+    /// commits younger than `keep_secs` seconds stay whatever the size (mongod's minimum
+    /// retention). Returns how many entries were deleted.
     pub fn trim_change_log(&self, max_bytes: u64, keep_secs: u64, batch: usize) -> Result<usize> {
         let size = self.log_bytes.load(Ordering::Relaxed);
         if size <= max_bytes {
@@ -907,34 +908,32 @@ impl Store {
             .map_or(0, |d| d.as_secs());
         let keep_from = now.saturating_sub(keep_secs);
         let mut tx = self.engine.begin()?;
-        let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut chunks: Vec<Vec<u8>> = Vec::new();
         let mut freed = 0u64;
+        let mut trimmed = 0usize;
         for kv in tx.range(CHANGE_LOG_SPACE, Bound::Unbounded, Bound::Unbounded, false)? {
             let (k, v) = kv?;
             let len = (k.len() + v.len()) as u64;
-            let same_commit = entries
-                .last()
-                .is_some_and(|(p, _)| p.get(..8) == k.get(..8));
+            let same_commit = chunks.last().is_some_and(|p| p.get(..8) == k.get(..8));
             let young = keep_secs > 0
                 && changelog::position(&k).is_some_and(|(ts, _)| ts >> 32 >= keep_from);
-            if !same_commit
-                && (entries.len() >= batch || size - freed.min(size) <= max_bytes || young)
-            {
+            if !same_commit && (trimmed >= batch || size - freed.min(size) <= max_bytes || young) {
                 break;
             }
             freed += len;
-            entries.push((k.to_vec(), len));
+            trimmed += changelog::entries(&v).count();
+            chunks.push(k.to_vec());
         }
-        let Some(last) = entries.last().and_then(|(k, _)| changelog::position(k)) else {
+        let Some(last) = chunks.last().and_then(|k| changelog::position(k)) else {
             return Ok(0);
         };
-        for (k, _) in &entries {
+        for k in &chunks {
             tx.delete(CHANGE_LOG_SPACE, k)?;
         }
         tx.put(CATALOG_SPACE, changelog::TRIMMED_KEY, &last.0.to_be_bytes())?;
         tx.commit()?;
         self.log_bytes.fetch_sub(freed.min(size), Ordering::Relaxed);
-        Ok(entries.len())
+        Ok(trimmed)
     }
 
     /// A snapshot for a `readConcern: snapshot` read at cluster time `at` (now when `None`),
@@ -1290,11 +1289,7 @@ impl WriteTxn<'_> {
             count: 1,
             size: i64::from(enc.bson_size),
         });
-        self.log(
-            Change::on("i", coll)
-                .with("key", changelog::document_key(doc))
-                .with_ref("doc", RawBsonRef::Document(doc)),
-        );
+        self.log(Change::insert(coll, doc));
         if coll.natural.is_some() {
             self.capped_append(coll, &key)?;
         }

@@ -224,3 +224,149 @@ fn updates_that_repack_are_logged_as_updates() {
         rawdoc! {"_id": 1, "a": 0}.as_bytes().len() + rawdoc! {"_id": 2, "n": 2}.as_bytes().len()
     );
 }
+
+/// A batch's entries take a few chunked keys, not one key each; readers still see one entry
+/// per document at consecutive positions, resume after any of them, and trimming counts
+/// entries and removes the commit whole.
+#[test]
+fn a_batch_logs_in_few_keys_and_reads_entry_by_entry() {
+    let s = store();
+    s.create_collection("db", "c", &rawdoc! {}).unwrap();
+    let meta = s.collection("db", "c").unwrap();
+    let before = s.read_changes(None, 1000).unwrap().0;
+    let pad = "p".repeat(1000);
+    let docs: Vec<RawDocumentBuf> = (0..1000)
+        .map(|i| rawdoc! {"_id": i, "pad": pad.clone()})
+        .collect();
+    let writes = s
+        .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
+            for d in &docs {
+                tx.insert(&meta, d)?;
+            }
+            Ok(tx.writes())
+        })
+        .unwrap();
+    assert_eq!(writes, 1000, "one key per (packed) document");
+    // ~1.1 MB of entries in chunks of at most 256 KiB: 5 keys (and 1 for the create)
+    let r = s.read().unwrap();
+    let log_keys = r
+        .snapshot()
+        .range(
+            cairn_storage::changelog::CHANGE_LOG_SPACE,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+        )
+        .unwrap()
+        .count();
+    assert_eq!(log_keys, 1 + 5);
+    let all = s.read_changes(None, 10_000).unwrap().0;
+    let mine = &all[before.len()..];
+    assert_eq!(mine.len(), 1000);
+    let at = mine[0].0.0;
+    for (i, (pos, d)) in mine.iter().enumerate() {
+        assert_eq!(*pos, (at, i as u32));
+        assert_eq!(d.get_str("op").unwrap(), "i");
+        assert_eq!(d.get_document("doc").unwrap(), &*docs[i]);
+    }
+    for i in [0usize, 1, 200, 233, 234, 235, 500, 998, 999] {
+        let rest = s.read_changes(Some(mine[i].0), 10_000).unwrap().0;
+        assert_eq!(rest.len(), 999 - i, "after entry {i}");
+        if let Some((p, d)) = rest.first() {
+            assert_eq!(*p, (at, i as u32 + 1));
+            assert_eq!(d.get_document("doc").unwrap(), &*docs[i + 1]);
+        }
+        let some = s.read_changes(Some(mine[i].0), 7).unwrap().0;
+        assert_eq!(some.len(), 7.min(999 - i));
+    }
+    // trimming: the create's commit (1 entry), then the whole batch (1000 entries) even
+    // though the batch bound is smaller
+    assert_eq!(s.trim_change_log(0, 0, 1).unwrap(), before.len());
+    assert_eq!(s.trim_change_log(0, 0, 1).unwrap(), 1000);
+    let (rest, trimmed) = s.read_changes(None, 10).unwrap();
+    assert!(rest.is_empty());
+    assert_eq!(trimmed, at);
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// A data directory written before the log was chunked (catalog version 3, one key per
+/// entry; made by `tests/fixtures/entry-per-key.make.py`) reads back entry by entry, takes
+/// chunked commits after its old ones, resumes at every position of both, and is marked with
+/// the current catalog version (so older servers refuse it).
+#[test]
+fn a_log_written_one_key_per_entry_reads_with_chunked_commits_after_it() {
+    use cairn_storage::engine::CATALOG_SPACE;
+    use cairn_storage::engine::fjall::{FjallEngine, FjallOptions};
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures.join("entry-per-key"), dir.path());
+    let summary = |all: &[((u64, u32), RawDocumentBuf)]| -> Vec<(u32, String, Option<i32>)> {
+        all.iter()
+            .map(|((_, i), d)| {
+                let id = d
+                    .get_document("key")
+                    .ok()
+                    .and_then(|k| k.get_i32("_id").ok());
+                (*i, d.get_str("op").unwrap().to_string(), id)
+            })
+            .collect()
+    };
+    let mut want: Vec<(u32, String, Option<i32>)> = vec![
+        (0, "create".into(), None),
+        (0, "i".into(), Some(1)),
+        (1, "i".into(), Some(2)),
+        (2, "i".into(), Some(3)),
+        (0, "u".into(), Some(2)),
+        (0, "d".into(), Some(3)),
+    ];
+    for round in 0..2 {
+        let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
+        let s = Store::open(e, StoreOptions { sync_always: false }).unwrap();
+        let v = s
+            .read()
+            .unwrap()
+            .snapshot()
+            .get(CATALOG_SPACE, b"V")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            u32::from_be_bytes(v[..].try_into().unwrap()),
+            cairn_storage::catalog::SCHEMA_VERSION
+        );
+        let all = s.read_changes(None, 1000).unwrap().0;
+        assert_eq!(summary(&all), want, "round {round}");
+        assert_eq!(all[1].0.0, all[3].0.0, "the insertMany is one commit");
+        assert_eq!(
+            all[2].1.get_document("doc").unwrap().to_owned(),
+            rawdoc! {"_id": 2, "a": "y"}
+        );
+        for (i, (p, _)) in all.iter().enumerate() {
+            let rest = s.read_changes(Some(*p), 1000).unwrap().0;
+            assert_eq!(summary(&rest), want[i + 1..], "after {p:?}");
+        }
+        if round == 0 {
+            let meta = s.collection("fixture", "log").unwrap();
+            s.write(Durability::Buffered, |tx| -> Result<(), StorageError> {
+                for id in [10, 11, 12] {
+                    tx.insert(&meta, &rawdoc! {"_id": id})?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            want.extend((0..3).map(|i| (i, "i".to_string(), Some(10 + i as i32))));
+            s.engine().sync().unwrap();
+        }
+    }
+}
