@@ -483,8 +483,7 @@ fn tree_shape() {
         }) => {
             let vals: Vec<_> = list
                 .values()
-                .iter()
-                .map(|v| v.as_raw_bson_ref().as_i32())
+                .map(|v| v.as_i32())
                 .collect();
             assert_eq!(vals, vec![Some(1), Some(2), Some(3)]);
         }
