@@ -481,10 +481,7 @@ fn tree_shape() {
             pred: Predicate::In(list),
             ..
         }) => {
-            let vals: Vec<_> = list
-                .values()
-                .map(|v| v.as_i32())
-                .collect();
+            let vals: Vec<_> = list.values().map(|v| v.as_i32()).collect();
             assert_eq!(vals, vec![Some(1), Some(2), Some(3)]);
         }
         other => panic!("{other:?}"),
