@@ -2,6 +2,8 @@
 //! failed and aborted writes are not; a session transaction's changes share one time and
 //! carry the session; DDL is logged; trimming removes a prefix and records how far.
 
+mod common;
+
 use std::sync::Arc;
 
 use bson::{RawBson, RawDocumentBuf, rawdoc};
@@ -288,19 +290,6 @@ fn a_batch_logs_in_few_keys_and_reads_entry_by_entry() {
     assert_eq!(trimmed, at);
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 /// A data directory written before the log was chunked (catalog version 3, one key per
 /// entry; made by `tests/fixtures/entry-per-key.make.py`) reads back entry by entry, takes
 /// chunked commits after its old ones, resumes at every position of both, and is marked with
@@ -311,7 +300,7 @@ fn a_log_written_one_key_per_entry_reads_with_chunked_commits_after_it() {
     use cairn_storage::engine::fjall::{FjallEngine, FjallOptions};
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(&fixtures.join("entry-per-key"), dir.path());
+    common::copy_dir(&fixtures.join("entry-per-key"), dir.path());
     let summary = |all: &[((u64, u32), RawDocumentBuf)]| -> Vec<(u32, String, Option<i32>)> {
         all.iter()
             .map(|((_, i), d)| {

@@ -1,6 +1,8 @@
 //! Store behaviour on both engines: DDL, document round trips, scans, statistics, restart,
 //! and concurrency.
 
+mod common;
+
 use std::sync::Arc;
 
 use bson::{RawBsonRef, RawDocumentBuf, rawdoc};
@@ -809,19 +811,6 @@ mod targeted_updates {
     }
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 /// A data directory written before packed subtrees existed (catalog version 2, one key per
 /// node; made by `tests/fixtures/one-key-per-node.make.mjs`) opens, reads back exactly,
 /// keeps its collections' layout (threshold 0) while new collections pack, and is marked
@@ -831,7 +820,7 @@ fn data_written_before_packing_reads_and_keeps_its_layout() {
     use cairn_storage::engine::CATALOG_SPACE;
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(&fixtures.join("one-key-per-node"), dir.path());
+    common::copy_dir(&fixtures.join("one-key-per-node"), dir.path());
     let expected_bytes = std::fs::read(fixtures.join("one-key-per-node.expected.bson")).unwrap();
     let mut expected = Vec::new();
     let mut rest = expected_bytes.as_slice();

@@ -1,0 +1,18 @@
+//! Helpers shared by the storage integration tests.
+
+use std::path::Path;
+
+/// Copies the directory tree `from` into `to` (a fixture data directory into a temporary one,
+/// so tests never open the checked-in copy).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
