@@ -296,7 +296,6 @@ fn a_batch_logs_in_few_keys_and_reads_entry_by_entry() {
 /// the current catalog version (so older servers refuse it).
 #[test]
 fn a_log_written_one_key_per_entry_reads_with_chunked_commits_after_it() {
-    use cairn_storage::engine::CATALOG_SPACE;
     use cairn_storage::engine::fjall::{FjallEngine, FjallOptions};
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
@@ -323,15 +322,8 @@ fn a_log_written_one_key_per_entry_reads_with_chunked_commits_after_it() {
     for round in 0..2 {
         let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
         let s = Store::open(e, StoreOptions { sync_always: false }).unwrap();
-        let v = s
-            .read()
-            .unwrap()
-            .snapshot()
-            .get(CATALOG_SPACE, b"V")
-            .unwrap()
-            .unwrap();
         assert_eq!(
-            u32::from_be_bytes(v[..].try_into().unwrap()),
+            common::catalog_version(&s),
             cairn_storage::catalog::SCHEMA_VERSION
         );
         let all = s.read_changes(None, 1000).unwrap().0;

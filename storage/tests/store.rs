@@ -817,7 +817,6 @@ mod targeted_updates {
 /// with the current catalog version.
 #[test]
 fn data_written_before_packing_reads_and_keeps_its_layout() {
-    use cairn_storage::engine::CATALOG_SPACE;
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
     common::copy_dir(&fixtures.join("one-key-per-node"), dir.path());
@@ -830,20 +829,13 @@ fn data_written_before_packing_reads_and_keeps_its_layout() {
         rest = &rest[len..];
     }
     assert_eq!(expected.len(), 4);
-    let version = |store: &Store| {
-        let v = store
-            .read()
-            .unwrap()
-            .snapshot()
-            .get(CATALOG_SPACE, b"V")
-            .unwrap()
-            .unwrap();
-        u32::from_be_bytes(v[..].try_into().unwrap())
-    };
     for round in 0..2 {
         let e = Arc::new(FjallEngine::open(dir.path(), &FjallOptions::default()).unwrap());
         let store = Store::open(e, OPTS).unwrap();
-        assert_eq!(version(&store), cairn_storage::catalog::SCHEMA_VERSION);
+        assert_eq!(
+            common::catalog_version(&store),
+            cairn_storage::catalog::SCHEMA_VERSION
+        );
         let meta = store.collection("fixture", "docs").unwrap();
         assert_eq!(
             meta.pack_threshold, 0,

@@ -16,3 +16,15 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The catalog format version recorded in `store` (catalog key `V`).
+pub fn catalog_version(store: &cairn_storage::Store) -> u32 {
+    let v = store
+        .read()
+        .unwrap()
+        .snapshot()
+        .get(cairn_storage::engine::CATALOG_SPACE, b"V")
+        .unwrap()
+        .unwrap();
+    u32::from_be_bytes(v[..].try_into().unwrap())
+}
