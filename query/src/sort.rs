@@ -228,14 +228,7 @@ impl SortSpec {
     fn top_level_key(&self, doc: &RawDocument) -> Option<Vec<RawBson>> {
         let mut values = Vec::with_capacity(self.fields.len());
         for f in &self.fields {
-            if f.path.contains('.') {
-                return None;
-            }
-            match doc.get(&f.path) {
-                Ok(Some(RawBsonRef::Array(_))) | Err(_) => return None,
-                Ok(Some(v)) => values.push(RawBson::from(v)),
-                Ok(None) => values.push(RawBson::Null),
-            }
+            values.push(RawBson::from(top_level_value(doc, &f.path)?));
         }
         Some(values)
     }
@@ -247,21 +240,9 @@ impl SortSpec {
     pub(crate) fn compare_with_key(&self, doc: &RawDocument, key: &SortKey) -> Option<Ordering> {
         let mut result = Ordering::Equal;
         for (i, (f, kv)) in self.fields.iter().zip(&key.values).enumerate() {
-            if f.path.contains('.') {
-                return None;
-            }
-            let v = match doc.get(&f.path) {
-                Ok(Some(RawBsonRef::Array(_))) | Err(_) => return None,
-                Ok(Some(v)) => v,
-                Ok(None) => RawBsonRef::Null,
-            };
+            let v = top_level_value(doc, &f.path)?;
             if result == Ordering::Equal {
-                let c = compare_values(v, kv.as_raw_bson_ref());
-                result = if i < 32 && self.desc & (1 << i) != 0 {
-                    c.reverse()
-                } else {
-                    c
-                };
+                result = directed(self.desc, i, compare_values(v, kv.as_raw_bson_ref()));
             }
         }
         Some(result.then(self.fields.len().cmp(&key.values.len())))
@@ -348,12 +329,11 @@ impl PartialOrd for SortKey {
 impl Ord for SortKey {
     fn cmp(&self, other: &SortKey) -> Ordering {
         for (i, (a, b)) in self.values.iter().zip(other.values.iter()).enumerate() {
-            let c = compare_values(a.as_raw_bson_ref(), b.as_raw_bson_ref());
-            let c = if i < 32 && self.desc & (1 << i) != 0 {
-                c.reverse()
-            } else {
-                c
-            };
+            let c = directed(
+                self.desc,
+                i,
+                compare_values(a.as_raw_bson_ref(), b.as_raw_bson_ref()),
+            );
             if c != Ordering::Equal {
                 return c;
             }
@@ -623,6 +603,29 @@ fn array_as_object_string(a: &RawArray) -> String {
     format!("{head} .......... {tail}")
 }
 
+/// `c`, the comparison of the `i`-th key values, turned around when that field sorts
+/// descending (bit `i` of `desc`).
+fn directed(desc: u32, i: usize, c: Ordering) -> Ordering {
+    if i < 32 && desc & (1 << i) != 0 {
+        c.reverse()
+    } else {
+        c
+    }
+}
+
+/// The value a top-level, non-array sort field takes in `doc` (missing: null), read in place;
+/// `None` for a dotted path or an array value (the general walk handles those).
+fn top_level_value<'a>(doc: &'a RawDocument, path: &str) -> Option<RawBsonRef<'a>> {
+    if path.contains('.') {
+        return None;
+    }
+    match doc.get(path) {
+        Ok(Some(RawBsonRef::Array(_))) | Err(_) => None,
+        Ok(Some(v)) => Some(v),
+        Ok(None) => Some(RawBsonRef::Null),
+    }
+}
+
 fn same_array(a: &RawArray, b: &RawArray) -> bool {
     std::ptr::eq(a.as_bytes().as_ptr(), b.as_bytes().as_ptr())
 }
@@ -635,12 +638,7 @@ struct KeyGen<'a> {
 impl<'a> KeyGen<'a> {
     fn cmp_keys(&self, a: &[RawBsonRef<'_>], b: &[RawBsonRef<'_>]) -> Ordering {
         for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
-            let c = compare_values(*x, *y);
-            let c = if i < 32 && self.desc & (1 << i) != 0 {
-                c.reverse()
-            } else {
-                c
-            };
+            let c = directed(self.desc, i, compare_values(*x, *y));
             if c != Ordering::Equal {
                 return c;
             }
