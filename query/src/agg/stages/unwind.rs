@@ -267,6 +267,11 @@ fn trimmed(stage: &Unwind, doc: RawDocumentBuf) -> Result<RawDocumentBuf> {
     if stage.keep.is_none() {
         return Ok(doc);
     }
+    kept(stage, &doc)
+}
+
+/// A copy of the fields of `doc` the stage keeps.
+fn kept(stage: &Unwind, doc: &RawDocument) -> Result<RawDocumentBuf> {
     let mut out = RawDocumentBuf::new();
     for el in doc.iter() {
         let (k, v) = el.map_err(|e| QueryError::BadValue(e.to_string()))?;
@@ -297,10 +302,7 @@ fn one(stage: &Unwind, doc: &RawDocument, el: RawBsonRef<'_>) -> Result<RawDocum
     }
     match &stage.keep {
         None => set_nested(doc, path, Some(el)),
-        Some(_) => {
-            let t = trimmed(stage, doc.to_owned())?;
-            set_nested(&t, path, Some(el))
-        }
+        Some(_) => set_nested(&kept(stage, doc)?, path, Some(el)),
     }
 }
 
