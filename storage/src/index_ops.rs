@@ -24,7 +24,7 @@
 //! build never blocks writers for long and resumes after a restart. A duplicate or an
 //! unindexable document fails the build and removes the index.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -202,18 +202,22 @@ impl WriteTxn<'_> {
         old: Option<&RawDocument>,
         new: Option<&RawDocument>,
     ) -> Result<()> {
+        /// One index's change: the full keys to delete, and which of `keys`' entries to put.
         struct Change {
             space: SpaceId,
-            multikey: bool,
+            keys: IndexKeys,
             deletes: Vec<Vec<u8>>,
-            puts: Vec<(Vec<u8>, Vec<u8>)>,
+            puts: Vec<usize>,
         }
         let keygen = self.store.keygen.clone();
-        if let (None, Some(new)) = (old, new) {
-            return self.index_new_document(coll, doc_key, new);
-        }
+        let full = |e: &IndexEntry| {
+            let mut k = e.key.clone();
+            k.extend_from_slice(doc_key);
+            k
+        };
         let mut changes: Vec<Change> = Vec::new();
-        // Phase 1: compute and check; nothing is written.
+        // Phase 1: compute and check; nothing is written. Without old entries (an insert)
+        // there is nothing to diff: every new entry is put.
         for idx in coll.secondary_indexes() {
             let old_keys = match old {
                 Some(d) => keygen.keys(idx, d)?,
@@ -228,95 +232,54 @@ impl WriteTxn<'_> {
                 .iter()
                 .map(|e| (e.key.as_slice(), e))
                 .collect();
-            let after: HashMap<&[u8], &IndexEntry> = new_keys
-                .entries
-                .iter()
-                .map(|e| (e.key.as_slice(), e))
-                .collect();
-            let full = |e: &IndexEntry| {
-                let mut k = e.key.clone();
-                k.extend_from_slice(doc_key);
-                k
-            };
-            let mut change = Change {
-                space: idx.space,
-                multikey: new_keys.multikey,
-                deletes: Vec::new(),
-                puts: Vec::new(),
-            };
-            for e in &old_keys.entries {
-                if !after.contains_key(e.key.as_slice()) {
-                    change.deletes.push(full(e));
+            let mut deletes = Vec::new();
+            if !old_keys.entries.is_empty() {
+                let after: HashSet<&[u8]> =
+                    new_keys.entries.iter().map(|e| e.key.as_slice()).collect();
+                for e in &old_keys.entries {
+                    if !after.contains(e.key.as_slice()) {
+                        deletes.push(full(e));
+                    }
                 }
             }
-            for e in &new_keys.entries {
+            let mut puts = Vec::new();
+            for (i, e) in new_keys.entries.iter().enumerate() {
                 match before.get(e.key.as_slice()) {
                     // same key, same stored values: nothing to write
                     Some(o) if o.values == e.values => {}
                     // same key, values of another type (1 → 1.0): rewrite the value only
-                    Some(_) => change.puts.push((full(e), entry_value(e))),
+                    Some(_) => puts.push(i),
                     None => {
                         if idx.is_unique() {
                             self.check_unique(coll, idx, e, doc_key)?;
                         }
-                        change.puts.push((full(e), entry_value(e)));
+                        puts.push(i);
                     }
                 }
             }
-            changes.push(change);
+            changes.push(Change {
+                space: idx.space,
+                keys: new_keys,
+                deletes,
+                puts,
+            });
         }
-        // Phase 2: write.
+        // Phase 2: write, through one key buffer and one value buffer.
+        let (mut k, mut v) = (Vec::new(), Vec::new());
         for c in changes {
-            if c.multikey {
+            if c.keys.multikey {
                 self.mark_multikey(c.space)?;
             }
-            for k in &c.deletes {
-                self.tx.delete(c.space, k)?;
+            for d in &c.deletes {
+                self.tx.delete(c.space, d)?;
             }
-            for (k, v) in &c.puts {
-                self.tx.put(c.space, k, v)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// [`WriteTxn::index_document`] for an insert: every entry is new, so there is nothing
-    /// to diff; entries are checked, then written through one key buffer and one value
-    /// buffer.
-    fn index_new_document(
-        &mut self,
-        coll: &CollectionMeta,
-        doc_key: &[u8],
-        doc: &RawDocument,
-    ) -> Result<()> {
-        if coll.secondary_indexes().next().is_none() {
-            return Ok(());
-        }
-        let keygen = self.store.keygen.clone();
-        let mut all: Vec<(SpaceId, IndexKeys)> = Vec::new();
-        // Phase 1: compute and check; nothing is written.
-        for idx in coll.secondary_indexes() {
-            let keys = keygen.keys(idx, doc)?;
-            if idx.is_unique() {
-                for e in &keys.entries {
-                    self.check_unique(coll, idx, e, doc_key)?;
-                }
-            }
-            all.push((idx.space, keys));
-        }
-        // Phase 2: write.
-        let (mut k, mut v) = (Vec::new(), Vec::new());
-        for (space, keys) in all {
-            if keys.multikey {
-                self.mark_multikey(space)?;
-            }
-            for e in &keys.entries {
+            for e in c.puts.iter().filter_map(|&i| c.keys.entries.get(i)) {
                 k.clear();
                 k.extend_from_slice(&e.key);
                 k.extend_from_slice(doc_key);
                 v.clear();
                 entry_value_into(e, &mut v);
-                self.tx.put(space, &k, &v)?;
+                self.tx.put(c.space, &k, &v)?;
             }
         }
         Ok(())
