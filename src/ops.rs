@@ -14,7 +14,8 @@
 //!   [`Ops::kill`] marks one killed (`killOp`), which the operation notices at its next
 //!   interruption check ([`crate::deadline::check`]).
 //!
-//! Invariants: the registry's mutexes are held only to insert, remove or copy out `Arc`s,
+//! Invariants: the registry is sharded by opid (each command locks one shard, uncontended
+//! unless two commands share it); its mutexes are held only to insert, remove or copy out `Arc`s,
 //! never across an `.await` or while rendering; an operation's counters are atomics; a
 //! command document larger than [`MAX_COMMAND_BYTES`] is kept as MongoDB's `$truncated`
 //! summary, so the per-operation copy stays small.
@@ -255,18 +256,24 @@ const COLLECTION_COMMANDS: &[&str] = &[
 /// for the others (as MongoDB's `currentOp` and profiler show them).
 pub fn namespace(db: &str, body: &RawDocument, command: &str) -> String {
     let first = body.iter().next().and_then(|r| r.ok()).map(|(_, v)| v);
-    match (command, first) {
+    let coll = match (command, first) {
         ("getMore", _) => match body.get("collection") {
-            Ok(Some(RawBsonRef::String(c))) => format!("{db}.{c}"),
-            _ => format!("{db}.$cmd"),
+            Ok(Some(RawBsonRef::String(c))) => c,
+            _ => "$cmd",
         },
         (c, Some(RawBsonRef::String(coll)))
             if COLLECTION_COMMANDS.contains(&c) && !coll.is_empty() =>
         {
-            format!("{db}.{coll}")
+            coll
         }
-        _ => format!("{db}.$cmd"),
-    }
+        _ => "$cmd",
+    };
+    // Spelled by hand: `format!` costs a formatter walk on every command.
+    let mut ns = String::with_capacity(db.len() + 1 + coll.len());
+    ns.push_str(db);
+    ns.push('.');
+    ns.push_str(coll);
+    ns
 }
 
 /// A command document as operations keep it (secrets redacted, [`crate::auth::redact`]):
@@ -364,10 +371,14 @@ pub fn next_opid() -> i32 {
     }
 }
 
+/// Shards of the running-operation registry: consecutive opids land in different shards, so
+/// concurrent commands on different connections rarely share a lock.
+const SHARDS: usize = 16;
+
 /// The registry of running operations and open connections.
 #[derive(Debug, Default)]
 pub struct Ops {
-    running: Mutex<HashMap<i32, Arc<Operation>>>,
+    running: [Mutex<HashMap<i32, Arc<Operation>>>; SHARDS],
     connections: Mutex<HashMap<u64, Arc<Connection>>>,
     /// Per-collection time and counts (`top`).
     pub top: Top,
@@ -497,13 +508,18 @@ pub struct Running<'a> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        if let Ok(mut m) = self.ops.running.lock() {
+        if let Ok(mut m) = self.ops.shard(self.op.opid).lock() {
             m.remove(&self.op.opid);
         }
     }
 }
 
 impl Ops {
+    /// The shard of the registry that holds `opid`.
+    fn shard(&self, opid: i32) -> &Mutex<HashMap<i32, Arc<Operation>>> {
+        &self.running[opid.unsigned_abs() as usize % SHARDS]
+    }
+
     /// The connection record of `client`, registered on its first command and kept in the
     /// client (its metadata is copied once the client sent it).
     pub fn connection(&self, client: &mut Client) -> Arc<Connection> {
@@ -570,7 +586,7 @@ impl Ops {
             docs_examined: AtomicU64::new(0),
             msg: Mutex::new(None),
         });
-        if let Ok(mut m) = self.running.lock() {
+        if let Ok(mut m) = self.shard(opid).lock() {
             m.insert(opid, op.clone());
         }
         Running { ops: self, op }
@@ -578,11 +594,12 @@ impl Ops {
 
     /// Every running operation, oldest first.
     pub fn list(&self) -> Vec<Arc<Operation>> {
-        let mut v: Vec<_> = self
-            .running
-            .lock()
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default();
+        let mut v: Vec<_> = Vec::new();
+        for shard in &self.running {
+            if let Ok(m) = shard.lock() {
+                v.extend(m.values().cloned());
+            }
+        }
         v.sort_by_key(|o| o.started);
         v
     }
@@ -600,7 +617,11 @@ impl Ops {
 
     /// Marks the operation `opid` killed; false when no such operation runs.
     pub fn kill(&self, opid: i32) -> bool {
-        let op = self.running.lock().ok().and_then(|m| m.get(&opid).cloned());
+        let op = self
+            .shard(opid)
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&opid).cloned());
         match op {
             Some(op) => {
                 op.kill();
