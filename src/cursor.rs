@@ -217,10 +217,82 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// A cursor reply body, `{cursor: {<batch>: [docs…], id, ns, atClusterTime?}}` (`batch` is
+/// `firstBatch` or `nextBatch`), written straight into one buffer: each document is copied
+/// once, not once into the array, again into the cursor document and again into the reply.
+/// The batch is bounded by [`MAX_BATCH_BYTES`], so every length fits BSON's `i32`.
+pub fn batch_reply(
+    batch: &str,
+    docs: &[RawDocumentBuf],
+    id: i64,
+    ns: &str,
+    at_cluster_time: Option<bson::Timestamp>,
+) -> RawDocumentBuf {
+    fn key(out: &mut Vec<u8>, kind: u8, name: &[u8]) {
+        out.push(kind);
+        out.extend_from_slice(name);
+        out.push(0);
+    }
+    fn close(out: &mut Vec<u8>, start: usize) {
+        out.push(0);
+        let len = i32::try_from(out.len() - start).unwrap_or(i32::MAX);
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    }
+    let size: usize = docs.iter().map(|d| d.as_bytes().len() + 8).sum();
+    let mut out = Vec::with_capacity(size + ns.len() + batch.len() + 64);
+    out.extend_from_slice(&[0; 4]);
+    key(&mut out, 0x03, b"cursor");
+    let cursor = out.len();
+    out.extend_from_slice(&[0; 4]);
+    key(&mut out, 0x04, batch.as_bytes());
+    let array = out.len();
+    out.extend_from_slice(&[0; 4]);
+    let mut digits = [0u8; 20];
+    for (i, d) in docs.iter().enumerate() {
+        key(&mut out, 0x03, index_digits(&mut digits, i));
+        out.extend_from_slice(d.as_bytes());
+    }
+    close(&mut out, array);
+    key(&mut out, 0x12, b"id");
+    out.extend_from_slice(&id.to_le_bytes());
+    key(&mut out, 0x02, b"ns");
+    let ns_len = i32::try_from(ns.len() + 1).unwrap_or(i32::MAX);
+    out.extend_from_slice(&ns_len.to_le_bytes());
+    out.extend_from_slice(ns.as_bytes());
+    out.push(0);
+    if let Some(t) = at_cluster_time {
+        key(&mut out, 0x11, b"atClusterTime");
+        out.extend_from_slice(&t.increment.to_le_bytes());
+        out.extend_from_slice(&t.time.to_le_bytes());
+    }
+    close(&mut out, cursor);
+    close(&mut out, 0);
+    RawDocumentBuf::from_bytes(out).unwrap_or_else(|_| RawDocumentBuf::new())
+}
+
+/// The decimal digits of `i` (an array index key), written into `buf`.
+fn index_digits(buf: &mut [u8; 20], mut i: usize) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (i % 10) as u8;
+        i /= 10;
+        if i == 0 {
+            break;
+        }
+    }
+    &buf[at..]
+}
+
 /// The `lsid.id` bytes of a command, if it carries a session.
 pub fn session_of(body: &RawDocument) -> Option<Vec<u8>> {
-    match body.get("lsid") {
-        Ok(Some(RawBsonRef::Document(l))) => match l.get("id") {
+    session_in(body.get("lsid").ok().flatten())
+}
+
+/// [`session_of`] given the body's `lsid` field (as a [`crate::commands::Parsed`] finds it).
+pub fn session_in(lsid: Option<RawBsonRef<'_>>) -> Option<Vec<u8>> {
+    match lsid {
+        Some(RawBsonRef::Document(l)) => match l.get("id") {
             Ok(Some(RawBsonRef::Binary(b))) => Some(b.bytes.to_vec()),
             _ => None,
         },
@@ -671,6 +743,36 @@ pub fn finish_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_replies_match_the_documents_built_field_by_field() {
+        let docs: Vec<RawDocumentBuf> = (0..13)
+            .map(|i| bson::rawdoc! {"_id": i, "s": "x".repeat(i as usize)})
+            .collect();
+        for (n, at) in [
+            (0, None),
+            (1, None),
+            (
+                13,
+                Some(bson::Timestamp {
+                    time: 7,
+                    increment: 9,
+                }),
+            ),
+        ] {
+            let mut arr = bson::RawArrayBuf::new();
+            for d in &docs[..n] {
+                arr.push(d.clone());
+            }
+            let mut cursor = bson::rawdoc! {"nextBatch": arr, "id": 42_i64, "ns": "db.c"};
+            if let Some(t) = at {
+                cursor.append(bson::raw::cstr!("atClusterTime"), t);
+            }
+            let want = bson::rawdoc! {"cursor": cursor};
+            let got = batch_reply("nextBatch", &docs[..n], 42, "db.c", at);
+            assert_eq!(got.as_bytes(), want.as_bytes());
+        }
+    }
 
     fn cursor(m: &CursorManager, ns: &str, lsid: Option<Vec<u8>>) -> i64 {
         let id = m.new_id();

@@ -170,9 +170,16 @@ pub struct FindRequest {
 impl FindRequest {
     /// Parses and validates a `find` command as MongoDB does.
     pub fn parse(req: &Request<'_>, server: &ServerState) -> Result<FindRequest, CommandError> {
-        let body = req.body;
-        let parsed = super::Parsed::parse(body);
-        let args = &parsed;
+        Self::parse_fields(req, &super::Parsed::parse(req.body), server)
+    }
+
+    /// [`FindRequest::parse`] of a body whose fields were already read (`args` is
+    /// `req.body`'s [`super::Parsed`]).
+    pub fn parse_fields(
+        req: &Request<'_>,
+        args: &super::Parsed<'_>,
+        server: &ServerState,
+    ) -> Result<FindRequest, CommandError> {
         let coll = collection_arg(req)?.to_string();
         let db = req.db.to_string();
         let filter_doc = opt_document(args, "find", "filter")?;
@@ -479,15 +486,14 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         {
             return Ok(reply.into());
         }
-        let r = FindRequest::parse(&inv.req, inv.server)?;
-        let ns = r.ns();
+        let r = FindRequest::parse_fields(&inv.req, inv.parsed, inv.server)?;
         if let Some(await_data) = r.tailable {
             return tail(inv, r, await_data).await;
         }
         let first_max = r
             .batch_size
             .map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
-        let lsid = session_of(body);
+        let lsid = crate::cursor::session_in(inv.parsed.find("lsid"));
         let server = inv.server.clone();
         let deadline = crate::deadline::current();
         let target = inv.op.target.clone();
@@ -513,8 +519,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 && r.min.is_none()
                 && r.max.is_none()
         });
-        let (docs, id) = blocking::run_short(point || small, move || {
+        let (docs, id, ns) = blocking::run_short(point || small, move || {
             let store = &server.store;
+            let ns = r.ns();
             let (skip, limit) = (r.skip, r.limit);
             let remaining = limit.map(|l| l as u64);
             let source = target.read(store, |view| {
@@ -524,7 +531,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 let read = view.source();
                 let chosen = choose_with(
                     Some(&server.plan_cache),
-                    &r.ns(),
+                    &ns,
                     &meta,
                     &r.query(),
                     &r.filter,
@@ -635,11 +642,11 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 }))
             })?;
             let Some((source, first)) = source else {
-                return Ok((Vec::new(), 0));
+                return Ok((Vec::new(), 0, ns));
             };
             let mut cursor = Cursor {
                 id: 0,
-                ns: r.ns(),
+                ns,
                 source,
                 remaining,
                 output: r.output.clone(),
@@ -653,9 +660,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             if first_max == 0 {
                 crate::ops::record_source_work(&cursor.source, &mut (0, 0));
                 cursor.id = server.cursors.new_id();
-                let id = cursor.id;
+                let (id, ns) = (cursor.id, cursor.ns.clone());
                 server.cursors.insert(cursor);
-                return Ok((Vec::new(), id));
+                return Ok((Vec::new(), id, ns));
             }
             let batch = match first {
                 Some(Ok((docs, exhausted))) => finish_batch(&mut cursor, docs, exhausted),
@@ -665,24 +672,16 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             crate::ops::record_source_work(&cursor.source, &mut (0, 0));
             let (docs, exhausted) = batch?;
             if exhausted || r.single_batch {
-                return Ok((docs, 0));
+                return Ok((docs, 0, std::mem::take(&mut cursor.ns)));
             }
             cursor.time_budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             cursor.id = server.cursors.new_id();
-            let id = cursor.id;
+            let (id, ns) = (cursor.id, cursor.ns.clone());
             server.cursors.insert(cursor);
-            Ok((docs, id))
+            Ok((docs, id, ns))
         })
         .await?;
-        let mut batch = RawArrayBuf::new();
-        for d in docs {
-            batch.push(d);
-        }
-        let mut cursor = rawdoc! {"firstBatch": batch, "id": id, "ns": ns};
-        if let Some(t) = at_cluster_time {
-            cursor.append(bson::raw::cstr!("atClusterTime"), t);
-        }
-        Ok(rawdoc! {"cursor": cursor}.into())
+        Ok(crate::cursor::batch_reply("firstBatch", &docs, id, &ns, at_cluster_time).into())
     })
 }
 

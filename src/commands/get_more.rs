@@ -207,15 +207,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         )
         .await?;
         let (docs, exhausted) = result;
-        let mut arr = RawArrayBuf::new();
-        for d in docs {
-            arr.push(d);
-        }
         let id = if exhausted { 0 } else { id };
-        let mut cursor = rawdoc! {"nextBatch": arr, "id": id, "ns": ns};
-        if let Some(t) = at_cluster_time {
-            cursor.append(bson::raw::cstr!("atClusterTime"), t);
-        }
-        Ok(rawdoc! {"cursor": cursor}.into())
+        Ok(crate::cursor::batch_reply("nextBatch", &docs, id, &ns, at_cluster_time).into())
     })
 }

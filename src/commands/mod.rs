@@ -160,6 +160,8 @@ pub struct Invocation<'a> {
     pub req: Request<'a>,
     /// Session, transaction and read-concern context set up by the dispatcher.
     pub op: &'a mut crate::session::OpCtx,
+    /// The body's top-level fields, read once by the dispatcher (`req.body`'s [`Parsed`]).
+    pub parsed: &'a Parsed<'a>,
 }
 
 /// A successful command result.
@@ -636,6 +638,7 @@ async fn execute(
         client,
         req,
         op,
+        parsed,
     })
     .await;
     record_latency(server, cmd, parsed, req.db, started);
