@@ -856,6 +856,19 @@ fn add_to_set_manual() {
         doc! {"$addToSet": {"a": {"$each": [1, 1.0, 2]}}},
         doc! {"_id": 1, "a": [1, 2]},
     );
+    // Presence is by value (1.0 == 1) against the stored elements; a document with its
+    // fields in another order is another value.
+    check(
+        doc! {"_id": 1, "a": [1, 2.0, {"x": 1, "y": 2}]},
+        doc! {"$addToSet": {"a": {"$each": [1.0, 2_i64, 3, {"y": 2, "x": 1}, {"x": 1, "y": 2}]}}},
+        doc! {"_id": 1, "a": [1, 2.0, {"x": 1, "y": 2}, 3, {"y": 2, "x": 1}]},
+    );
+    check_mod(
+        doc! {"_id": 1, "a": [1, "b", [2]]},
+        doc! {"$addToSet": {"a": {"$each": [1.0, "b", [2]]}}},
+        doc! {"_id": 1, "a": [1, "b", [2]]},
+        false,
+    );
     check_err(
         doc! {"_id": 1, "colors": "blue, green, red"},
         doc! {"$addToSet": {"colors": "mauve"}},

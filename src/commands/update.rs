@@ -260,7 +260,7 @@ fn partial_document(view: &cairn_storage::store::DocView) -> RawDocumentBuf {
     let mut d = RawDocumentBuf::new();
     for f in fields {
         if let Ok(k) = <&bson::raw::CStr>::try_from(f.name.as_str()) {
-            d.append(k, f.value.clone());
+            d.append(k, f.value.as_raw_bson_ref());
         }
     }
     d

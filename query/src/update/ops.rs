@@ -729,27 +729,54 @@ pub(crate) fn update_existing(op: &Op, v: &mut Value<'_>, ctx: &Ctx<'_>) -> Resu
                     type_name(v)
                 )));
             }
-            v.expand()?;
-            let Value::Arr(items) = v else {
-                return Ok(false);
+            // A stored array is searched in place: it is expanded only when a value is added
+            // (a no-op `$addToSet` allocates nothing).
+            let raw = match &*v {
+                Value::Raw(RawBsonRef::Array(a)) => Some(*a),
+                Value::Owned(RawBson::Array(a)) => Some(&**a),
+                _ => None,
             };
             let mut to_add = Vec::new();
             for x in values {
-                let mut present = false;
-                for it in items.iter() {
-                    if it.with_ref(|e| compare_values(e, x.as_raw_bson_ref()))? == Ordering::Equal {
-                        present = true;
-                        break;
+                let x = x.as_raw_bson_ref();
+                let present = match raw {
+                    Some(arr) => {
+                        let mut found = false;
+                        for el in arr {
+                            let el = el.map_err(malformed)?;
+                            if compare_values(el, x) == Ordering::Equal {
+                                found = true;
+                                break;
+                            }
+                        }
+                        found
                     }
-                }
+                    None => {
+                        let Value::Arr(items) = &*v else {
+                            return Ok(false);
+                        };
+                        let mut found = false;
+                        for it in items {
+                            if it.with_ref(|e| compare_values(e, x))? == Ordering::Equal {
+                                found = true;
+                                break;
+                            }
+                        }
+                        found
+                    }
+                };
                 if !present {
-                    to_add.push(Value::Owned(x.clone()));
+                    to_add.push(x);
                 }
             }
             if to_add.is_empty() {
                 return Ok(false);
             }
-            items.extend(to_add);
+            v.expand()?;
+            let Value::Arr(items) = v else {
+                return Ok(false);
+            };
+            items.extend(to_add.into_iter().map(|x| Value::Owned(RawBson::from(x))));
             Ok(true)
         }
         Op::Pop { front } => {
