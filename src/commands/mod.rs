@@ -33,7 +33,8 @@
 //!
 //! The body is walked once ([`Parsed`], by the connection or [`dispatch`]); the envelope, the
 //! stable-API and strict-field checks, `maxTimeMS`, the session arguments
-//! ([`crate::session::begin`]), the latency and metrics bookkeeping all read that one table.
+//! ([`crate::session::begin`]), the latency and metrics bookkeeping all read that one table,
+//! and handlers get it too ([`Invocation::parsed`]).
 //!
 //! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
 //! a [`CommandError`] through [`CommandError::to_reply`] — with the fail point's labels when it
