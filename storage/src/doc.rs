@@ -169,7 +169,8 @@
 //! re-validating a packed value on every read (a walk over every element with a UTF-8 check
 //! of each name and string, about a tenth of an indexed aggregation's CPU) finds nothing.
 //! The storage read paths ([`crate::fetch`], the store's point reads and scans) therefore use
-//! [`parse_stored_value`], [`decode_stored_document`] and [`DocAssembler::stored`], which
+//! [`parse_stored_value`], [`decode_stored_document`], [`decode_stored_subtree`] (a targeted
+//! update's field reads) and [`DocAssembler::stored`], which
 //! check everything the validating functions check (headers, counts, ordinals, sizes, leaves)
 //! except the inside of packed values: only their framing (length prefix equal to the
 //! value's length, final `0x00`). Were such bytes damaged anyway, the bson crate's accessors
@@ -1817,6 +1818,31 @@ where
     K: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
+    decode_subtree_with(prefix_len, nodes, false)
+}
+
+/// [`decode_subtree`] for nodes this store wrote, read back from its own keyspace: packed
+/// values are checked for their framing only (see [Trusted reads](#trusted-reads)).
+pub fn decode_stored_subtree<K, V>(
+    prefix_len: usize,
+    nodes: impl IntoIterator<Item = (K, V)>,
+) -> Result<Option<RawBson>, DocError>
+where
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    decode_subtree_with(prefix_len, nodes, true)
+}
+
+fn decode_subtree_with<K, V>(
+    prefix_len: usize,
+    nodes: impl IntoIterator<Item = (K, V)>,
+    stored: bool,
+) -> Result<Option<RawBson>, DocError>
+where
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
     let mut it = nodes.into_iter();
     let Some((k0, v0)) = it.next() else {
         return Ok(None);
@@ -1825,7 +1851,7 @@ where
     if key.len() != prefix_len {
         return Err(corrupt("first node is not the subtree's root"));
     }
-    let node = parse_value(v0.as_ref())?;
+    let node = parse_value_with(v0.as_ref(), !stored)?;
     match node {
         Node::Leaf {
             element_type,
@@ -1846,7 +1872,10 @@ where
         }
         _ => {}
     }
-    let mut b = Builder::default();
+    let mut b = Builder {
+        stored,
+        ..Builder::default()
+    };
     b.begin(key, node)?;
     for (k, v) in it {
         b.push(k.as_ref(), v.as_ref())?;

@@ -1326,7 +1326,7 @@ impl WriteTxn<'_> {
             return Ok(None);
         };
         let (next_ordinal, bson_size, child_count) =
-            match doc::parse_value(&root).map_err(doc_error)? {
+            match doc::parse_stored_value(&root).map_err(doc_error)? {
                 doc::Node::Root {
                     next_ordinal,
                     bson_size,
@@ -1355,11 +1355,11 @@ impl WriteTxn<'_> {
             let Some((_, first)) = nodes.first() else {
                 continue;
             };
-            let ordinal = doc::parse_value(first)
+            let ordinal = doc::parse_stored_value(first)
                 .map_err(doc_error)?
                 .ordinal()
                 .ok_or_else(|| StorageError::Corrupt("field node without ordinal".into()))?;
-            let value = doc::decode_subtree(fk.len(), nodes.iter().map(|(k, v)| (k, v)))
+            let value = doc::decode_stored_subtree(fk.len(), nodes.iter().map(|(k, v)| (k, v)))
                 .map_err(doc_error)?
                 .ok_or_else(|| StorageError::Corrupt("empty field subtree".into()))?;
             fields.push(FieldState {
@@ -1615,7 +1615,7 @@ impl WriteTxn<'_> {
         let Some((_, root)) = stored.first() else {
             return Ok(false);
         };
-        let old_size = match doc::parse_value(root).map_err(doc_error)? {
+        let old_size = match doc::parse_stored_value(root).map_err(doc_error)? {
             doc::Node::Root { bson_size, .. } => i64::from(bson_size),
             doc::Node::PackedRoot { bson } => bson.len() as i64,
             _ => {
@@ -1692,7 +1692,7 @@ impl WriteTxn<'_> {
         let Some((_, root)) = nodes.first() else {
             return Ok(false);
         };
-        let size = match doc::parse_value(root).map_err(doc_error)? {
+        let size = match doc::parse_stored_value(root).map_err(doc_error)? {
             doc::Node::Root { bson_size, .. } => i64::from(bson_size),
             doc::Node::PackedRoot { bson } => bson.len() as i64,
             _ => {
@@ -1823,7 +1823,7 @@ impl WriteTxn<'_> {
             .prefix(coll.id, &fk)?
             .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
             .collect::<std::result::Result<_, _>>()?;
-        if let Some(id) = doc::decode_subtree(fk.len(), nodes).map_err(doc_error)? {
+        if let Some(id) = doc::decode_stored_subtree(fk.len(), nodes).map_err(doc_error)? {
             k.append(bson::raw::cstr!("_id"), id);
         }
         Ok(k)

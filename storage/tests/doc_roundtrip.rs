@@ -6,8 +6,9 @@ use bson::raw::{RawArray, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, cstr
 use bson::rawdoc;
 use cairn_storage::doc::{
     self, DocAssembler, DocError, KeyValue, Limits, MAX_KEY_LEN, MAX_NESTING, Node, PathPart,
-    decode_document, decode_stored_document, decode_subtree, encode_document, encode_document_with,
-    encode_subtree, node_key, parse_path, parse_stored_value, parse_value,
+    decode_document, decode_stored_document, decode_stored_subtree, decode_subtree,
+    encode_document, encode_document_with, encode_subtree, node_key, parse_path,
+    parse_stored_value, parse_value,
 };
 use cairn_storage::keys;
 use proptest::prelude::*;
@@ -1595,6 +1596,12 @@ proptest! {
         for (_, v) in &nodes {
             prop_assert_eq!(parse_stored_value(v).unwrap(), parse_value(v).unwrap());
         }
+        for i in 0..nodes.len() {
+            let sub = subtree(&nodes, i);
+            let trusted = decode_stored_subtree(nodes[i].0.len(), refs(sub)).unwrap().unwrap();
+            let validated = decode_subtree(nodes[i].0.len(), refs(sub)).unwrap().unwrap();
+            prop_assert_eq!(value_bytes(&trusted), value_bytes(&validated));
+        }
     }
 
     /// Damaged encodings read by the trusted decoder: an error, or a correctly framed
@@ -1625,6 +1632,7 @@ proptest! {
             if let Ok(Some(d)) = asm.push(k, v) { touch_all(&d); }
         }
         if let Ok(Some(d)) = asm.finish() { touch_all(&d); }
+        let _ = decode_stored_subtree(id.len(), refs(&nodes));
     }
 }
 
