@@ -246,3 +246,120 @@ async fn numbers_null_and_arrays_match_as_in_mongodb() {
         vec![vec![1, 3, 4], vec![2, 5], vec![2, 5, 3], vec![0]]
     );
 }
+
+/// A `$lookup` followed by an `$unwind` of its `as` path runs as one stage (the `$unwind`
+/// absorbed, as MongoDB's optimizer does): it outputs exactly what the two stages output
+/// apart (kept apart here by an empty `$match` between them) — for every form of `$lookup`,
+/// every `$unwind` option, `as` paths that are new, overwrite the local field or are dotted,
+/// and with later stages that read only some fields.
+#[tokio::test]
+async fn absorbed_unwind_outputs_what_the_two_stages_output() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("lookup_unwind");
+    load(&db).await;
+    let mut checked = 0;
+    for keys in [None, Some(doc! {"k": 1})] {
+        set_index(&db, keys).await;
+        for as_ in ["m", "v", "m.x"] {
+            let lookups = [
+                doc! {"$lookup": {"from": "f", "localField": "v", "foreignField": "k", "as": as_}},
+                doc! {"$lookup": {"from": "f", "localField": "v", "foreignField": "k", "pipeline": [{"$match": {"x": {"$lt": 3}}}], "as": as_}},
+                doc! {"$lookup": {"from": "f", "let": {"v": "$v"}, "pipeline": [{"$match": {"$expr": {"$eq": ["$k", "$$v"]}}}], "as": as_}},
+                doc! {"$lookup": {"from": "f", "pipeline": [{"$match": {"x": 1}}, {"$sort": {"_id": -1}}, {"$limit": 3}], "as": as_}},
+                doc! {"$lookup": {"from": "missing", "localField": "v", "foreignField": "k", "as": as_}},
+            ];
+            let path = format!("${as_}");
+            let unwinds = [
+                doc! {"$unwind": path.clone()},
+                doc! {"$unwind": {"path": path.clone(), "preserveNullAndEmptyArrays": true}},
+                doc! {"$unwind": {"path": path.clone(), "includeArrayIndex": "i"}},
+                doc! {"$unwind": {"path": path.clone(), "includeArrayIndex": "n.i", "preserveNullAndEmptyArrays": true}},
+            ];
+            let tails = [
+                vec![],
+                vec![
+                    doc! {"$group": {"_id": format!("{path}._id"), "n": {"$sum": 1}, "x": {"$sum": format!("{path}.x")}}},
+                ],
+                vec![doc! {"$project": {"_id": 1, "i": 1, as_: 1}}],
+            ];
+            for lookup in &lookups {
+                for unwind in &unwinds {
+                    for tail in &tails {
+                        let mut fused =
+                            vec![doc! {"$sort": {"_id": 1}}, lookup.clone(), unwind.clone()];
+                        fused.extend(tail.clone());
+                        let mut apart = vec![
+                            doc! {"$sort": {"_id": 1}},
+                            lookup.clone(),
+                            doc! {"$match": {}},
+                            unwind.clone(),
+                        ];
+                        apart.extend(tail.clone());
+                        let got = run(&db, fused.clone()).await;
+                        let want = run(&db, apart).await;
+                        assert_docs(&got, &want);
+                        checked += usize::from(!want.is_empty());
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 300, "{checked}");
+}
+
+/// Explain shows the absorbed `$unwind` as MongoDB 7.0 does: no `$unwind` stage, and the
+/// `$lookup` as `{from, as, localField, foreignField, unwinding: {…}}`.
+#[tokio::test]
+async fn explain_shows_the_absorbed_unwind() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let db = client.database("lookup_explain");
+    load(&db).await;
+    for (unwind, want) in [
+        (
+            doc! {"$unwind": "$m"},
+            doc! {"from": "f", "as": "m", "localField": "v", "foreignField": "k", "unwinding": {"preserveNullAndEmptyArrays": false}},
+        ),
+        (
+            doc! {"$unwind": {"path": "$m", "includeArrayIndex": "i", "preserveNullAndEmptyArrays": true}},
+            doc! {"from": "f", "as": "m", "localField": "v", "foreignField": "k", "unwinding": {"preserveNullAndEmptyArrays": true, "includeArrayIndex": "i"}},
+        ),
+    ] {
+        for verbosity in ["queryPlanner", "executionStats"] {
+            let r = db
+                .run_command(doc! {"explain": {"aggregate": "l", "pipeline": [
+                    {"$lookup": {"foreignField": "k", "as": "m", "from": "f", "localField": "v"}},
+                    unwind.clone(),
+                ], "cursor": {}}, "verbosity": verbosity})
+                .await
+                .unwrap();
+            let stages = r.get_array("stages").unwrap();
+            let names: Vec<String> = stages
+                .iter()
+                .map(|s| s.as_document().unwrap().keys().next().unwrap().clone())
+                .collect();
+            assert_eq!(names, ["$cursor", "$lookup"], "{r}");
+            let lookup = stages[1].as_document().unwrap();
+            assert_eq!(lookup.get_document("$lookup").unwrap(), &want);
+            if verbosity == "executionStats" {
+                assert!(lookup.get_i64("nReturned").unwrap() > 100, "{lookup}");
+            }
+        }
+    }
+    // A $lookup without an $unwind of its `as` keeps both stages.
+    let r = db
+        .run_command(doc! {"explain": {"aggregate": "l", "pipeline": [
+            {"$lookup": {"from": "f", "localField": "v", "foreignField": "k", "as": "m"}},
+            {"$unwind": "$v"},
+        ], "cursor": {}}})
+        .await
+        .unwrap();
+    let names: Vec<String> = r
+        .get_array("stages")
+        .unwrap()
+        .iter()
+        .map(|s| s.as_document().unwrap().keys().next().unwrap().clone())
+        .collect();
+    assert_eq!(names, ["$cursor", "$lookup", "$unwind"], "{r}");
+}

@@ -236,11 +236,20 @@ impl SortSpec {
     /// How `doc`'s sort key compares with `key`, read in place without building the key —
     /// `None` unless every sort field is a top-level name whose value in `doc` is not an
     /// array (then [`SortSpec::key`] would take its general walk, or fail on parallel
-    /// arrays).
+    /// arrays). Each field is read by [`crate::expr::field::field`], a walk over the raw
+    /// bytes; every field is read before answering, so that an array anywhere still sends
+    /// the document to the general walk (and its errors).
     pub(crate) fn compare_with_key(&self, doc: &RawDocument, key: &SortKey) -> Option<Ordering> {
         let mut result = Ordering::Equal;
         for (i, (f, kv)) in self.fields.iter().zip(&key.values).enumerate() {
-            let v = top_level_value(doc, &f.path)?;
+            if f.path.contains('.') {
+                return None;
+            }
+            let v = match crate::expr::field::field(doc, &f.path) {
+                Some(RawBsonRef::Array(_)) => return None,
+                Some(v) => v,
+                None => RawBsonRef::Null,
+            };
             if result == Ordering::Equal {
                 result = directed(self.desc, i, compare_values(v, kv.as_raw_bson_ref()));
             }

@@ -337,7 +337,10 @@ pub(crate) fn explain_aggregate(
     }
     let mut counters: Vec<(u64, u64)> = Vec::new();
     if v >= Verbosity::ExecutionStats {
-        let mut running = agg.open(r.options(server))?;
+        let mut running = agg.open(cairn_query::agg::Options {
+            stage_stats: true,
+            ..r.options(server)
+        })?;
         loop {
             crate::deadline::check()?;
             let (_, done) = super::aggregate::batch(

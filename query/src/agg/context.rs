@@ -290,6 +290,10 @@ pub struct Options {
     /// A change stream's progress, shared with the command (see
     /// [`crate::agg::stages::change_stream`]).
     pub stream: crate::agg::stages::change_stream::SharedProgress,
+    /// Whether the run keeps per-stage counters (explain's `nReturned` and
+    /// `executionTimeMillisEstimate`): a clock read around every call of every stage, so off
+    /// unless explain asks.
+    pub stage_stats: bool,
 }
 
 /// `internalDocumentSourceSetWindowFieldsMaxMemoryBytes`' default.
@@ -304,6 +308,7 @@ impl Default for Options {
             window_memory_limit: DEFAULT_WINDOW_MEMORY_LIMIT_BYTES,
             densify_max_docs: 500,
             stream: Default::default(),
+            stage_stats: false,
         }
     }
 }

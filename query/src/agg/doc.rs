@@ -2,6 +2,10 @@
 //! (MongoDB's `Document::getNestedField`) and setting or removing one, creating (or
 //! replacing non-document values with) sub-documents along the way
 //! (`MutableDocument::setNestedField`). Field order is kept; a new field goes last.
+//! [`with_top_level`] does the top-level case of setting one field in one pass over the raw
+//! bytes: the other elements are copied as they are, byte for byte, and the new value is
+//! written straight into the output (a document, or an array of documents), never built
+//! apart first.
 //!
 //! Invariant: never panics; recursion is bounded by the path length.
 
@@ -9,6 +13,202 @@ use bson::raw::CStr;
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::error::{QueryError, Result};
+
+/// A value [`with_top_level`] writes.
+pub(crate) enum NewValue<'a, I: Iterator<Item = &'a RawDocument>> {
+    /// A document.
+    Doc(&'a RawDocument),
+    /// An array of these documents.
+    Docs(I),
+    /// Any value as its element type byte and value bytes ([`RawElements`] gives them).
+    Raw(u8, &'a [u8]),
+}
+
+/// The elements of a document or array as `(key, element type byte, value bytes)`, read from
+/// the raw bytes (malformed input: an error item, then the end).
+pub(crate) struct RawElements<'a> {
+    bytes: &'a [u8],
+    iter: bson::raw::RawIter<'a>,
+    off: usize,
+}
+
+impl<'a> RawElements<'a> {
+    /// The elements of `doc`.
+    pub(crate) fn new(doc: &'a RawDocument) -> RawElements<'a> {
+        RawElements {
+            bytes: doc.as_bytes(),
+            iter: doc.iter_elements(),
+            off: 4,
+        }
+    }
+}
+
+/// One raw element: its key, the whole element's bytes, and where its value starts in them.
+pub(crate) struct RawElement<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// Type byte, key, NUL and value.
+    pub raw: &'a [u8],
+    /// The value's offset in `raw`.
+    pub value_at: usize,
+}
+
+impl<'a> RawElement<'a> {
+    /// The element type byte.
+    pub(crate) fn kind(&self) -> u8 {
+        self.raw.first().copied().unwrap_or(0)
+    }
+
+    /// The value bytes.
+    pub(crate) fn value_bytes(&self) -> &'a [u8] {
+        self.raw.get(self.value_at..).unwrap_or_default()
+    }
+}
+
+impl<'a> Iterator for RawElements<'a> {
+    type Item = Result<RawElement<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let el = match self.iter.next()? {
+            Ok(el) => el,
+            Err(e) => return Some(Err(QueryError::BadValue(e.to_string()))),
+        };
+        let k = el.key().as_str();
+        let value_at = 2 + k.len();
+        let len = value_at + el.size();
+        let Some(raw) = self.bytes.get(self.off..self.off + len) else {
+            return Some(Err(QueryError::BadValue("malformed document".into())));
+        };
+        self.off += len;
+        Some(Ok(RawElement {
+            key: k,
+            raw,
+            value_at,
+        }))
+    }
+}
+
+/// `doc` with its top-level field `name` (its first occurrence, or a new last field) set to
+/// `value`, keeping only the other fields `keep` accepts — what [`set_nested`] gives for a
+/// one-component path, built by copying raw elements. Errors: malformed `doc` (BadValue), an
+/// invalid field name, or a result over `i32::MAX` bytes.
+pub(crate) fn with_top_level<'a, I: Iterator<Item = &'a RawDocument>>(
+    doc: &RawDocument,
+    name: &str,
+    value: NewValue<'a, I>,
+    keep: impl Fn(&str) -> bool,
+) -> Result<RawDocumentBuf> {
+    let mut out: Vec<u8> = Vec::with_capacity(doc.as_bytes().len() + 64);
+    write_top_level(&mut out, doc, name, value, keep)?;
+    RawDocumentBuf::from_bytes(out).map_err(|e| QueryError::BadValue(e.to_string()))
+}
+
+/// [`with_top_level`] written into `out` (cleared first), a whole document.
+pub(crate) fn write_top_level<'a, I: Iterator<Item = &'a RawDocument>>(
+    out: &mut Vec<u8>,
+    doc: &RawDocument,
+    name: &str,
+    value: NewValue<'a, I>,
+    keep: impl Fn(&str) -> bool,
+) -> Result<()> {
+    let name_key = key(name)?;
+    out.clear();
+    out.extend_from_slice(&[0; 4]);
+    let mut value = Some(value);
+    for el in RawElements::new(doc) {
+        let el = el?;
+        if el.key == name
+            && let Some(v) = value.take()
+        {
+            write_value(out, name_key.as_str(), v)?;
+        } else if keep(el.key) {
+            out.extend_from_slice(el.raw);
+        }
+    }
+    if let Some(v) = value.take() {
+        write_value(out, name_key.as_str(), v)?;
+    }
+    out.push(0);
+    set_length(out, 0)
+}
+
+/// Writes the element `name: value`.
+fn write_value<'a, I: Iterator<Item = &'a RawDocument>>(
+    out: &mut Vec<u8>,
+    name: &str,
+    value: NewValue<'a, I>,
+) -> Result<()> {
+    match value {
+        NewValue::Raw(kind, bytes) => {
+            out.push(kind);
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+            out.extend_from_slice(bytes);
+        }
+        NewValue::Doc(d) => {
+            out.push(0x03);
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+            out.extend_from_slice(d.as_bytes());
+        }
+        NewValue::Docs(items) => {
+            out.push(0x04);
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+            let start = out.len();
+            out.extend_from_slice(&[0; 4]);
+            let mut index = itoa_buf();
+            for (i, d) in items.enumerate() {
+                out.push(0x03);
+                out.extend_from_slice(index.format(i));
+                out.push(0);
+                out.extend_from_slice(d.as_bytes());
+            }
+            out.push(0);
+            set_length(out, start)?;
+        }
+    }
+    Ok(())
+}
+
+fn too_big() -> QueryError {
+    QueryError::BadValue("document too large".into())
+}
+
+/// Writes the length of the document that starts at `start` and ends `out`.
+fn set_length(out: &mut [u8], start: usize) -> Result<()> {
+    let len = i32::try_from(out.len() - start).map_err(|_| too_big())?;
+    if let Some(slot) = out.get_mut(start..start + 4) {
+        slot.copy_from_slice(&len.to_le_bytes());
+    }
+    Ok(())
+}
+
+/// Decimal array positions without allocating.
+struct Positions {
+    buf: [u8; 20],
+}
+
+fn itoa_buf() -> Positions {
+    Positions { buf: [0; 20] }
+}
+
+impl Positions {
+    fn format(&mut self, mut n: usize) -> &[u8] {
+        let mut i = self.buf.len();
+        loop {
+            i -= 1;
+            if let Some(b) = self.buf.get_mut(i) {
+                *b = b'0' + (n % 10) as u8;
+            }
+            n /= 10;
+            if n == 0 || i == 0 {
+                break;
+            }
+        }
+        self.buf.get(i..).unwrap_or_default()
+    }
+}
 
 /// A field name as a BSON key.
 pub(crate) fn key(name: &str) -> Result<&CStr> {
@@ -21,7 +221,7 @@ pub(crate) fn get_nested<'a, S: AsRef<str>>(
     path: &[S],
 ) -> Option<RawBsonRef<'a>> {
     let (first, rest) = path.split_first()?;
-    let v = crate::path::field(doc, first.as_ref())?;
+    let v = crate::expr::field::field(doc, first.as_ref())?;
     if rest.is_empty() {
         return Some(v);
     }
@@ -79,4 +279,61 @@ pub(crate) fn set_nested<S: AsRef<str>>(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{RawArrayBuf, RawBson, rawdoc};
+
+    use super::*;
+
+    /// The raw builder gives what `set_nested` gives: the field replaced in place (its first
+    /// occurrence) or appended, other fields copied byte for byte, arrays indexed "0", "1", …
+    #[test]
+    fn with_top_level_is_set_nested() {
+        let m1 = rawdoc! {"x": 1, "s": "str"};
+        let m2 = rawdoc! {"y": [1, {"z": null}]};
+        let docs = [
+            rawdoc! {},
+            rawdoc! {"a": 1},
+            rawdoc! {"_id": 1, "c": "old", "d": {"e": [1, 2]}, "c": 2.5},
+            rawdoc! {"_id": 1, "b": true, "s": "x", "o": bson::oid::ObjectId::new(), "n": null},
+        ];
+        for doc in &docs {
+            for n in [0usize, 1, 2, 11] {
+                let items: Vec<&RawDocument> = (0..n)
+                    .map(|i| if i % 2 == 0 { &*m1 } else { &*m2 })
+                    .collect();
+                let mut arr = RawArrayBuf::new();
+                for d in &items {
+                    arr.push(*d);
+                }
+                let want =
+                    set_nested(doc, &["c"], Some(RawBson::Array(arr).as_raw_bson_ref())).unwrap();
+                let got =
+                    with_top_level(doc, "c", NewValue::Docs(items.into_iter()), |_| true).unwrap();
+                assert_eq!(got.as_bytes(), want.as_bytes(), "{doc:?} {n}");
+            }
+            let want = set_nested(doc, &["c"], Some(RawBsonRef::Document(&m2))).unwrap();
+            let got = with_top_level(
+                doc,
+                "c",
+                NewValue::<std::iter::Empty<&RawDocument>>::Doc(&m2),
+                |_| true,
+            )
+            .unwrap();
+            assert_eq!(got.as_bytes(), want.as_bytes(), "{doc:?}");
+            let got = with_top_level(
+                doc,
+                "c",
+                NewValue::<std::iter::Empty<&RawDocument>>::Doc(&m2),
+                |k| k == "_id",
+            )
+            .unwrap();
+            for el in got.iter() {
+                let (k, _) = el.unwrap();
+                assert!(k.as_str() == "_id" || k.as_str() == "c", "{got:?}");
+            }
+        }
+    }
 }

@@ -51,7 +51,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use bson::{RawBson, RawDocumentBuf};
+use bson::{RawBson, RawDocument, RawDocumentBuf};
 
 pub use context::{
     Catalog, CollStatsSpec, CurrentOpSpec, DEFAULT_WINDOW_MEMORY_LIMIT_BYTES, Ddl, ExecCx, Host,
@@ -66,6 +66,21 @@ use crate::error::{QueryError, Result};
 pub trait DocStream: Send {
     /// The next document, `None` at the end. `cx` is the data view for this call.
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>>;
+
+    /// Passes every remaining document to `f`, in order (what a blocking stage that consumes
+    /// its whole input calls). A stage may build the documents it passes in a reused buffer
+    /// instead of one allocation each (`$unwind` does); the documents are the same as
+    /// [`DocStream::next`] returns.
+    fn drain(
+        &mut self,
+        cx: &ExecCx<'_>,
+        f: &mut dyn FnMut(&RawDocument) -> Result<()>,
+    ) -> Result<()> {
+        while let Some(d) = self.next(cx)? {
+            f(&d)?;
+        }
+        Ok(())
+    }
 }
 
 /// Where a stage may appear.

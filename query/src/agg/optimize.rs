@@ -10,7 +10,9 @@
 //! - `$sort` + `$limit` → a top-k `$sort` (the limit is absorbed);
 //! - then each `$unwind` learns which top-level fields the stages after it read
 //!   ([`Unwind::keep`], from their dependencies), when those are known, and builds its outputs
-//!   from those alone.
+//!   from those alone;
+//! - last, a `$lookup` followed by an `$unwind` of its `as` path absorbs the `$unwind`
+//!   ([`Lookup::absorbing`], as MongoDB's `DocumentSourceLookUp::doOptimizeAt` does).
 //!
 //! Invariant: a rewrite is applied only when the rewritten pipeline returns exactly what the
 //! original returns, in the same order; anything this module cannot analyse stays in place.
@@ -24,6 +26,7 @@ use super::Stage;
 use super::deps::Deps;
 use super::stages::add_fields::AddFields;
 use super::stages::limit::Limit;
+use super::stages::lookup::Lookup;
 use super::stages::match_::Match;
 use super::stages::project::Project;
 use super::stages::skip::Skip;
@@ -49,7 +52,26 @@ pub(crate) fn optimize(
         }
     }
     trim_unwinds(&mut stages);
+    absorb_unwinds(&mut stages);
     stages
+}
+
+/// Lets each `$lookup` absorb an `$unwind` of its `as` path right after it.
+fn absorb_unwinds(stages: &mut Vec<Arc<dyn Stage>>) {
+    let mut i = 0;
+    while i + 1 < stages.len() {
+        let fused = match (stages.get(i), stages.get(i + 1)) {
+            (Some(a), Some(b)) => match (as_::<Lookup>(a), as_::<Unwind>(b)) {
+                (Some(l), Some(u)) => l.absorbing(u),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(l) = fused {
+            stages.splice(i..i + 2, [Arc::new(l) as Arc<dyn Stage>]);
+        }
+        i += 1;
+    }
 }
 
 /// Gives each `$unwind` the top-level fields the stages after it read, when they do not need

@@ -432,7 +432,8 @@ impl Aggregation {
     }
 
     /// Runs to the end, collecting the results (at most `max_bytes` of them: 16 MiB for a
-    /// `$lookup` result array, the memory limit for a `$facet`).
+    /// `$lookup` result array, the memory limit for a `$facet`). Sub-pipelines keep no
+    /// per-stage counters: nothing reads them.
     pub(crate) fn collect(
         &self,
         opts: &Arc<Options>,
@@ -440,7 +441,7 @@ impl Aggregation {
         max_bytes: usize,
         what: &str,
     ) -> Result<Vec<RawDocumentBuf>> {
-        let mut running = self.open_shared(opts.clone())?;
+        let mut running = self.open_with(opts.clone(), false)?;
         let mut out = Vec::new();
         let mut bytes = 0usize;
         while let Some(d) = running.next(cx)? {
@@ -456,32 +457,36 @@ impl Aggregation {
         Ok(out)
     }
 
-    /// Starts running.
+    /// Starts running; per-stage counters ([`Running::counters`]) are kept when
+    /// [`Options::stage_stats`] asks for them.
     pub fn open(&self, opts: Options) -> Result<Running> {
-        self.open_shared(Arc::new(opts))
+        let counted = opts.stage_stats;
+        self.open_with(Arc::new(opts), counted)
     }
 
-    /// Starts running with shared options.
+    /// Starts running with shared options (a sub-pipeline: no per-stage counters).
     pub(crate) fn open_shared(&self, opts: Arc<Options>) -> Result<Running> {
+        self.open_with(opts, false)
+    }
+
+    /// Starts running; with `counted`, every stage is wrapped in a [`Counted`] that counts
+    /// its documents and times its calls (two clock reads per call, so only for explain).
+    fn open_with(&self, opts: Arc<Options>, counted: bool) -> Result<Running> {
         let mut counters = Vec::new();
-        let mut s: Box<dyn DocStream> = match &self.cursor {
-            Some(c) => {
-                let counter = Arc::new(StageCounter::default());
-                counters.push(counter.clone());
-                Box::new(Counted {
-                    inner: Arc::clone(c).open(Box::new(Empty), &opts)?,
-                    counter,
-                })
+        let mut wrap = |inner: Box<dyn DocStream>| -> Box<dyn DocStream> {
+            if !counted {
+                return inner;
             }
+            let counter = Arc::new(StageCounter::default());
+            counters.push(counter.clone());
+            Box::new(Counted { inner, counter })
+        };
+        let mut s: Box<dyn DocStream> = match &self.cursor {
+            Some(c) => wrap(Arc::clone(c).open(Box::new(Empty), &opts)?),
             None => Box::new(Empty),
         };
         for st in &self.pipeline.stages {
-            let counter = Arc::new(StageCounter::default());
-            counters.push(counter.clone());
-            s = Box::new(Counted {
-                inner: Arc::clone(st).open(s, &opts)?,
-                counter,
-            });
+            s = wrap(Arc::clone(st).open(s, &opts)?);
         }
         Ok(Running {
             stream: s,
@@ -545,7 +550,8 @@ impl Running {
         self.pending = Some(d);
     }
 
-    /// Per-stage counters, in stage order (`$cursor` first when present).
+    /// Per-stage counters, in stage order (`$cursor` first when present); empty unless
+    /// [`Options::stage_stats`] asked for them.
     pub fn counters(&self) -> &[Arc<StageCounter>] {
         &self.counters
     }

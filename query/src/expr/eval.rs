@@ -23,7 +23,6 @@ use super::convert;
 use super::parse::{CmpKind, Node, Op, Var};
 use super::value::{Num, Value, coerce_to_string, compare, format_g, int_or_long};
 use crate::error::{QueryError, Result};
-use crate::path;
 use cairn_storage::decimal::Rounding;
 
 fn loc(code: i32, msg: impl Into<String>) -> QueryError {
@@ -55,7 +54,7 @@ fn path_doc<'b>(d: &'b RawDocument, parts: &[String]) -> Value<'b> {
     let Some((first, rest)) = parts.split_first() else {
         return Value::Ref(RawBsonRef::Document(d));
     };
-    let Some(v) = path::field(d, first) else {
+    let Some(v) = super::field::field(d, first) else {
         return Value::Missing;
     };
     if rest.is_empty() {

@@ -8,7 +8,8 @@
 //! - Operands: `"$a.b"` field paths (arrays along the path map the rest of the path over their
 //!   document elements, see [`eval`]), literals, `{$literal: v}`, object expressions
 //!   `{k: expr}` (missing values drop their field) and array expressions `[expr, …]` (missing
-//!   elements become null).
+//!   elements become null). A path's top-level field is read by [`field`], a walk over the
+//!   raw bytes that answers exactly as [`crate::path::field`].
 //! - Variables: `$$ROOT`, `$$CURRENT` (rebindable with `$let`), `$$REMOVE` (missing), `$$NOW`,
 //!   `$$CLUSTER_TIME` (from [`Variables::set_cluster_time`]; without it error 51144, as on a
 //!   standalone `mongod`), `$$SEARCH_META` (missing: there is no `$search`), `$$DESCEND`,
@@ -63,6 +64,7 @@ mod convert;
 mod datetime;
 mod deps;
 mod eval;
+pub(crate) mod field;
 mod named;
 mod ops;
 mod optimize;

@@ -165,7 +165,8 @@ const ENTRY_OVERHEAD: usize = 96;
 
 /// The in-memory groups and the spilled runs.
 struct Table {
-    index: HashMap<Vec<u8>, usize>,
+    /// Group key → its position in `groups` (foldhash: a key is hashed once per document).
+    index: HashMap<Vec<u8>, usize, foldhash::fast::RandomState>,
     groups: Vec<Entry>,
     mem: usize,
     runs: Vec<File>,
@@ -220,21 +221,22 @@ impl GroupStream {
         let stage = &self.stage;
         let vars = stage.ext.variables();
         let mut t = Table {
-            index: HashMap::new(),
+            index: HashMap::default(),
             groups: Vec::new(),
             mem: 0,
             runs: Vec::new(),
         };
         let mut n = 0u32;
         let mut kbuf = Vec::new();
-        while let Some(doc) = input.next(cx)? {
-            n += 1;
+        let opts = &self.opts;
+        input.drain(cx, &mut |doc| {
+            n = n.wrapping_add(1);
             if n.is_multiple_of(1024) {
                 cx.host.check_interrupt()?;
             }
             // The key is encoded into one reused buffer and looked up by slice: a document
             // of a known group allocates nothing here.
-            let found = stage.id.with_value(&doc, vars, |v| {
+            let found = stage.id.with_value(doc, vars, |v| {
                 let v = v.unwrap_or(RawBsonRef::Null);
                 value_key_into(&mut kbuf, v);
                 match t.index.get(kbuf.as_slice()) {
@@ -261,15 +263,15 @@ impl GroupStream {
                 }
             };
             let Some(g) = t.groups.get_mut(gi) else {
-                continue;
+                return Ok(());
             };
             for (spec, acc) in stage.accumulators.iter().zip(g.accs.iter_mut()) {
                 let before = acc.memory();
-                spec.accumulate(&doc, acc.as_mut())?;
+                spec.accumulate(doc, acc.as_mut())?;
                 t.mem = (t.mem + acc.memory()).saturating_sub(before);
             }
-            if t.mem > self.opts.memory_limit {
-                if !self.opts.allow_disk_use {
+            if t.mem > opts.memory_limit {
+                if !opts.allow_disk_use {
                     return Err(QueryError::Location(
                         292,
                         "Exceeded memory limit for $group, but didn't allow external sort. Pass \
@@ -277,9 +279,10 @@ impl GroupStream {
                             .into(),
                     ));
                 }
-                t.spill(&self.opts)?;
+                t.spill(opts)?;
             }
-        }
+            Ok(())
+        })?;
         if t.runs.is_empty() {
             self.out = Out::Memory(t.groups.into_iter());
             return Ok(());

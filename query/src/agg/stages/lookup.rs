@@ -13,6 +13,11 @@
 //!   documents per input document so far). Otherwise, and for the values a table cannot
 //!   answer, one planned query per document (`plan::choose` with the plan cache, then the
 //!   execution), without building a sub-pipeline each time.
+//! - Followed by an `$unwind` of the `as` path, the stage absorbs it ([`Lookup::absorbing`],
+//!   as MongoDB's optimizer does): one output per match, built from the input document and
+//!   the match ([`Unwind::lookup_output`]) without an `as` array, hence without the 16 MiB
+//!   limit of one (as in MongoDB); explain shows `unwinding` on the `$lookup`. Without it,
+//!   the `as` array is written straight into the output document.
 //! - Pipeline form `{from, let, pipeline, as}`: `let` variables are evaluated on the input
 //!   document and the sub-pipeline runs over `from` with them (`$$name`), so correlated
 //!   sub-pipelines work; without `let` (and without `localField`) the results are computed
@@ -29,7 +34,8 @@ use std::sync::Arc;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
 use super::match_::Match;
-use crate::agg::doc::{key, set_nested};
+use super::unwind::Unwind;
+use crate::agg::doc::{NewValue, key, set_nested, with_top_level};
 use crate::agg::{
     Aggregation, Deps, DepsState, DocStream, ExecCx, MAX_DOC_BYTES, Options, ParseCx, Pipeline,
     Stage, SubContext,
@@ -40,7 +46,7 @@ use crate::sort::validate_field_path;
 
 mod join;
 
-use join::{NotBuilt, Order, Probe, Table};
+use join::{Hits, NotBuilt, Order, Table};
 
 /// Input documents probed one by one before the first attempt at a table when an index on
 /// the foreign field answers each of them.
@@ -65,6 +71,9 @@ pub struct Lookup {
     pipeline: Option<Pipeline>,
     raw: RawDocumentBuf,
     ext: ExprExtensions,
+    /// An `$unwind` of the `as` path that followed, absorbed by the optimizer (see
+    /// [`Lookup::absorbing`]).
+    unwinding: Option<Arc<Unwind>>,
 }
 
 fn failed(msg: impl Into<String>) -> QueryError {
@@ -219,6 +228,7 @@ pub fn parse(arg: RawBsonRef<'_>, cx: &ParseCx) -> Result<Vec<Arc<dyn Stage>>> {
         pipeline,
         raw: d.to_owned(),
         ext: cx.ext.clone(),
+        unwinding: None,
     })])
 }
 
@@ -228,7 +238,7 @@ pub(crate) fn values_along(doc: &RawDocument, path: &[String], out: &mut Vec<Raw
     let Some((first, rest)) = path.split_first() else {
         return;
     };
-    let Some(v) = crate::path::field(doc, first) else {
+    let Some(v) = crate::expr::field::field(doc, first) else {
         return;
     };
     values_of(v, rest, out);
@@ -302,6 +312,7 @@ impl Lookup {
         vals: Vec<RawBson>,
         meta: &cairn_storage::catalog::CollectionMeta,
         cx: &ExecCx<'_>,
+        max_bytes: usize,
     ) -> Result<Vec<RawDocumentBuf>> {
         let (Some(foreign), Some(from)) = (&self.foreign, &self.from) else {
             return Ok(Vec::new());
@@ -327,7 +338,7 @@ impl Lookup {
         let mut bytes: usize = out.iter().map(|d| d.as_bytes().len()).sum();
         let mut exec = chosen.exec;
         loop {
-            if bytes > MAX_DOC_BYTES {
+            if bytes > max_bytes {
                 return Err(QueryError::Location(
                     4568,
                     format!(
@@ -341,17 +352,18 @@ impl Lookup {
             }
             cx.host.check_interrupt()?;
             let docs = exec.next(cx.source, meta, 256, MAX_DOC_BYTES, 10_000)?;
-            bytes += docs.iter().map(|d| d.as_bytes().len()).sum::<usize>();
+            bytes = bytes.saturating_add(docs.iter().map(|d| d.as_bytes().len()).sum::<usize>());
             out.extend(docs);
         }
     }
 
-    /// The matching foreign documents for `doc`.
+    /// The matching foreign documents for `doc` (4568 past `max_bytes` of them).
     fn matches(
         &self,
         doc: &RawDocument,
         opts: &Arc<Options>,
         cx: &ExecCx<'_>,
+        max_bytes: usize,
     ) -> Result<Vec<RawDocumentBuf>> {
         let mut ext = self.ext.clone();
         if !self.lets.is_empty() {
@@ -395,7 +407,40 @@ impl Lookup {
             "{} matching pipeline's $lookup stage",
             self.from.as_deref().unwrap_or("")
         );
-        agg.collect(opts, cx, MAX_DOC_BYTES, &what)
+        agg.collect(opts, cx, max_bytes, &what)
+    }
+
+    /// This `$lookup` absorbing `u`, an `$unwind` that follows it, when `u` unwinds the `as`
+    /// path (MongoDB's optimizer does the same; explain then shows `unwinding` on the
+    /// `$lookup`). The combined stage outputs exactly what the two stages output, one
+    /// document per match, without building the `as` array.
+    pub(crate) fn absorbing(&self, u: &Unwind) -> Option<Lookup> {
+        if self.unwinding.is_some() || u.path != self.as_path {
+            return None;
+        }
+        Some(Lookup {
+            db: self.db.clone(),
+            from: self.from.clone(),
+            as_path: self.as_path.clone(),
+            local: self.local.clone(),
+            foreign: self.foreign.clone(),
+            lets: self.lets.clone(),
+            pipeline_raw: self.pipeline_raw.clone(),
+            pipeline: self.pipeline.clone(),
+            raw: self.raw.clone(),
+            ext: self.ext.clone(),
+            unwinding: Some(Arc::new(Unwind {
+                path: u.path.clone(),
+                index: u.index.clone(),
+                preserve: u.preserve,
+                keep: u.keep.clone(),
+            })),
+        })
+    }
+
+    /// The absorbed `$unwind`, if any.
+    pub fn unwinding(&self) -> Option<&Unwind> {
+        self.unwinding.as_deref()
     }
 }
 
@@ -404,13 +449,37 @@ impl Stage for Lookup {
         "$lookup"
     }
 
+    /// As MongoDB's explain shows it: the equality form as `{from, as, localField,
+    /// foreignField}`, other forms as written; an absorbed `$unwind` as `unwinding:
+    /// {preserveNullAndEmptyArrays, includeArrayIndex}` (the index only when set).
     fn serialize(&self) -> RawBson {
-        RawBson::Document(self.raw.clone())
+        let mut d = match (&self.from, &self.local, &self.foreign, &self.pipeline_raw) {
+            (Some(from), Some(local), Some(foreign), None) => {
+                let mut d = RawDocumentBuf::new();
+                d.append(bson::raw::cstr!("from"), from.as_str());
+                d.append(bson::raw::cstr!("as"), self.as_path.join("."));
+                d.append(bson::raw::cstr!("localField"), local.join("."));
+                d.append(bson::raw::cstr!("foreignField"), foreign.as_str());
+                d
+            }
+            _ => self.raw.clone(),
+        };
+        if let Some(u) = &self.unwinding {
+            let mut w = rawdoc! {"preserveNullAndEmptyArrays": u.preserve};
+            if let Some(i) = &u.index {
+                w.append(bson::raw::cstr!("includeArrayIndex"), i.join("."));
+            }
+            d.append(bson::raw::cstr!("unwinding"), w);
+        }
+        RawBson::Document(d)
     }
 
     fn deps(&self, deps: &mut Deps) -> DepsState {
         if let Some(l) = &self.local {
             deps.add_path(&l.join("."));
+        }
+        if let Some(u) = &self.unwinding {
+            deps.add_path(&u.path.join("."));
         }
         for (_, e) in &self.lets {
             deps.add_expr(e);
@@ -430,6 +499,9 @@ impl Stage for Lookup {
             cached: None,
             plain: None,
             join: JoinState::Unknown,
+            current: None,
+            vals: Vec::new(),
+            kbuf: Vec::new(),
         }))
     }
 
@@ -443,11 +515,45 @@ struct LookupStream {
     opts: Arc<Options>,
     input: Box<dyn DocStream>,
     /// Results of an uncorrelated sub-pipeline.
-    cached: Option<RawArrayBuf>,
+    cached: Option<Vec<RawDocumentBuf>>,
     /// Whether `from` is a plain collection, decided once per run (equality form only).
     plain: Option<bool>,
     /// The equality form's hash join.
     join: JoinState,
+    /// With an absorbed `$unwind`: the input document being unwound, its matches and the
+    /// position of the next one.
+    current: Option<(RawDocumentBuf, Matches, usize)>,
+    /// Scratch: the local values of one document, and a key.
+    vals: Vec<RawBson>,
+    kbuf: Vec<u8>,
+}
+
+/// One input document's matches.
+enum Matches {
+    /// Documents in the hash join's table.
+    Table(Hits),
+    /// Documents read for it.
+    Docs(Vec<RawDocumentBuf>),
+    /// The uncorrelated sub-pipeline's results ([`LookupStream::cached`]).
+    Cached,
+}
+
+impl Matches {
+    /// The `i`-th match.
+    fn get<'a>(&'a self, i: usize, s: &'a LookupStream) -> Option<&'a RawDocument> {
+        match self {
+            Matches::Table(h) => match &s.join {
+                JoinState::Table(t) => t.doc(h, i).map(|d| &**d),
+                _ => None,
+            },
+            Matches::Docs(d) => d.get(i).map(|d| &**d),
+            Matches::Cached => s.cached.as_ref()?.get(i).map(|d| &**d),
+        }
+    }
+
+    fn is_empty(&self, s: &LookupStream) -> bool {
+        self.get(0, s).is_none()
+    }
 }
 
 /// Where the equality form's hash join stands.
@@ -551,39 +657,92 @@ impl LookupStream {
         Ok(())
     }
 
-    /// The `as` array of the equality form for `doc`, read from the collection directly.
-    fn equality(&mut self, doc: &RawDocument, cx: &ExecCx<'_>) -> Result<RawArrayBuf> {
+    /// The equality form's matches for `doc`, read from the collection directly (4568 past
+    /// `max_bytes` of them).
+    fn equality(
+        &mut self,
+        doc: &RawDocument,
+        cx: &ExecCx<'_>,
+        max_bytes: usize,
+    ) -> Result<Matches> {
         let st = self.stage.clone();
-        let mut vals = Vec::new();
+        let mut vals = std::mem::take(&mut self.vals);
+        vals.clear();
         if let Some(local) = &st.local {
             values_along(doc, local, &mut vals);
         }
         if let JoinState::Table(t) = &self.join
-            && let Probe::Docs(docs) = t.probe(&vals)
+            && let Some(p) = t.positions(&vals, &mut self.kbuf)
         {
-            return array_of(docs, st.from.as_deref().unwrap_or(""));
+            self.vals = vals;
+            return Ok(Matches::Table(p));
         }
         let meta = match self.direct(cx)? {
             Direct::Collection(meta) => meta,
-            Direct::Missing => return Ok(RawArrayBuf::new()),
-            Direct::No => return array_of(st.matches(doc, &self.opts, cx)?, ""),
+            Direct::Missing => return Ok(Matches::Docs(Vec::new())),
+            Direct::No => return Ok(Matches::Docs(st.matches(doc, &self.opts, cx, max_bytes)?)),
         };
         if !matches!(self.join, JoinState::Table(_) | JoinState::Off) {
             self.advance_join(&meta, cx)?;
             if let JoinState::Table(t) = &self.join
-                && let Probe::Docs(docs) = t.probe(&vals)
+                && let Some(p) = t.positions(&vals, &mut self.kbuf)
             {
-                return array_of(docs, st.from.as_deref().unwrap_or(""));
+                return Ok(Matches::Table(p));
             }
         }
-        array_of(st.probe(vals, &meta, cx)?, "")
+        Ok(Matches::Docs(st.probe(vals, &meta, cx, max_bytes)?))
+    }
+
+    /// `doc`'s matches (4568 past `max_bytes` of them).
+    fn matches(&mut self, doc: &RawDocument, cx: &ExecCx<'_>, max_bytes: usize) -> Result<Matches> {
+        if self.stage.correlated() {
+            if self.stage.equality_only() {
+                return self.equality(doc, cx, max_bytes);
+            }
+            return Ok(Matches::Docs(
+                self.stage.matches(doc, &self.opts, cx, max_bytes)?,
+            ));
+        }
+        if self.cached.is_none() {
+            self.cached = Some(self.stage.matches(doc, &self.opts, cx, max_bytes)?);
+        }
+        Ok(Matches::Cached)
+    }
+
+    /// The next output of a `$lookup` that absorbed the `$unwind` `u`: one document per
+    /// match, built from the input document and the match (no `as` array); matches are read
+    /// per input document without the 16 MiB limit of an array, as MongoDB does.
+    fn next_unwound(&mut self, u: &Unwind, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
+        loop {
+            if let Some((doc, matches, i)) = &self.current {
+                if let Some(m) = matches.get(*i, self) {
+                    let out = u.lookup_output(doc, m, *i)?;
+                    if let Some((_, _, i)) = &mut self.current {
+                        *i += 1;
+                    }
+                    return Ok(Some(out));
+                }
+                self.current = None;
+            }
+            let Some(doc) = self.input.next(cx)? else {
+                return Ok(None);
+            };
+            let matches = self.matches(&doc, cx, usize::MAX)?;
+            if matches.is_empty(self) {
+                if let Some(out) = u.lookup_no_match(&doc)? {
+                    return Ok(Some(out));
+                }
+                continue;
+            }
+            self.current = Some((doc, matches, 0));
+        }
     }
 }
 
-/// `docs` as an array; 4568 when they exceed the largest document, as the planned query
-/// reports (`from` named; empty when that check was already made).
-fn array_of<D: AsRef<RawDocument>>(docs: Vec<D>, from: &str) -> Result<RawArrayBuf> {
-    let bytes: usize = docs.iter().map(|d| d.as_ref().as_bytes().len()).sum();
+/// 4568 when `docs` exceed the largest document, as the planned query reports (`from`
+/// named; empty when that check was already made).
+fn check_size<'a>(docs: impl Iterator<Item = &'a RawDocument>, from: &str) -> Result<()> {
+    let bytes: usize = docs.map(|d| d.as_bytes().len()).sum();
     if bytes > MAX_DOC_BYTES {
         return Err(QueryError::Location(
             4568,
@@ -593,39 +752,39 @@ fn array_of<D: AsRef<RawDocument>>(docs: Vec<D>, from: &str) -> Result<RawArrayB
             ),
         ));
     }
-    let mut a = RawArrayBuf::new();
-    for d in docs {
-        a.push(d.as_ref());
-    }
-    Ok(a)
+    Ok(())
 }
 
 impl DocStream for LookupStream {
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
+        if let Some(u) = self.stage.unwinding.clone() {
+            return self.next_unwound(&u, cx);
+        }
         let Some(doc) = self.input.next(cx)? else {
             return Ok(None);
         };
-        let arr = if self.stage.correlated() {
-            if self.stage.equality_only() {
-                self.equality(&doc, cx)?
-            } else {
-                array_of(self.stage.matches(&doc, &self.opts, cx)?, "")?
-            }
-        } else {
-            if self.cached.is_none() {
-                let mut a = RawArrayBuf::new();
-                for d in self.stage.matches(&doc, &self.opts, cx)? {
-                    a.push(d);
+        let matches = self.matches(&doc, cx, MAX_DOC_BYTES)?;
+        let from = self.stage.from.as_deref().unwrap_or("");
+        let docs = (0..).map_while(|i| matches.get(i, self));
+        if let Matches::Table(_) = matches {
+            // The planned query and the sub-pipeline check their sizes as they read.
+            check_size(docs.clone(), from)?;
+        }
+        match self.stage.as_path.as_slice() {
+            [name] => Ok(Some(with_top_level(
+                &doc,
+                name,
+                NewValue::Docs(docs),
+                |_| true,
+            )?)),
+            path => {
+                let mut arr = RawArrayBuf::new();
+                for d in docs {
+                    arr.push(d);
                 }
-                self.cached = Some(a);
+                let v = RawBson::Array(arr);
+                Ok(Some(set_nested(&doc, path, Some(v.as_raw_bson_ref()))?))
             }
-            self.cached.clone().unwrap_or_default()
-        };
-        let v = RawBson::Array(arr);
-        Ok(Some(set_nested(
-            &doc,
-            &self.stage.as_path,
-            Some(v.as_raw_bson_ref()),
-        )?))
+        }
     }
 }

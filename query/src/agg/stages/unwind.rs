@@ -14,6 +14,12 @@
 //! pipeline cannot tell the difference (it reads only those fields), and the documents it
 //! holds are smaller.
 //!
+//! A consuming stage that drains its whole input (`$group`, through [`DocStream::drain`])
+//! gets the outputs of a top-level path without `includeArrayIndex` built one after the
+//! other in one reused buffer, each element's bytes copied as they are: no allocation per
+//! output. A `$lookup` that absorbed this stage builds its outputs with
+//! [`Unwind::lookup_output`] and [`Unwind::lookup_no_match`].
+//!
 //! Errors: 15981 bad specification type, 28812 no path, 28808 path not a string, 28818 path
 //! without `$`, 28809 bad `preserveNullAndEmptyArrays`, 28810 bad `includeArrayIndex`, 28822
 //! `includeArrayIndex` with `$`, 28811 unknown option, 16410/15998/40353 bad field paths.
@@ -24,9 +30,12 @@ use std::sync::Arc;
 
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use crate::agg::doc::{get_nested, set_nested};
+use crate::agg::doc::{
+    NewValue, RawElements, get_nested, set_nested, with_top_level, write_top_level,
+};
 use crate::agg::{Deps, DepsState, DocStream, ExecCx, Options, ParseCx, Stage, loc};
 use crate::error::{QueryError, Result};
+use crate::expr::field::Found;
 use crate::sort::validate_field_path;
 
 /// A parsed `$unwind`.
@@ -249,16 +258,60 @@ const AHEAD_BYTES: usize = 256 * 1024;
 
 impl UnwindStream {
     fn with_index(&self, d: RawDocumentBuf, i: Option<usize>) -> Result<RawDocumentBuf> {
-        match &self.stage.index {
-            None => Ok(d),
-            Some(p) => {
-                let v = match i {
-                    Some(i) => RawBson::Int64(i as i64),
-                    None => RawBson::Null,
-                };
-                set_nested(&d, p, Some(v.as_raw_bson_ref()))
-            }
+        with_index(&self.stage, d, i)
+    }
+}
+
+/// `d` with `includeArrayIndex` set (the position as a long, null when not unwound).
+fn with_index(stage: &Unwind, d: RawDocumentBuf, i: Option<usize>) -> Result<RawDocumentBuf> {
+    match &stage.index {
+        None => Ok(d),
+        Some(p) => {
+            let v = match i {
+                Some(i) => RawBson::Int64(i as i64),
+                None => RawBson::Null,
+            };
+            set_nested(&d, p, Some(v.as_raw_bson_ref()))
         }
+    }
+}
+
+impl Unwind {
+    /// What a `$lookup` whose `as` is this stage's path, followed by this stage, outputs for
+    /// the input `doc` and `m`, the `i`-th of its matches (the `$lookup` absorbing this stage
+    /// builds it directly): `doc` (kept fields) with the path set to `m`, and the index.
+    pub(crate) fn lookup_output(
+        &self,
+        doc: &RawDocument,
+        m: &RawDocument,
+        i: usize,
+    ) -> Result<RawDocumentBuf> {
+        if let ([name], None) = (self.path.as_slice(), &self.index) {
+            return with_top_level(
+                doc,
+                name,
+                NewValue::<std::iter::Empty<&RawDocument>>::Doc(m),
+                |k| self.keeps(k),
+            );
+        }
+        let out = match &self.keep {
+            None => set_nested(doc, &self.path, Some(RawBsonRef::Document(m)))?,
+            Some(_) => set_nested(&kept(self, doc)?, &self.path, Some(RawBsonRef::Document(m)))?,
+        };
+        with_index(self, out, Some(i))
+    }
+
+    /// The same for an input document without matches: nothing, or with
+    /// `preserveNullAndEmptyArrays` the document as this stage leaves an empty array (the
+    /// path's parents created, the field removed, a null index).
+    pub(crate) fn lookup_no_match(&self, doc: &RawDocument) -> Result<Option<RawDocumentBuf>> {
+        if !self.preserve {
+            return Ok(None);
+        }
+        let empty = bson::RawArrayBuf::new();
+        let looked_up = set_nested(doc, &self.path, Some(RawBsonRef::Array(&empty)))?;
+        let out = trimmed(self, set_nested(&looked_up, &self.path, None)?)?;
+        with_index(self, out, None).map(Some)
     }
 }
 
@@ -307,6 +360,65 @@ fn one(stage: &Unwind, doc: &RawDocument, el: RawBsonRef<'_>) -> Result<RawDocum
 }
 
 impl DocStream for UnwindStream {
+    /// The outputs one by one, each built in one reused buffer when the path is a top-level
+    /// field and no index is added (the common `$unwind` + `$group`); otherwise as
+    /// [`DocStream::next`] builds them.
+    fn drain(
+        &mut self,
+        cx: &ExecCx<'_>,
+        f: &mut dyn FnMut(&RawDocument) -> Result<()>,
+    ) -> Result<()> {
+        let stage = self.stage.clone();
+        let name = match (stage.path.as_slice(), &stage.index) {
+            ([name], None) if self.ready.is_empty() && self.current.is_none() => name,
+            _ => {
+                while let Some(d) = self.next(cx)? {
+                    f(&d)?;
+                }
+                return Ok(());
+            }
+        };
+        let mut buf = Vec::new();
+        while let Some(doc) = self.input.next(cx)? {
+            let found = match crate::expr::field::field_or_array(&doc, name) {
+                Found::Array(arr) => Ok(arr),
+                Found::Value(v) => Err(v),
+            };
+            match found {
+                Ok(arr) => {
+                    let mut n = 0usize;
+                    for el in RawElements::new(arr) {
+                        let el = el?;
+                        n += 1;
+                        write_top_level(
+                            &mut buf,
+                            &doc,
+                            name,
+                            NewValue::<std::iter::Empty<&RawDocument>>::Raw(
+                                el.kind(),
+                                el.value_bytes(),
+                            ),
+                            |k| stage.keeps(k),
+                        )?;
+                        let out = RawDocument::from_bytes(&buf)
+                            .map_err(|e| QueryError::BadValue(e.to_string()))?;
+                        f(out)?;
+                    }
+                    if n == 0 && stage.preserve {
+                        f(&trimmed(&stage, set_nested(&doc, &stage.path, None)?)?)?;
+                    }
+                }
+                Err(None | Some(RawBsonRef::Null) | Some(RawBsonRef::Undefined)) => {
+                    if stage.preserve {
+                        f(&trimmed(&stage, doc)?)?;
+                    }
+                }
+                Err(Some(_)) => f(&trimmed(&stage, doc)?)?,
+            }
+        }
+        Ok(())
+    }
+
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
         loop {
             if let Some(d) = self.ready.pop_front() {

@@ -16,8 +16,9 @@
 //!   [`LeafArrays::Traverse`]) and into the null bucket when the path reaches a missing,
 //!   null or undefined value (what `{$eq: null}` matches). It gives up, leaving the table
 //!   unbuilt, past a document count or the stage memory limit.
-//! - [`Table::probe`] answers one input document's values, or says it cannot
-//!   ([`Probe::Planned`]) when the per-document query would behave differently from a
+//! - [`Table::positions`] answers one input document's values with the matching documents
+//!   ([`Hits`], read with [`Table::doc`]), or says it cannot (`None`) when the
+//!   per-document query would behave differently from a
 //!   table lookup: an undefined value (an error there), `$`-prefixed documents among several
 //!   values (an error in `$in`), and under [`Order::Index`] null, missing, array and regex
 //!   values (whose index bounds span several keys, so their order is the planner's).
@@ -32,7 +33,7 @@ use std::ops::{Bound, ControlFlow};
 use bson::{RawBson, RawBsonRef, RawDocumentBuf};
 use cairn_storage::catalog::CollectionMeta;
 use cairn_storage::index::IndexState;
-use cairn_storage::keys::encode_to_vec;
+use cairn_storage::keys::{encode_to_vec, encode_value};
 use cairn_storage::store::ScanLimits;
 
 use crate::agg::ExecCx;
@@ -123,14 +124,17 @@ type Bucket = Vec<u32>;
 /// The foreign collection, read once, by foreign-field key.
 pub(super) struct Table {
     docs: Vec<RawDocumentBuf>,
-    buckets: HashMap<Vec<u8>, Bucket>,
+    /// Key → its bucket in `lists` (foldhash: keys are hashed once per input document).
+    buckets: HashMap<Vec<u8>, u32, foldhash::fast::RandomState>,
+    lists: Vec<Bucket>,
     nulls: Bucket,
     order: Order,
     /// Bytes held (documents, keys and an estimate of the bookkeeping).
     bytes: usize,
 }
 
-/// The result of probing a table with one input document's values.
+/// The result of probing a table with one input document's values (tests).
+#[cfg(test)]
 pub(super) enum Probe<'t> {
     /// The matching documents, in order.
     Docs(Vec<&'t RawDocumentBuf>),
@@ -189,7 +193,8 @@ impl Table {
     fn new(order: Order) -> Table {
         Table {
             docs: Vec::new(),
-            buckets: HashMap::new(),
+            buckets: HashMap::default(),
+            lists: Vec::new(),
             nulls: Vec::new(),
             order,
             bytes: 0,
@@ -236,9 +241,16 @@ impl Table {
         if null {
             self.nulls.push(pos);
         }
+        let lists = &mut self.lists;
         for k in keys {
             self.bytes = self.bytes.saturating_add(k.len() + ENTRY_OVERHEAD);
-            self.buckets.entry(k).or_default().push(pos);
+            let id = *self.buckets.entry(k).or_insert_with(|| {
+                lists.push(Bucket::new());
+                u32::try_from(lists.len() - 1).unwrap_or(u32::MAX)
+            });
+            if let Some(b) = lists.get_mut(id as usize) {
+                b.push(pos);
+            }
         }
         if self.bytes > memory_limit {
             return Err(NotBuilt::Never);
@@ -247,13 +259,34 @@ impl Table {
         Ok(())
     }
 
-    /// The documents matching `values` (the input document's values at `localField`,
-    /// arrays flattened; empty means null).
+    /// The documents [`Table::positions`] gives for `values`.
+    #[cfg(test)]
     pub(super) fn probe(&self, values: &[RawBson]) -> Probe<'_> {
+        match self.positions(values, &mut Vec::new()) {
+            Some(h) => Probe::Docs((0..).map_while(|i| self.doc(&h, i)).collect()),
+            None => Probe::Planned,
+        }
+    }
+
+    /// The `i`-th document of `hits` (from [`Table::positions`]).
+    pub(super) fn doc(&self, hits: &Hits, i: usize) -> Option<&RawDocumentBuf> {
+        let p = match hits {
+            Hits::Bucket(id) => self.lists.get(*id as usize)?.get(i)?,
+            Hits::Nulls => self.nulls.get(i)?,
+            Hits::List(l) => l.get(i)?,
+        };
+        self.docs.get(*p as usize)
+    }
+
+    /// The documents matching `values` (the input document's values at `localField`, arrays
+    /// flattened; empty means null), in order; `None` when the planned query must answer
+    /// (see the module docs). `kbuf` is scratch space for a key. One value (the common
+    /// case) is answered by its stored bucket, without building a list.
+    pub(super) fn positions(&self, values: &[RawBson], kbuf: &mut Vec<u8>) -> Option<Hits> {
         let index_order = match self.order {
             Order::Natural => None,
             Order::Index(desc) => Some(desc),
-            Order::Planned => return Probe::Planned,
+            Order::Planned => return None,
         };
         let null_value = RawBson::Null;
         let values: &[RawBson] = if values.is_empty() {
@@ -261,11 +294,30 @@ impl Table {
         } else {
             values
         };
+        if let [v] = values {
+            return match v {
+                RawBson::Undefined => None,
+                RawBson::Null | RawBson::Array(_) | RawBson::RegularExpression(_)
+                    if index_order.is_some() =>
+                {
+                    None
+                }
+                RawBson::Null => Some(Hits::Nulls),
+                other => {
+                    kbuf.clear();
+                    encode_value(kbuf, other.as_raw_bson_ref(), false).ok()?;
+                    Some(match self.buckets.get(kbuf.as_slice()) {
+                        Some(id) => Hits::Bucket(*id),
+                        None => Hits::List(Vec::new()),
+                    })
+                }
+            };
+        }
         let mut null = false;
         let mut keys: Vec<Vec<u8>> = Vec::with_capacity(values.len());
         for v in values {
             match v {
-                RawBson::Undefined => return Probe::Planned,
+                RawBson::Undefined => return None,
                 RawBson::Document(d)
                     if values.len() > 1
                         && d.iter()
@@ -273,24 +325,29 @@ impl Table {
                             .and_then(|e| e.ok())
                             .is_some_and(|(k, _)| k.as_str().starts_with('$')) =>
                 {
-                    return Probe::Planned;
+                    return None;
                 }
                 RawBson::Null | RawBson::Array(_) | RawBson::RegularExpression(_)
                     if index_order.is_some() =>
                 {
-                    return Probe::Planned;
+                    return None;
                 }
                 RawBson::Null => null = true,
                 other => match encode_to_vec(other.as_raw_bson_ref(), false) {
                     Ok(k) => keys.push(k),
-                    Err(_) => return Probe::Planned,
+                    Err(_) => return None,
                 },
             }
         }
         keys.sort_unstable();
         keys.dedup();
         let empty = Bucket::new();
-        let bucket = |k: &Vec<u8>| self.buckets.get(k).unwrap_or(&empty);
+        let bucket = |k: &Vec<u8>| {
+            self.buckets
+                .get(k)
+                .and_then(|id| self.lists.get(*id as usize))
+                .unwrap_or(&empty)
+        };
         let positions: Vec<u32> = match (index_order, keys.as_slice(), null) {
             (_, [], true) => self.nulls.clone(),
             (_, [k], false) => bucket(k).clone(),
@@ -325,13 +382,18 @@ impl Table {
                 out
             }
         };
-        Probe::Docs(
-            positions
-                .into_iter()
-                .filter_map(|p| self.docs.get(p as usize))
-                .collect(),
-        )
+        Some(Hits::List(positions))
     }
+}
+
+/// The documents one probe matched (see [`Table::doc`]).
+pub(super) enum Hits {
+    /// A stored bucket (by its position in [`Table`]'s lists).
+    Bucket(u32),
+    /// The null bucket.
+    Nulls,
+    /// Positions gathered for this probe.
+    List(Vec<u32>),
 }
 
 #[cfg(test)]
