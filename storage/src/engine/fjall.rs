@@ -25,7 +25,8 @@
 //! compares fjall's write-buffer total with the budget and, when over it, rotates the
 //! largest active memtables (their flushes run on fjall's workers; a keyspace with 4 sealed
 //! memtables queued makes its writers wait, fjall's own back-pressure). Each keyspace's
-//! memtable limit is half the budget (at most fjall's default 64 MiB).
+//! memtable limit is half the budget (at most fjall's default 64 MiB). [`Engine::stats`]
+//! reports the block cache's fill and the filter and index blocks fjall pins outside it.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -445,6 +446,20 @@ impl Engine for FjallEngine {
             journals: db.journal_count() as u64,
             compactions_completed: db.inner().compactions_completed() as u64,
             active_compactions: db.inner().active_compactions() as u64,
+            cache_bytes: db.inner().cache_size(),
+            pinned_bytes: self
+                .inner
+                .spaces
+                .read()
+                .map(|m| {
+                    m.values()
+                        .map(|ks| {
+                            let t = &ks.inner().tree;
+                            (t.pinned_filter_size() + t.pinned_block_index_size()) as u64
+                        })
+                        .sum()
+                })
+                .unwrap_or(0),
         }
     }
 
