@@ -72,7 +72,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(bench) = args.first() else {
         eprintln!(
-            "usage: cairn-bench <ping|storage|crud|indexes|txn|agg|compare|pack|streams|geo|inmem> [--seconds S] [--clients N] [--docs N]"
+            "usage: cairn-bench <ping|storage|storemem|crud|indexes|txn|agg|compare|pack|streams|geo|inmem> [--seconds S] [--clients N] [--docs N]"
         );
         std::process::exit(2);
     };
@@ -82,6 +82,10 @@ fn main() {
             .build()
             .expect("runtime");
         rt.block_on(drive::run(&args[1..]));
+        return;
+    }
+    if bench == "storemem" {
+        storage::run_storemem(&args[1..]);
         return;
     }
     let opts = if bench == "echo-server" {

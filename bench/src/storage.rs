@@ -13,6 +13,8 @@
 //!   from this process, background flushes and compactions included on both).
 //! - point reads: `find({_id})` of random existing ids with 1 and 16 concurrent clients,
 //!   next to raw fjall reading the same document keys (as stored) with 1 and 16 threads.
+//! - `storemem` ([`run_storemem`]): the storage layer's memory while loading, without a
+//!   server, for heap profilers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -487,5 +489,94 @@ pub async fn run(o: &Opts) {
             "ratio raw fjall / cairn point reads ({clients}): {:.2}x",
             r.rate() / cairn.rate()
         );
+    }
+}
+
+/// Resident set of this process in kB (`/proc/self/statm`, 4 KiB pages).
+fn own_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4)
+}
+
+/// `cairn-bench storemem [DOCS] [CACHE_MB]`: inserts `DOCS` (default 1,000,000) of
+/// `compare`'s documents straight into a store on fjall — no server, the system allocator,
+/// so a heap profiler (`heaptrack`) sees every allocation — in batches of [`BATCH`] with the
+/// `cat` and `score` indexes, with a block cache of `CACHE_MB` (default 256), in a temporary
+/// directory; prints the resident set next to the engine's own memory figures every 100,000
+/// documents, then while compactions run after the load (at most a minute).
+pub fn run_storemem(args: &[String]) {
+    use cairn_storage::engine::fjall::FjallEngine;
+    let docs: usize = args
+        .first()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let cache_mb: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(256);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Arc::new(
+        FjallEngine::open(
+            dir.path(),
+            &FjallOptions::with_cache(cache_mb << 20, 64 << 20),
+        )
+        .expect("fjall"),
+    );
+    let store = Store::open(engine.clone(), StoreOptions { sync_always: false }).expect("store");
+    store.set_pack_threshold(cairn_storage::doc::DEFAULT_PACK_THRESHOLD);
+    store
+        .create_indexes(
+            "bench",
+            "docs",
+            &[
+                bson::rawdoc! {"key": {"cat": 1}, "name": "cat_1"},
+                bson::rawdoc! {"key": {"score": 1}, "name": "score_1"},
+            ],
+        )
+        .expect("indexes");
+    let meta = store
+        .collection("bench", "docs")
+        .expect("collection exists");
+    let report = |label: &str| {
+        let s = engine.stats();
+        println!(
+            "{label}: rss {} MB, write buffers {} MB, block cache {} MB, pinned {} MB, disk {} MB, compactions running {}",
+            own_rss_kb() / 1024,
+            s.write_buffer_bytes >> 20,
+            s.cache_bytes >> 20,
+            s.pinned_bytes >> 20,
+            s.disk_bytes >> 20,
+            s.active_compactions
+        );
+    };
+    let started = Instant::now();
+    let mut batch = Vec::with_capacity(BATCH);
+    for start in (0..docs).step_by(BATCH) {
+        batch.clear();
+        batch.extend(
+            (start..(start + BATCH).min(docs))
+                .map(|i| RawDocumentBuf::try_from(&compare::document(i as i64)).expect("bson")),
+        );
+        store
+            .write(Durability::Buffered, |tx| -> Result<(), StorageError> {
+                for d in &batch {
+                    tx.insert(&meta, d)?;
+                }
+                Ok(())
+            })
+            .expect("insert");
+        let done = (start + BATCH).min(docs);
+        if done.is_multiple_of(100_000) || done == docs {
+            report(&format!(
+                "{done} docs, {:.0} s",
+                started.elapsed().as_secs_f64()
+            ));
+        }
+    }
+    for i in 1..=12 {
+        std::thread::sleep(Duration::from_secs(5));
+        report(&format!("after the load, {} s", i * 5));
+        if engine.stats().active_compactions == 0 {
+            break;
+        }
     }
 }

@@ -378,6 +378,43 @@ fn partial_filter_through_the_trait() {
 }
 
 #[test]
+fn prepared_indexes_follow_their_specification() {
+    // The key generator prepares each specification once; a specification replaced under the
+    // same name (other key, other options) is prepared afresh, never served from the cache.
+    let kg = QueryKeyGen::new();
+    let doc = rawdoc! {"_id": 1, "a": 5, "b": "x"};
+    let a = meta(rawdoc! {"v": 2, "key": {"a": 1}, "name": "i"});
+    let b = meta(rawdoc! {"v": 2, "key": {"b": -1}, "name": "i"});
+    let sparse = meta(rawdoc! {"v": 2, "key": {"c": 1}, "name": "i", "sparse": true});
+    let dense = meta(rawdoc! {"v": 2, "key": {"c": 1}, "name": "i"});
+    for _ in 0..2 {
+        let ka = kg.keys(&a, &doc).unwrap();
+        assert_eq!(ka.entries[0].values, rawdoc! {"0": 5});
+        let kb = kg.keys(&b, &doc).unwrap();
+        assert_eq!(kb.entries[0].values, rawdoc! {"0": "x"});
+        assert_ne!(ka.entries[0].key, kb.entries[0].key);
+        assert!(kg.keys(&sparse, &doc).unwrap().entries.is_empty());
+        assert_eq!(
+            kg.keys(&dense, &doc).unwrap().entries[0].values,
+            rawdoc! {"0": null}
+        );
+    }
+    // Values documents name components "0", "1", …: a wide compound key as well.
+    let mut key = RawDocumentBuf::new();
+    let mut wide = RawDocumentBuf::new();
+    for i in 0..32 {
+        let f = format!("f{i}");
+        key.append(<&bson::raw::CStr>::try_from(f.as_str()).unwrap(), 1);
+        wide.append(<&bson::raw::CStr>::try_from(f.as_str()).unwrap(), i);
+    }
+    let w = meta(rawdoc! {"v": 2, "key": key, "name": "wide"});
+    let values = &kg.keys(&w, &wide).unwrap().entries[0].values;
+    assert_eq!(values.get_i32("0").unwrap(), 0);
+    assert_eq!(values.get_i32("31").unwrap(), 31);
+    assert_eq!(values.iter().count(), 32);
+}
+
+#[test]
 fn many_elements_linear() {
     let mut arr = bson::RawArrayBuf::new();
     for i in 0..20_000 {

@@ -22,9 +22,12 @@
 //! path are error 16766; the component's key is [`crate::index::hashed_value`] of the value
 //! (of null when missing) as an Int64; sparse keeps documents where some component exists.
 //!
-//! Partial indexes: a document is indexed only when it matches `partialFilterExpression`;
-//! parsed filters are cached by the filter's bytes (a bounded cache, so specs replaced under
-//! the same name never see a stale filter).
+//! Partial indexes: a document is indexed only when it matches `partialFilterExpression`.
+//!
+//! Each index specification is prepared once — key pattern components, `sparse`, geo or not,
+//! the parsed partial filter — and cached by the specification's bytes (a bounded cache, so a
+//! specification replaced under the same name never sees a stale entry): a write costs one
+//! lookup per index, not a re-read of the specification.
 //!
 //! Output: entries deduplicated by key bytes (the first value set wins, as MongoDB's key set
 //! keeps one of `1`/`1.0`) and sorted by key bytes. Each key is `E(v1) … E(vn)` with
@@ -49,37 +52,68 @@ use crate::filter::Filter;
 /// Arrays nested deeper than this along the indexed paths are refused.
 pub const MAX_ARRAY_NESTING: usize = 256;
 
-/// Parsed partial filters kept at most (the cache is cleared when full).
-const PARTIAL_CACHE_LIMIT: usize = 4096;
+/// Prepared indexes kept at most (the cache is cleared when full).
+const PREPARED_CACHE_LIMIT: usize = 4096;
+
+/// What key generation needs of one index specification, worked out once: the key
+/// pattern's components, `sparse`, whether it is a geo index, and the parsed partial filter.
+#[derive(Debug)]
+struct Prepared {
+    components: Vec<KeyComponent>,
+    sparse: bool,
+    geo: bool,
+    partial: Option<Filter>,
+}
+
+impl Prepared {
+    fn new(index: &IndexMeta) -> std::result::Result<Prepared, IndexError> {
+        let partial = match index.partial_filter() {
+            Some(pf) => Some(spec::parse_partial_filter(pf)?),
+            None => None,
+        };
+        let pattern = index.key_pattern();
+        Ok(Prepared {
+            components: pattern.map(key_components).unwrap_or_default(),
+            sparse: index.is_sparse(),
+            geo: pattern.is_some_and(|p| super::geo_keys::geo_plugin(p).is_some()),
+            partial,
+        })
+    }
+}
 
 /// The query layer's index key generator (storage's `IndexKeyGen`).
+///
+/// Each index specification is prepared once ([`Prepared`]) and cached by the
+/// specification's bytes (a bounded cache; a specification replaced under the same name
+/// has other bytes, so it never sees a stale entry): a write then costs one hash lookup per
+/// index instead of re-reading the key pattern and options and re-parsing the partial filter.
 #[derive(Debug, Default)]
 pub struct QueryKeyGen {
-    partial: RwLock<HashMap<Vec<u8>, Arc<Filter>>>,
+    prepared: RwLock<HashMap<Vec<u8>, Arc<Prepared>>>,
 }
 
 impl QueryKeyGen {
-    /// A generator with an empty partial-filter cache.
+    /// A generator with an empty cache.
     pub fn new() -> QueryKeyGen {
         QueryKeyGen::default()
     }
 
-    /// The parsed partial filter, from the cache when possible.
-    fn partial_filter(&self, raw: &RawDocument) -> Result<Arc<Filter>> {
-        let bytes = raw.as_bytes();
-        if let Ok(cache) = self.partial.read()
-            && let Some(f) = cache.get(bytes)
+    /// The prepared form of `index`, from the cache when possible.
+    fn prepared(&self, index: &IndexMeta) -> std::result::Result<Arc<Prepared>, IndexError> {
+        let bytes = index.spec.as_bytes();
+        if let Ok(cache) = self.prepared.read()
+            && let Some(p) = cache.get(bytes)
         {
-            return Ok(Arc::clone(f));
+            return Ok(Arc::clone(p));
         }
-        let parsed = Arc::new(spec::parse_partial_filter(raw).map_err(|e| e.to_storage())?);
-        if let Ok(mut cache) = self.partial.write() {
-            if cache.len() >= PARTIAL_CACHE_LIMIT {
+        let p = Arc::new(Prepared::new(index)?);
+        if let Ok(mut cache) = self.prepared.write() {
+            if cache.len() >= PREPARED_CACHE_LIMIT {
                 cache.clear();
             }
-            cache.insert(bytes.to_vec(), Arc::clone(&parsed));
+            cache.insert(bytes.to_vec(), Arc::clone(&p));
         }
-        Ok(parsed)
+        Ok(p)
     }
 
     /// [`IndexKeyGen::keys`] with MongoDB's error codes.
@@ -88,21 +122,20 @@ impl QueryKeyGen {
         index: &IndexMeta,
         doc: &RawDocument,
     ) -> std::result::Result<IndexKeys, IndexError> {
-        if let Some(pf) = index.partial_filter() {
-            let filter = self
-                .partial_filter(pf)
-                .map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))?;
-            if !filter.matches(doc) {
-                return Ok(IndexKeys::default());
-            }
-        }
-        if let Some(p) = index.key_pattern()
-            && super::geo_keys::geo_plugin(p).is_some()
+        let p = self
+            .prepared(index)
+            .map_err(|e| IndexError::new(code::BAD_VALUE, e.to_storage().to_string()))?;
+        if let Some(filter) = &p.partial
+            && !filter.matches(doc)
         {
-            return super::geo_keys::generate(index, p, doc);
+            return Ok(IndexKeys::default());
         }
-        let components = index.key_pattern().map(key_components).unwrap_or_default();
-        generate(&components, index.is_sparse(), doc)
+        if p.geo
+            && let Some(pattern) = index.key_pattern()
+        {
+            return super::geo_keys::generate(index, pattern, doc);
+        }
+        generate(&p.components, p.sparse, doc)
     }
 }
 
@@ -152,6 +185,13 @@ pub fn generate(
     })
 }
 
+/// The field names of an entry's values document, `"0"` … `"31"` (a key pattern has at
+/// most 32 components).
+const VALUE_NAMES: [&str; 32] = [
+    "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+    "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
+];
+
 /// Encodes, deduplicates by key bytes (first wins) and sorts.
 fn encode_entries(
     components: &[KeyComponent],
@@ -159,21 +199,30 @@ fn encode_entries(
 ) -> std::result::Result<Vec<IndexEntry>, IndexError> {
     let mut out: Vec<IndexEntry> = Vec::with_capacity(keys.len());
     for values in keys {
-        let mut key = Vec::new();
+        let mut key = Vec::with_capacity(16 * values.len());
         let mut doc = RawDocumentBuf::new();
         for (i, (v, c)) in values.iter().zip(components).enumerate() {
             encode_value(&mut key, *v, c.descending())
                 .map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))?;
-            let name = i.to_string();
-            let cname = <&CStr>::try_from(name.as_str())
+            let spelled;
+            let name = match VALUE_NAMES.get(i) {
+                Some(n) => n,
+                None => {
+                    spelled = i.to_string();
+                    spelled.as_str()
+                }
+            };
+            let cname = <&CStr>::try_from(name)
                 .map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))?;
             doc.append(cname, *v);
         }
         out.push(IndexEntry { key, values: doc });
     }
-    // Stable sort keeps the first of equal keys first; dedup keeps it.
-    out.sort_by(|a, b| a.key.cmp(&b.key));
-    out.dedup_by(|later, earlier| later.key == earlier.key);
+    if out.len() > 1 {
+        // Stable sort keeps the first of equal keys first; dedup keeps it.
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out.dedup_by(|later, earlier| later.key == earlier.key);
+    }
     Ok(out)
 }
 
@@ -184,14 +233,17 @@ struct Elt<'d> {
     value: RawBsonRef<'d>,
 }
 
-/// The first field called `name` in `d`, with its name.
+/// The first field called `name` in `d`, with its name. Only that field's value is read:
+/// the fields before it are stepped over by name (a document's values were checked when it
+/// was received).
 fn field_elt<'d>(d: &'d RawDocument, name: &str) -> Option<Elt<'d>> {
-    for el in d.iter() {
-        let (k, v) = el.ok()?;
-        if k.as_str() == name {
+    for el in d.iter_elements() {
+        let el = el.ok()?;
+        let k = el.key().as_str();
+        if k == name {
             return Some(Elt {
-                name: k.as_str(),
-                value: v,
+                name: k,
+                value: el.value().ok()?,
             });
         }
     }

@@ -4,7 +4,19 @@
 //! fjall's optimistic (SSI) write transactions, which commit with `PersistMode::Buffer`
 //! (the journal write reaches the OS before commit returns, so a process crash loses
 //! nothing committed); [`Engine::sync`] fsyncs the journal. Keyspace handles are kept in a
-//! map guarded by a `RwLock` that is only held to clone a handle, never during I/O.
+//! map guarded by a `RwLock` that is only held to clone a handle, never during I/O; a
+//! transaction keeps the handle of the space it last wrote, so a run of puts into one space
+//! takes the lock once.
+//!
+//! Conflict tracking: fjall's optimistic transaction records every written key in its
+//! conflict set (and keeps the set until no older snapshot is open), and has no untracked
+//! put. The keys only ever written, never read back inside a write transaction — change-log
+//! chunks and statistics deltas — would be safe to leave out (each commit writes its own,
+//! unique keys, so no two writers collide on them, and they commit in the same batch as the
+//! rest), but they are a handful per commit (one delta per collection, one chunk per 256 KiB
+//! of log) against one key per document and index entry, so tracking them costs nothing
+//! measurable; the document and index keys must stay tracked (a unique index's check is a
+//! read of the entry's range, which only conflicts with a concurrent writer's tracked put).
 //!
 //! Memory: the block cache is [`FjallOptions::cache_bytes`]. The write buffers (memtables,
 //! active and sealed, of every keyspace) are held to [`FjallOptions::write_buffer_bytes`]:
@@ -13,7 +25,8 @@
 //! compares fjall's write-buffer total with the budget and, when over it, rotates the
 //! largest active memtables (their flushes run on fjall's workers; a keyspace with 4 sealed
 //! memtables queued makes its writers wait, fjall's own back-pressure). Each keyspace's
-//! memtable limit is half the budget (at most fjall's default 64 MiB).
+//! memtable limit is half the budget (at most fjall's default 64 MiB). [`Engine::stats`]
+//! reports the block cache's fill and the filter and index blocks fjall pins outside it.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -238,6 +251,24 @@ pub struct FjallTx {
     inner: Arc<Inner>,
     writes: usize,
     reads: AtomicUsize,
+    /// The handle of the space last written (a batch writes runs of puts into a few spaces;
+    /// this spares each put the space map's lock and a handle clone).
+    last: Option<(SpaceId, OptimisticTxKeyspace)>,
+}
+
+/// The handle of `space` for a write, kept in `last` (see [`FjallTx::last`]).
+fn write_handle<'a>(
+    last: &'a mut Option<(SpaceId, OptimisticTxKeyspace)>,
+    inner: &Inner,
+    space: SpaceId,
+) -> Result<&'a OptimisticTxKeyspace> {
+    if last.as_ref().is_none_or(|(s, _)| *s != space) {
+        *last = Some((space, inner.handle(space)?));
+    }
+    match last {
+        Some((_, ks)) => Ok(ks),
+        None => Err(EngineError::NoSuchSpace(space)),
+    }
 }
 
 impl Read for FjallTx {
@@ -263,17 +294,17 @@ impl Read for FjallTx {
 impl Tx for FjallTx {
     fn put(&mut self, space: SpaceId, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
-        let ks = self.inner.handle(space)?;
+        let ks = write_handle(&mut self.last, &self.inner, space)?;
         self.writes += 1;
-        self.tx.insert(&ks, key, value);
+        self.tx.insert(ks, key, value);
         Ok(())
     }
 
     fn delete(&mut self, space: SpaceId, key: &[u8]) -> Result<()> {
         check_key(key)?;
-        let ks = self.inner.handle(space)?;
+        let ks = write_handle(&mut self.last, &self.inner, space)?;
         self.writes += 1;
-        self.tx.remove(&ks, key);
+        self.tx.remove(ks, key);
         Ok(())
     }
 
@@ -336,6 +367,7 @@ impl Engine for FjallEngine {
             inner: self.inner.clone(),
             writes: 0,
             reads: AtomicUsize::new(0),
+            last: None,
         }))
     }
 
@@ -414,6 +446,20 @@ impl Engine for FjallEngine {
             journals: db.journal_count() as u64,
             compactions_completed: db.inner().compactions_completed() as u64,
             active_compactions: db.inner().active_compactions() as u64,
+            cache_bytes: db.inner().cache_size(),
+            pinned_bytes: self
+                .inner
+                .spaces
+                .read()
+                .map(|m| {
+                    m.values()
+                        .map(|ks| {
+                            let t = &ks.inner().tree;
+                            (t.pinned_filter_size() + t.pinned_block_index_size()) as u64
+                        })
+                        .sum()
+                })
+                .unwrap_or(0),
         }
     }
 

@@ -212,6 +212,11 @@ pub struct EngineStats {
     pub compactions_completed: u64,
     /// Compactions running now.
     pub active_compactions: u64,
+    /// Bytes the block cache holds now (at most its configured size).
+    pub cache_bytes: u64,
+    /// Bytes of filter and index blocks the engine keeps pinned in memory outside the block
+    /// cache (fjall pins level 0's filters and the index blocks of levels 0 and 1).
+    pub pinned_bytes: u64,
 }
 
 /// The smallest key greater than every key starting with `prefix` (None if the prefix is
