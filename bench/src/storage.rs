@@ -173,15 +173,9 @@ impl Engine for Recorder {
     }
 }
 
-/// The storage transactions of inserting [`DOCS`] of `compare`'s documents in batches of
-/// [`BATCH`] into a collection with the `cat` and `score` indexes, as the server does
-/// (default pack threshold, one storage transaction per batch).
-fn record_inserts() -> (Vec<Recorded>, SpaceId) {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let engine = Arc::new(Recorder {
-        inner: Arc::new(MemoryEngine::new()),
-        log: log.clone(),
-    });
+/// A store on `engine` at the default pack threshold with `compare`'s `bench.docs`
+/// collection and its `cat` and `score` indexes, as the inserts are measured against.
+fn bench_store(engine: Arc<dyn Engine>) -> (Store, Arc<cairn_storage::catalog::CollectionMeta>) {
     let store = Store::open(engine, StoreOptions { sync_always: false }).expect("store");
     store.set_pack_threshold(cairn_storage::doc::DEFAULT_PACK_THRESHOLD);
     store
@@ -197,6 +191,19 @@ fn record_inserts() -> (Vec<Recorded>, SpaceId) {
     let meta = store
         .collection("bench", "docs")
         .expect("collection exists");
+    (store, meta)
+}
+
+/// The storage transactions of inserting [`DOCS`] of `compare`'s documents in batches of
+/// [`BATCH`] into a collection with the `cat` and `score` indexes, as the server does
+/// (default pack threshold, one storage transaction per batch).
+fn record_inserts() -> (Vec<Recorded>, SpaceId) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let engine = Arc::new(Recorder {
+        inner: Arc::new(MemoryEngine::new()),
+        log: log.clone(),
+    });
+    let (store, meta) = bench_store(engine);
     log.lock().expect("log").clear();
     let docs: Vec<RawDocumentBuf> = (0..DOCS)
         .map(|i| RawDocumentBuf::try_from(&compare::document(i as i64)).expect("bson"))
@@ -521,21 +528,7 @@ pub fn run_storemem(args: &[String]) {
         )
         .expect("fjall"),
     );
-    let store = Store::open(engine.clone(), StoreOptions { sync_always: false }).expect("store");
-    store.set_pack_threshold(cairn_storage::doc::DEFAULT_PACK_THRESHOLD);
-    store
-        .create_indexes(
-            "bench",
-            "docs",
-            &[
-                bson::rawdoc! {"key": {"cat": 1}, "name": "cat_1"},
-                bson::rawdoc! {"key": {"score": 1}, "name": "score_1"},
-            ],
-        )
-        .expect("indexes");
-    let meta = store
-        .collection("bench", "docs")
-        .expect("collection exists");
+    let (store, meta) = bench_store(engine.clone());
     let report = |label: &str| {
         let s = engine.stats();
         println!(
