@@ -247,9 +247,9 @@ pub fn batch_reply(
     key(&mut out, 0x04, batch.as_bytes());
     let array = out.len();
     out.extend_from_slice(&[0; 4]);
-    let mut digits = [0u8; 20];
+    let mut digits = itoa::Buffer::new();
     for (i, d) in docs.iter().enumerate() {
-        key(&mut out, 0x03, index_digits(&mut digits, i));
+        key(&mut out, 0x03, digits.format(i).as_bytes());
         out.extend_from_slice(d.as_bytes());
     }
     close(&mut out, array);
@@ -268,20 +268,6 @@ pub fn batch_reply(
     close(&mut out, cursor);
     close(&mut out, 0);
     RawDocumentBuf::from_bytes(out).unwrap_or_else(|_| RawDocumentBuf::new())
-}
-
-/// The decimal digits of `i` (an array index key), written into `buf`.
-fn index_digits(buf: &mut [u8; 20], mut i: usize) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (i % 10) as u8;
-        i /= 10;
-        if i == 0 {
-            break;
-        }
-    }
-    &buf[at..]
 }
 
 /// The `lsid.id` bytes of a command, if it carries a session.

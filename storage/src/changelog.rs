@@ -427,6 +427,13 @@ mod tests {
         e
     }
 
+    /// `c`'s log entry as a commit at wall time 0 writes it.
+    fn entry_bytes(c: Change) -> Vec<u8> {
+        let mut v = Vec::new();
+        c.append_entry(bson::DateTime::from_millis(0), &mut v);
+        v
+    }
+
     fn n_of(d: &RawDocument) -> i64 {
         d.get_i64("n").unwrap()
     }
@@ -435,11 +442,7 @@ mod tests {
     fn a_commit_is_split_into_chunks_at_the_bound() {
         let e = engine();
         // each entry is 60 bytes with `wall` (pad 10): three fit in a chunk of 190, not four
-        let size = {
-            let mut v = Vec::new();
-            change(0, 10).append_entry(bson::DateTime::from_millis(0), &mut v);
-            v.len()
-        };
+        let size = entry_bytes(change(0, 10)).len();
         assert_eq!(size, 60);
         let mut changes: Vec<Change> = (0..7).map(|i| change(i, 10)).collect();
         // an entry over the bound is a chunk alone
@@ -524,11 +527,7 @@ mod tests {
     #[test]
     fn a_malformed_chunk_is_corrupt_not_a_panic() {
         let e = engine();
-        let good = {
-            let mut v = Vec::new();
-            change(1, 0).append_entry(bson::DateTime::from_millis(0), &mut v);
-            v
-        };
+        let good = entry_bytes(change(1, 0));
         for bad in [
             vec![1u8, 2],
             vec![0xFF, 0xFF, 0xFF, 0xFF, 0],

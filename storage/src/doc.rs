@@ -1720,18 +1720,9 @@ impl Builder {
     }
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
-    let start = out.len();
-    loop {
-        out.push(b'0' + (n % 10) as u8);
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if let Some(digits) = out.get_mut(start..) {
-        digits.reverse();
-    }
+/// Appends `n` in decimal (an array element's name).
+fn push_decimal(out: &mut Vec<u8>, n: u32) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 fn into_document(bytes: Vec<u8>) -> Result<RawDocumentBuf, DocError> {

@@ -157,10 +157,10 @@ fn write_value<'a, I: Iterator<Item = &'a RawDocument>>(
             out.push(0);
             let start = out.len();
             out.extend_from_slice(&[0; 4]);
-            let mut index = itoa_buf();
+            let mut index = itoa::Buffer::new();
             for (i, d) in items.enumerate() {
                 out.push(0x03);
-                out.extend_from_slice(index.format(i));
+                out.extend_from_slice(index.format(i).as_bytes());
                 out.push(0);
                 out.extend_from_slice(d.as_bytes());
             }
@@ -182,32 +182,6 @@ fn set_length(out: &mut [u8], start: usize) -> Result<()> {
         slot.copy_from_slice(&len.to_le_bytes());
     }
     Ok(())
-}
-
-/// Decimal array positions without allocating.
-struct Positions {
-    buf: [u8; 20],
-}
-
-fn itoa_buf() -> Positions {
-    Positions { buf: [0; 20] }
-}
-
-impl Positions {
-    fn format(&mut self, mut n: usize) -> &[u8] {
-        let mut i = self.buf.len();
-        loop {
-            i -= 1;
-            if let Some(b) = self.buf.get_mut(i) {
-                *b = b'0' + (n % 10) as u8;
-            }
-            n /= 10;
-            if n == 0 || i == 0 {
-                break;
-            }
-        }
-        self.buf.get(i..).unwrap_or_default()
-    }
 }
 
 /// A field name as a BSON key.
