@@ -58,7 +58,7 @@ const INDEX_FIRST_TRY: usize = 16;
 const INDEX_DOCS_PER_INPUT: usize = 32;
 
 /// A parsed `$lookup`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Lookup {
     db: String,
     from: Option<String>,
@@ -419,22 +419,8 @@ impl Lookup {
             return None;
         }
         Some(Lookup {
-            db: self.db.clone(),
-            from: self.from.clone(),
-            as_path: self.as_path.clone(),
-            local: self.local.clone(),
-            foreign: self.foreign.clone(),
-            lets: self.lets.clone(),
-            pipeline_raw: self.pipeline_raw.clone(),
-            pipeline: self.pipeline.clone(),
-            raw: self.raw.clone(),
-            ext: self.ext.clone(),
-            unwinding: Some(Arc::new(Unwind {
-                path: u.path.clone(),
-                index: u.index.clone(),
-                preserve: u.preserve,
-                keep: u.keep.clone(),
-            })),
+            unwinding: Some(Arc::new(u.clone())),
+            ..self.clone()
         })
     }
 

@@ -39,7 +39,7 @@ use crate::expr::field::Found;
 use crate::sort::validate_field_path;
 
 /// A parsed `$unwind`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Unwind {
     /// The path (without `$`).
     pub path: Vec<String>,
@@ -276,6 +276,36 @@ fn with_index(stage: &Unwind, d: RawDocumentBuf, i: Option<usize>) -> Result<Raw
     }
 }
 
+/// What an input document whose path holds no elements to unwind becomes.
+#[derive(Clone, Copy)]
+enum Unwound {
+    /// An empty array.
+    EmptyArray,
+    /// Missing, null or undefined.
+    Nothing,
+    /// Any other non-array value.
+    Scalar,
+}
+
+/// The one output (or none) for `doc` whose path holds no elements: with
+/// `preserveNullAndEmptyArrays` an empty array is removed and null or missing kept; a
+/// non-array value always passes as it is; the index, when asked, is null.
+fn without_elements(
+    stage: &Unwind,
+    doc: RawDocumentBuf,
+    kind: Unwound,
+) -> Result<Option<RawDocumentBuf>> {
+    let out = match kind {
+        Unwound::EmptyArray if stage.preserve => {
+            trimmed(stage, set_nested(&doc, &stage.path, None)?)?
+        }
+        Unwound::Nothing if stage.preserve => trimmed(stage, doc)?,
+        Unwound::Scalar => trimmed(stage, doc)?,
+        Unwound::EmptyArray | Unwound::Nothing => return Ok(None),
+    };
+    with_index(stage, out, None).map(Some)
+}
+
 impl Unwind {
     /// What a `$lookup` whose `as` is this stage's path, followed by this stage, outputs for
     /// the input `doc` and `m`, the `i`-th of its matches (the `$lookup` absorbing this stage
@@ -310,8 +340,7 @@ impl Unwind {
         }
         let empty = bson::RawArrayBuf::new();
         let looked_up = set_nested(doc, &self.path, Some(RawBsonRef::Array(&empty)))?;
-        let out = trimmed(self, set_nested(&looked_up, &self.path, None)?)?;
-        with_index(self, out, None).map(Some)
+        without_elements(self, looked_up, Unwound::EmptyArray)
     }
 }
 
@@ -404,16 +433,22 @@ impl DocStream for UnwindStream {
                             .map_err(|e| QueryError::BadValue(e.to_string()))?;
                         f(out)?;
                     }
-                    if n == 0 && stage.preserve {
-                        f(&trimmed(&stage, set_nested(&doc, &stage.path, None)?)?)?;
+                    if n == 0
+                        && let Some(out) = without_elements(&stage, doc, Unwound::EmptyArray)?
+                    {
+                        f(&out)?;
                     }
                 }
                 Err(None | Some(RawBsonRef::Null) | Some(RawBsonRef::Undefined)) => {
-                    if stage.preserve {
-                        f(&trimmed(&stage, doc)?)?;
+                    if let Some(out) = without_elements(&stage, doc, Unwound::Nothing)? {
+                        f(&out)?;
                     }
                 }
-                Err(Some(_)) => f(&trimmed(&stage, doc)?)?,
+                Err(Some(_)) => {
+                    if let Some(out) = without_elements(&stage, doc, Unwound::Scalar)? {
+                        f(&out)?;
+                    }
+                }
             }
         }
         Ok(())
@@ -444,12 +479,10 @@ impl DocStream for UnwindStream {
                         n += 1;
                     }
                     if n == 0 {
-                        if self.stage.preserve {
-                            let out = set_nested(&doc, &self.stage.path, None)?;
-                            let out = trimmed(&self.stage, out)?;
-                            return self.with_index(out, None).map(Some);
+                        match without_elements(&self.stage, doc, Unwound::EmptyArray)? {
+                            Some(out) => return Ok(Some(out)),
+                            None => continue,
                         }
-                        continue;
                     }
                     if n.saturating_mul(doc.as_bytes().len()) <= AHEAD_BYTES {
                         for (i, el) in a.into_iter().enumerate() {
@@ -467,14 +500,12 @@ impl DocStream for UnwindStream {
                     self.current = Some((doc, items, 0));
                 }
                 None | Some(RawBsonRef::Null) | Some(RawBsonRef::Undefined) => {
-                    if self.stage.preserve {
-                        let out = trimmed(&self.stage, doc)?;
-                        return self.with_index(out, None).map(Some);
+                    if let Some(out) = without_elements(&self.stage, doc, Unwound::Nothing)? {
+                        return Ok(Some(out));
                     }
                 }
                 Some(_) => {
-                    let out = trimmed(&self.stage, doc)?;
-                    return self.with_index(out, None).map(Some);
+                    return without_elements(&self.stage, doc, Unwound::Scalar);
                 }
             }
         }
