@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use std::time::Instant;
 
-use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 use cairn_query::filter::Filter;
 use cairn_query::plan::{Access, Hint, Plan, Query, choose_with};
 use cairn_query::sort::{SortSpec, Sorter};
@@ -396,15 +396,13 @@ async fn on_view(inv: &Invocation<'_>) -> Result<Option<RawDocumentBuf>, Command
         deadline: crate::deadline::current(),
     };
     let (docs, id, _) = blocking::run(move || start.run(&agg)).await?;
-    let mut batch = RawArrayBuf::new();
-    for d in docs {
-        batch.push(d);
-    }
-    let mut cursor = rawdoc! {"firstBatch": batch, "id": id, "ns": ns};
-    if let Some(t) = inv.op.at_cluster_time {
-        cursor.append(bson::raw::cstr!("atClusterTime"), t);
-    }
-    Ok(Some(rawdoc! {"cursor": cursor}))
+    Ok(Some(crate::cursor::batch_reply(
+        "firstBatch",
+        &docs,
+        id,
+        &ns,
+        inv.op.at_cluster_time,
+    )))
 }
 
 /// A tailable `find` on a capped collection: the matching documents in insertion order, and
@@ -471,11 +469,7 @@ async fn tail(inv: Invocation<'_>, r: FindRequest, await_data: bool) -> super::C
         Ok((docs, id))
     })
     .await?;
-    let mut batch = RawArrayBuf::new();
-    for d in docs {
-        batch.push(d);
-    }
-    Ok(rawdoc! {"cursor": {"firstBatch": batch, "id": id, "ns": ns}}.into())
+    Ok(crate::cursor::batch_reply("firstBatch", &docs, id, &ns, None).into())
 }
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
