@@ -869,6 +869,38 @@ fn add_to_set_manual() {
         doc! {"_id": 1, "a": [1, "b", [2]]},
         false,
     );
+    // A string is present as a string or a symbol with the same text, found among elements
+    // of other types (binary and regex ones included), and never equal to a longer or
+    // shorter string, or to a number or array.
+    let mixed = || {
+        doc! {"_id": 1, "a": [
+            bson::Bson::Symbol("sym".into()), 7, ["b"], "bb", "", "b\u{e9}",
+            bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![0x62] },
+            bson::Regex { pattern: "b".to_string().try_into().unwrap(), options: String::new().try_into().unwrap() },
+        ]}
+    };
+    check_mod(
+        mixed(),
+        doc! {"$addToSet": {"a": {"$each": ["sym", "", "b\u{e9}", "bb"]}}},
+        mixed(),
+        false,
+    );
+    let mut grown = mixed();
+    if let Some(bson::Bson::Array(a)) = grown.get_mut("a") {
+        a.extend(["b".into(), "7".into(), "b\u{e9}\u{e9}".into()]);
+    }
+    check(
+        mixed(),
+        doc! {"$addToSet": {"a": {"$each": ["b", "7", "b\u{e9}\u{e9}"]}}},
+        grown,
+    );
+    let plain = || doc! {"_id": 1, "a": ["x", bson::Bson::Symbol("y".into()), "z"]};
+    check_mod(plain(), doc! {"$addToSet": {"a": "y"}}, plain(), false);
+    check(
+        plain(),
+        doc! {"$addToSet": {"a": "yy"}},
+        doc! {"_id": 1, "a": ["x", bson::Bson::Symbol("y".into()), "z", "yy"]},
+    );
     check_err(
         doc! {"_id": 1, "colors": "blue, green, red"},
         doc! {"$addToSet": {"colors": "mauve"}},

@@ -31,7 +31,7 @@ use cairn_query::filter::Filter;
 use cairn_query::plan::{Hint, Modifies};
 use cairn_query::update::{Applied, Update, UpdateKind};
 use cairn_storage::catalog::CollectionMeta;
-use cairn_storage::store::id_key;
+use cairn_storage::store::{FieldChange, id_key};
 use cairn_storage::{Durability, StorageError, Store, WriteTxn};
 
 use super::{
@@ -235,21 +235,7 @@ pub fn write_applied(
     let view = tx
         .read_fields(meta, key, &names)?
         .ok_or_else(|| StorageError::Corrupt("updated document vanished".into()))?;
-    // Fields in the order the new document has them (new fields appended in that order),
-    // then the removed ones.
-    let mut changes: Vec<(String, Option<RawBson>)> = Vec::new();
-    for el in applied.doc.iter() {
-        let (k, v) = el.map_err(|e| StorageError::Corrupt(e.to_string()))?;
-        if applied.changed_top_level.iter().any(|c| c == k.as_str()) {
-            changes.push((k.as_str().to_string(), Some(RawBson::from(v))));
-        }
-    }
-    for name in &applied.changed_top_level {
-        if !changes.iter().any(|(n, _)| n == name) {
-            changes.push((name.clone(), None));
-        }
-    }
-    tx.write_fields(meta, &view, &changes)
+    tx.write_fields(meta, &view, &changes_of(applied)?)
 }
 
 /// A partial document (`_id` first, then the fields read, in their stored order) for
@@ -260,7 +246,7 @@ fn partial_document(view: &cairn_storage::store::DocView) -> RawDocumentBuf {
     let mut d = RawDocumentBuf::new();
     for f in fields {
         if let Ok(k) = <&bson::raw::CStr>::try_from(f.name.as_str()) {
-            d.append(k, f.value.as_raw_bson_ref());
+            d.append(k, f.value());
         }
     }
     d
@@ -502,17 +488,19 @@ fn equality_covers(filter: &Filter, key_pattern: &RawDocument) -> bool {
         .all(|(k, _)| eq.iter().any(|(p, _)| p.as_str() == k.as_str()))
 }
 
-fn changes_of(applied: &Applied) -> Result<Vec<(String, Option<RawBson>)>, StorageError> {
-    let mut changes: Vec<(String, Option<RawBson>)> = Vec::new();
+/// The top-level fields an update changed, borrowed from the new document: in the order the new
+/// document has them (new fields appended in that order), then the removed ones.
+fn changes_of(applied: &Applied) -> Result<Vec<FieldChange<'_>>, StorageError> {
+    let mut changes: Vec<FieldChange<'_>> = Vec::new();
     for el in applied.doc.iter() {
         let (k, v) = el.map_err(|e| StorageError::Corrupt(e.to_string()))?;
         if applied.changed_top_level.iter().any(|c| c == k.as_str()) {
-            changes.push((k.as_str().to_string(), Some(RawBson::from(v))));
+            changes.push((k.as_str(), Some(v)));
         }
     }
     for name in &applied.changed_top_level {
         if !changes.iter().any(|(n, _)| n == name) {
-            changes.push((name.clone(), None));
+            changes.push((name, None));
         }
     }
     Ok(changes)

@@ -20,7 +20,9 @@
 //! (`generic` mode) report array shrinkage as `truncatedArrays`, as MongoDB's generic diff does.
 
 use bson::raw::CStr;
-use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+
+use crate::elements::Elements;
 
 /// How array changes are described.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +80,10 @@ fn path(prefix: &str, name: &str) -> String {
     }
 }
 
+/// Whether two values are the same value of the same type. (`RawBsonRef`'s equality compares
+/// exactly what the owned `RawBson`s would, without copying either side.)
 fn same(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> bool {
-    a.element_type() == b.element_type() && RawBson::from(a) == RawBson::from(b)
+    a == b
 }
 
 /// Adds the change of one field at `at` from `old` (`None`: absent) to `new` (`None`:
@@ -98,6 +102,9 @@ pub fn describe(
         (Some(o), Some(n)) => match (o, n) {
             (RawBsonRef::Document(a), RawBsonRef::Document(b)) => objects(out, at, a, b, mode),
             (RawBsonRef::Array(a), RawBsonRef::Array(b)) => {
+                if mode == Mode::Operators && appended(out, at, a, b) {
+                    return;
+                }
                 let a: Vec<RawBsonRef<'_>> = a.into_iter().flatten().collect();
                 let b: Vec<RawBsonRef<'_>> = b.into_iter().flatten().collect();
                 arrays(out, at, &a, &b, n, mode)
@@ -119,6 +126,53 @@ fn objects(out: &mut Description, at: &str, a: &RawDocument, b: &RawDocument, mo
         let old = a.get(k.as_str()).ok().flatten();
         describe(out, &path(at, k.as_str()), old, Some(v), mode);
     }
+}
+
+/// The common case of `$push` and `$addToSet`, described without reading both arrays
+/// through the bson crate: `b` is the non-empty `a` with elements appended (its elements begin
+/// with all of `a`'s, byte for byte). Reports the new elements at their paths, as [`arrays`]
+/// does for this case, and returns `true`; returns `false` having reported nothing when the
+/// case does not apply or the light walk ([`crate::elements`]) is unsure of `a`.
+fn appended(out: &mut Description, at: &str, a: &RawArray, b: &RawArray) -> bool {
+    let (ab, bb) = (a.as_bytes(), b.as_bytes());
+    let (Some(a_body), Some(b_body)) = (
+        ab.get(4..ab.len().saturating_sub(1)),
+        bb.get(4..bb.len().saturating_sub(1)),
+    ) else {
+        return false;
+    };
+    if a_body.is_empty() || b_body.len() <= a_body.len() || !b_body.starts_with(a_body) {
+        return false;
+    }
+    let Some(kept) = Elements::new(ab).count() else {
+        return false;
+    };
+    // The appended elements, read (and checked) by the bson crate from a document framing
+    // just them.
+    let tail = b_body.get(a_body.len()..).unwrap_or_default();
+    let Ok(len) = i32::try_from(tail.len() + 5) else {
+        return false;
+    };
+    let mut framed = Vec::with_capacity(tail.len() + 5);
+    framed.extend_from_slice(&len.to_le_bytes());
+    framed.extend_from_slice(tail);
+    framed.push(0);
+    let Ok(added) = RawDocument::from_bytes(&framed) else {
+        return false;
+    };
+    let mut values = Vec::new();
+    for el in added.iter() {
+        match el {
+            Ok((_, v)) => values.push(v),
+            Err(_) => return false,
+        }
+    }
+    let mut digits = itoa::Buffer::new();
+    for (i, v) in values.into_iter().enumerate() {
+        out.updated
+            .push((path(at, digits.format(kept + i)), v.into()));
+    }
+    true
 }
 
 fn arrays(
@@ -147,10 +201,15 @@ fn arrays(
         out.truncated
             .push((at.to_string(), u32::try_from(b.len()).unwrap_or(u32::MAX)));
     }
+    let mut digits = itoa::Buffer::new();
     for (i, y) in b.iter().enumerate() {
-        let p = path(at, &i.to_string());
-        match a.get(i) {
-            Some(x) => describe(out, &p, Some(*x), Some(*y), mode),
+        let x = a.get(i).copied();
+        if x.is_some_and(|x| same(x, *y)) {
+            continue;
+        }
+        let p = path(at, digits.format(i));
+        match x {
+            Some(x) => describe(out, &p, Some(x), Some(*y), mode),
             None => out.updated.push((p, (*y).into())),
         }
     }
@@ -264,6 +323,88 @@ mod tests {
                 Mode::Generic
             ),
             desc(doc! {}, vec![], vec![doc! {"field": "f", "newSize": 2}])
+        );
+    }
+
+    /// Appending to an array (the fast path over bytes) describes exactly what the
+    /// element-by-element comparison describes, for every kind of kept and appended
+    /// element, including kinds the light walk does not size (then the general path runs).
+    #[test]
+    fn appended_elements_match_the_general_path() {
+        let kinds: Vec<Bson> = vec![
+            1.into(),
+            2.5.into(),
+            "s".into(),
+            "".into(),
+            Bson::Symbol("y".into()),
+            doc! {"x": [1, {"y": 2}]}.into(),
+            Bson::Array(vec![1.into(), "z".into()]),
+            Bson::Null,
+            Bson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: vec![1, 2],
+            }),
+            Bson::Int64(7),
+        ];
+        for kept in 0..kinds.len() {
+            for added in 1..4 {
+                let a: Vec<Bson> = kinds
+                    .iter()
+                    .cycle()
+                    .skip(kept)
+                    .take(kept + 1)
+                    .cloned()
+                    .collect();
+                let mut b = a.clone();
+                b.extend(kinds.iter().cycle().skip(kept * 3).take(added).cloned());
+                let o = RawBson::try_from(Bson::Array(a)).unwrap();
+                let n = RawBson::try_from(Bson::Array(b)).unwrap();
+                let (RawBsonRef::Array(ra), RawBsonRef::Array(rb)) =
+                    (o.as_raw_bson_ref(), n.as_raw_bson_ref())
+                else {
+                    unreachable!()
+                };
+                let mut fast = Description::default();
+                describe(
+                    &mut fast,
+                    "f",
+                    Some(o.as_raw_bson_ref()),
+                    Some(n.as_raw_bson_ref()),
+                    Mode::Operators,
+                );
+                let mut general = Description::default();
+                let va: Vec<RawBsonRef<'_>> = ra.into_iter().flatten().collect();
+                let vb: Vec<RawBsonRef<'_>> = rb.into_iter().flatten().collect();
+                arrays(
+                    &mut general,
+                    "f",
+                    &va,
+                    &vb,
+                    n.as_raw_bson_ref(),
+                    Mode::Operators,
+                );
+                assert_eq!(
+                    fast.to_document(),
+                    general.to_document(),
+                    "{kept} kept, {added} added"
+                );
+                assert!(!fast.is_empty());
+            }
+        }
+        // Not an append: an element changed, or the old array was empty.
+        let mut d = Description::default();
+        let o = RawBson::try_from(Bson::Array(vec![1.into(), 2.into()])).unwrap();
+        let n = RawBson::try_from(Bson::Array(vec![1.into(), 3.into(), 4.into()])).unwrap();
+        describe(
+            &mut d,
+            "f",
+            Some(o.as_raw_bson_ref()),
+            Some(n.as_raw_bson_ref()),
+            Mode::Operators,
+        );
+        assert_eq!(
+            bson::Document::try_from(d.to_document().as_ref()).unwrap(),
+            desc(doc! {"f": [1, 3, 4]}, vec![], vec![])
         );
     }
 }

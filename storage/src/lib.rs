@@ -7,6 +7,8 @@
 //! - [`keys`] and [`compare`]: `E(v)`, the byte encoding of BSON values whose byte order is
 //!   MongoDB's comparison order, and that comparison itself.
 //! - [`doc`]: a document as one key-value pair per node (materialized paths).
+//! - [`elements`]: a light walk over raw BSON elements (type, key and value bytes) for fast
+//!   paths that fall back to the bson crate at anything unusual.
 //! - [`catalog`], [`namespace`]: which collections exist and which names are legal.
 //! - [`store`]: collections of documents — DDL, writes in transactions with conflict
 //!   retries and group commit, snapshot reads and resumable scans, statistics; and sessions'
@@ -33,6 +35,7 @@ pub mod decimal;
 pub mod diff;
 pub mod display;
 pub mod doc;
+pub mod elements;
 pub mod engine;
 pub mod error;
 pub mod fetch;

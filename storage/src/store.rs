@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
-use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::catalog::{
     Catalog, CollectionMeta, NEXT_ID_KEY, SCHEMA_VERSION, STATS_PREFIX, Stats, VERSION_KEY,
@@ -1362,12 +1362,12 @@ impl WriteTxn<'_> {
             let value = doc::decode_stored_subtree(fk.len(), nodes.iter().map(|(k, v)| (k, v)))
                 .map_err(doc_error)?
                 .ok_or_else(|| StorageError::Corrupt("empty field subtree".into()))?;
-            fields.push(FieldState {
-                name: (*name).to_string(),
+            fields.push(FieldState::new(
+                name,
                 ordinal,
-                value,
+                value.as_raw_bson_ref(),
                 nodes,
-            });
+            ));
         }
         Ok(Some(DocView {
             key: key.to_vec(),
@@ -1392,7 +1392,7 @@ impl WriteTxn<'_> {
         &mut self,
         coll: &CollectionMeta,
         view: &DocView,
-        changes: &[(String, Option<RawBson>)],
+        changes: &[FieldChange<'_>],
     ) -> Result<()> {
         self.claim(coll.id, &view.key)?;
         let limits = coll.limits();
@@ -1400,10 +1400,10 @@ impl WriteTxn<'_> {
         let mut new_size = i64::from(view.bson_size);
         for (name, new) in changes {
             if let Some(f) = view.field(name) {
-                new_size -= element_size(name, f.value.as_raw_bson_ref()) as i64;
+                new_size -= f.size() as i64;
             }
             if let Some(v) = new {
-                new_size += element_size(name, v.as_raw_bson_ref()) as i64;
+                new_size += element_size(name, *v) as i64;
             }
         }
         let repack = view.packed.is_none()
@@ -1413,7 +1413,7 @@ impl WriteTxn<'_> {
         // (compound and partial indexes read other fields too); others are untouched. So do
         // a collection's pre- and post-images, and a rewrite of the whole document (a packed
         // one, or one that shrinks enough to be packed again).
-        let changed: Vec<&str> = changes.iter().map(|(n, _)| n.as_str()).collect();
+        let changed: Vec<&str> = changes.iter().map(|(n, _)| *n).collect();
         let images = changelog::wants_images(coll);
         let indexed = self.indexes_affected(coll, &changed);
         let validator = self.validator_for(coll);
@@ -1436,8 +1436,8 @@ impl WriteTxn<'_> {
             crate::diff::describe(
                 &mut description,
                 name,
-                view.field(name).map(|f| f.value.as_raw_bson_ref()),
-                new.as_ref().map(RawBson::as_raw_bson_ref),
+                view.field(name).map(FieldState::value),
+                *new,
                 self.diff_mode,
             );
         }
@@ -1480,12 +1480,10 @@ impl WriteTxn<'_> {
             let old_nodes: &[(Vec<u8>, Vec<u8>)] = old.map_or(&[], |f| f.nodes.as_slice());
             let spilled = doc::spilled_keys(old_nodes);
             let new_nodes = match new {
-                Some(v) => {
-                    doc::encode_subtree_after(&fk, ordinal, v.as_raw_bson_ref(), 1, &limits, &|k| {
-                        spilled.contains(k)
-                    })
-                    .map_err(doc_error)?
-                }
+                Some(v) => doc::encode_subtree_after(&fk, ordinal, *v, 1, &limits, &|k| {
+                    spilled.contains(k)
+                })
+                .map_err(doc_error)?,
                 None => Vec::new(),
             };
             let stored: std::collections::HashMap<&[u8], &[u8]> = old_nodes
@@ -1505,11 +1503,11 @@ impl WriteTxn<'_> {
                 }
             }
             if let Some(f) = old {
-                size -= element_size(name, f.value.as_raw_bson_ref()) as i64;
+                size -= f.size() as i64;
                 count -= 1;
             }
             if let Some(v) = new {
-                size += element_size(name, v.as_raw_bson_ref()) as i64;
+                size += element_size(name, *v) as i64;
                 count += 1;
             }
         }
@@ -1805,7 +1803,7 @@ impl WriteTxn<'_> {
     fn document_key_at(&self, coll: &CollectionMeta, view: &DocView) -> Result<RawDocumentBuf> {
         let mut k = RawDocumentBuf::new();
         if let Some(f) = view.field("_id") {
-            k.append(bson::raw::cstr!("_id"), f.value.clone());
+            k.append(bson::raw::cstr!("_id"), f.value());
             return Ok(k);
         }
         if let Some(whole) = &view.packed {
@@ -1916,11 +1914,51 @@ pub struct FieldState {
     pub name: String,
     /// Its position among the document's fields.
     pub ordinal: u64,
-    /// Its value.
-    pub value: RawBson,
+    /// Its value, held as the one-field document `{"": value}` (see [`FieldState::value`]).
+    holder: RawDocumentBuf,
     /// The stored nodes of its subtree, in key order.
     nodes: Vec<(Vec<u8>, Vec<u8>)>,
 }
+
+impl FieldState {
+    fn new(
+        name: &str,
+        ordinal: u64,
+        value: RawBsonRef<'_>,
+        nodes: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Self {
+        // The value's bytes are copied as they are. (bson's owned `RawBson::Array` would walk
+        // and check every element of an array to count them, twice per targeted update.)
+        let mut holder = RawDocumentBuf::new();
+        holder.append(bson::raw::cstr!(""), value);
+        FieldState {
+            name: name.to_string(),
+            ordinal,
+            holder,
+            nodes,
+        }
+    }
+
+    /// The field's value.
+    pub fn value(&self) -> RawBsonRef<'_> {
+        // `holder` was built by appending one valid value, so reading it back finds that
+        // value (only its framing is looked at again).
+        match self.holder.iter().next() {
+            Some(Ok((_, v))) => v,
+            _ => RawBsonRef::Null,
+        }
+    }
+
+    /// Bytes the field takes in its document: type byte, name, NUL, value.
+    fn size(&self) -> usize {
+        // holder = 4 (length) + 1 (type) + 1 (empty name's NUL) + value + 1 (terminator)
+        self.holder.as_bytes().len() - 5 + self.name.len()
+    }
+}
+
+/// One change [`WriteTxn::write_fields`] makes: a top-level field and its new value (`None`
+/// removes it).
+pub type FieldChange<'a> = (&'a str, Option<RawBsonRef<'a>>);
 
 /// The parts of a stored document a targeted update read.
 #[derive(Debug, Clone)]
@@ -1964,12 +2002,7 @@ fn packed_view(key: &[u8], bson: &[u8], names: &[&str]) -> Result<DocView> {
         let (k, v) = el.map_err(|e| StorageError::Corrupt(e.to_string()))?;
         count += 1;
         if names.contains(&k.as_str()) && !fields.iter().any(|f| f.name == k.as_str()) {
-            fields.push(FieldState {
-                name: k.as_str().to_string(),
-                ordinal: i as u64,
-                value: doc::owned_value(v),
-                nodes: Vec::new(),
-            });
+            fields.push(FieldState::new(k.as_str(), i as u64, v, Vec::new()));
         }
     }
     // Request order, as for spilled documents.
@@ -1988,13 +2021,13 @@ fn packed_view(key: &[u8], bson: &[u8], names: &[&str]) -> Result<DocView> {
 /// place, removed, or appended in the order given.
 pub fn apply_field_changes(
     doc: &RawDocument,
-    changes: &[(String, Option<RawBson>)],
+    changes: &[FieldChange<'_>],
 ) -> Result<RawDocumentBuf> {
     let mut out = RawDocumentBuf::new();
     for el in doc.iter() {
         let (k, v) = el.map_err(|e| StorageError::Corrupt(e.to_string()))?;
-        match changes.iter().find(|(n, _)| n == k.as_str()) {
-            Some((_, Some(new))) => out.append(k, new.clone()),
+        match changes.iter().find(|(n, _)| *n == k.as_str()) {
+            Some((_, Some(new))) => out.append(k, *new),
             Some((_, None)) => {}
             None => out.append(k, v),
         }
@@ -2003,9 +2036,9 @@ pub fn apply_field_changes(
         if let Some(v) = new
             && doc.get(name).ok().flatten().is_none()
         {
-            let k = <&bson::raw::CStr>::try_from(name.as_str())
+            let k = <&bson::raw::CStr>::try_from(*name)
                 .map_err(|e| StorageError::BadValue(e.to_string()))?;
-            out.append(k, v.clone());
+            out.append(k, *v);
         }
     }
     Ok(out)
@@ -2013,6 +2046,12 @@ pub fn apply_field_changes(
 
 /// Bytes a field takes in its document: type byte, name, NUL, value.
 pub fn element_size(name: &str, v: RawBsonRef<'_>) -> usize {
+    // An embedded document or array is its framed bytes (no copy needed to measure it).
+    match v {
+        RawBsonRef::Document(d) => return 2 + name.len() + d.as_bytes().len(),
+        RawBsonRef::Array(a) => return 2 + name.len() + a.as_bytes().len(),
+        _ => {}
+    }
     let mut holder = RawDocumentBuf::new();
     holder.append(bson::raw::cstr!(""), v);
     // holder = 4 (length) + 1 (type) + 1 (empty name's NUL) + value + 1 (terminator)

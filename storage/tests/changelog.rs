@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use bson::{RawBson, RawDocumentBuf, rawdoc};
+use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 use cairn_storage::engine::memory::MemoryEngine;
 use cairn_storage::{Durability, StorageError, Store, StoreOptions};
 
@@ -56,7 +56,7 @@ fn writes_and_ddl_in_commit_order() {
         tx.write_fields(
             &meta,
             &view,
-            &[("a".to_string(), Some(RawBson::Document(rawdoc! {"b": 2})))],
+            &[("a", Some(RawBsonRef::Document(&rawdoc! {"b": 2})))],
         )
     })
     .unwrap();
@@ -184,7 +184,7 @@ fn updates_that_repack_are_logged_as_updates() {
         s.write(Durability::Buffered, |tx| -> Result<(), StorageError> {
             let key = cairn_storage::store::id_key(bson::RawBsonRef::Int32(id))?;
             let view = tx.read_fields(&meta, &key, &[name])?.unwrap();
-            tx.write_fields(&meta, &view, &[(name.to_string(), Some(v.clone()))])
+            tx.write_fields(&meta, &view, &[(name, Some(v.as_raw_bson_ref()))])
         })
         .unwrap();
     };

@@ -4,7 +4,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use bson::{RawBson, RawDocumentBuf, rawdoc};
+use bson::{RawBsonRef, RawDocumentBuf, rawdoc};
 use cairn_storage::engine::Engine;
 use cairn_storage::engine::fjall::{FjallEngine, FjallOptions};
 use cairn_storage::engine::memory::MemoryEngine;
@@ -98,7 +98,7 @@ fn writes_maintain_entries() {
             .write(Durability::Buffered, |tx| -> Result<(), StorageError> {
                 let key = id_key(bson::RawBsonRef::Int32(10))?;
                 let view = tx.read_fields(&meta, &key, &["a"])?.unwrap();
-                tx.write_fields(&meta, &view, &[("a".into(), Some(RawBson::Int32(99)))])
+                tx.write_fields(&meta, &view, &[("a", Some(RawBsonRef::Int32(99)))])
             })
             .unwrap();
         let e = entries(&store, "a_1");
@@ -109,7 +109,7 @@ fn writes_maintain_entries() {
             .write(Durability::Buffered, |tx| -> Result<(), StorageError> {
                 let key = id_key(bson::RawBsonRef::Int32(10))?;
                 let view = tx.read_fields(&meta, &key, &["a"])?.unwrap();
-                tx.write_fields(&meta, &view, &[("a".into(), Some(RawBson::Double(99.0)))])
+                tx.write_fields(&meta, &view, &[("a", Some(RawBsonRef::Double(99.0)))])
             })
             .unwrap();
         let e = entries(&store, "a_1");
@@ -124,7 +124,7 @@ fn writes_maintain_entries() {
             .write(Durability::Buffered, |tx| -> Result<(), StorageError> {
                 let key = id_key(bson::RawBsonRef::Int32(10))?;
                 let view = tx.read_fields(&meta, &key, &["b"])?.unwrap();
-                tx.write_fields(&meta, &view, &[("b".into(), Some(RawBson::Int32(1)))])
+                tx.write_fields(&meta, &view, &[("b", Some(RawBsonRef::Int32(1)))])
             })
             .unwrap();
         let written = store
@@ -184,11 +184,7 @@ fn unique_indexes_refuse_duplicates() {
         let r = store.write(Durability::Buffered, |tx| -> Result<(), StorageError> {
             let key = id_key(bson::RawBsonRef::Int32(2))?;
             let view = tx.read_fields(&meta, &key, &["u"])?.unwrap();
-            tx.write_fields(
-                &meta,
-                &view,
-                &[("u".into(), Some(RawBson::String("x".into())))],
-            )
+            tx.write_fields(&meta, &view, &[("u", Some(RawBsonRef::String("x")))])
         });
         assert!(matches!(r, Err(StorageError::DuplicateKey { .. })));
         assert_eq!(entries(&store, "u_1").len(), 2);

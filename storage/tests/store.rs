@@ -562,7 +562,11 @@ mod targeted_updates {
         store
             .write(Durability::Buffered, |tx| -> Result<_, StorageError> {
                 let view = tx.read_fields(meta, key, names)?.unwrap();
-                let changes = f(&view);
+                let owned = f(&view);
+                let changes: Vec<cairn_storage::store::FieldChange<'_>> = owned
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_ref().map(RawBson::as_raw_bson_ref)))
+                    .collect();
                 let before = tx.writes();
                 let reads = tx.reads();
                 tx.write_fields(meta, &view, &changes)?;
@@ -597,7 +601,7 @@ mod targeted_updates {
     fn inc_rewrites_one_leaf() {
         let (store, meta, key) = setup(rawdoc! {"_id": 1, "a": 5, "big": array(500), "z": "s"});
         let (reads, writes) = update(&store, &meta, &key, &["a"], |v| {
-            let a = v.field("a").unwrap().value.as_i32().unwrap();
+            let a = v.field("a").unwrap().value().as_i32().unwrap();
             vec![("a".into(), Some(RawBson::Int32(a + 1)))]
         });
         assert_eq!(
@@ -626,10 +630,10 @@ mod targeted_updates {
     fn appending_to_a_large_array_writes_constant_keys() {
         let (store, meta, key) = setup(rawdoc! {"_id": 1, "tags": array(1000)});
         let (reads, writes) = update(&store, &meta, &key, &["tags"], |v| {
-            let RawBson::Array(a) = &v.field("tags").unwrap().value else {
+            let RawBsonRef::Array(a) = v.field("tags").unwrap().value() else {
                 panic!()
             };
-            let mut a = a.clone();
+            let mut a: RawArrayBuf = a.into_iter().map(Result::unwrap).collect();
             a.push(1000);
             vec![("tags".into(), Some(RawBson::Array(a)))]
         });
@@ -800,10 +804,7 @@ mod targeted_updates {
             tx.write_fields(
                 &meta,
                 &view,
-                &[(
-                    "t".into(),
-                    Some(RawBson::String("y".repeat(9 * 1024 * 1024))),
-                )],
+                &[("t", Some(RawBsonRef::String(&"y".repeat(9 * 1024 * 1024))))],
             )
         });
         assert!(matches!(r, Err(StorageError::DocumentTooLarge { .. })));

@@ -1,6 +1,7 @@
-//! Reading one top-level field of a raw document by walking its bytes: each element's key is
-//! compared as bytes and its value skipped by its type's length, without building the
-//! generic iterator's item for every element before the one wanted.
+//! Reading one top-level field of a raw document by walking its bytes
+//! ([`cairn_storage::elements`]): each element's key is compared as bytes and its value
+//! skipped by its type's length, without building the generic iterator's item for every
+//! element before the one wanted.
 //!
 //! Invariant: [`field`] returns exactly what [`crate::path::field`] returns (the first field
 //! of that name, `None` when absent or when malformed BSON ends the search first): anything
@@ -9,16 +10,15 @@
 //! Never panics.
 
 use bson::{RawBsonRef, RawDocument};
+use cairn_storage::elements::{Elements, Step};
 
 /// The first field called `name` in `d` (see the module docs).
 pub(crate) fn field<'a>(d: &'a RawDocument, name: &str) -> Option<RawBsonRef<'a>> {
     match walk(d.as_bytes(), name.as_bytes()) {
-        Walk::Found(start, end, kind) => {
-            match d.as_bytes().get(start..end).and_then(|v| value(kind, v)) {
-                Some(v) => Some(v),
-                None => crate::path::field(d, name),
-            }
-        }
+        Walk::Found(v, kind) => match value(kind, v) {
+            Some(v) => Some(v),
+            None => crate::path::field(d, name),
+        },
         Walk::Absent => None,
         Walk::Unsure => crate::path::field(d, name),
     }
@@ -34,11 +34,8 @@ pub(crate) enum Found<'a> {
 
 /// [`field`], with an array given as its bytes (read by this walk without the generic one).
 pub(crate) fn field_or_array<'a>(d: &'a RawDocument, name: &str) -> Found<'a> {
-    if let Walk::Found(start, end, 0x04) = walk(d.as_bytes(), name.as_bytes())
-        && let Some(a) = d
-            .as_bytes()
-            .get(start..end)
-            .and_then(|v| RawDocument::from_bytes(v).ok())
+    if let Walk::Found(v, 0x04) = walk(d.as_bytes(), name.as_bytes())
+        && let Ok(a) = RawDocument::from_bytes(v)
     {
         return Found::Array(a);
     }
@@ -51,82 +48,36 @@ pub(crate) fn field_or_array<'a>(d: &'a RawDocument, name: &str) -> Found<'a> {
     }
 }
 
-enum Walk {
+enum Walk<'a> {
     /// The value's bytes and its type.
-    Found(usize, usize, u8),
+    Found(&'a [u8], u8),
     /// No such field, every element read plainly.
     Absent,
     /// Leave it to the generic walk.
     Unsure,
 }
 
-fn walk(b: &[u8], name: &[u8]) -> Walk {
-    let Some(end) = b.len().checked_sub(1) else {
-        return Walk::Unsure;
-    };
-    let mut off = 4usize;
-    while off < end {
-        let Some(&kind) = b.get(off) else {
-            return Walk::Unsure;
-        };
-        let key_start = off + 1;
-        let Some(rest) = b.get(key_start..end) else {
-            return Walk::Unsure;
-        };
-        let Some(key_len) = rest.iter().position(|&c| c == 0) else {
-            return Walk::Unsure;
-        };
-        let key = rest.get(..key_len).unwrap_or_default();
-        if !key.is_ascii() {
-            return Walk::Unsure;
-        }
-        let v = key_start + key_len + 1;
-        let Some(len) = b.get(v..end).and_then(|r| value_len(kind, r)) else {
-            return Walk::Unsure;
-        };
-        if key == name {
-            return Walk::Found(v, v + len, kind);
-        }
-        // The generic walk reads every value before the one wanted, and stops at one it
-        // cannot read: so must this one.
-        if !readable(kind, b.get(v..v + len).unwrap_or_default()) {
-            return Walk::Unsure;
-        }
-        off = v + len;
-    }
-    if off == end {
-        Walk::Absent
-    } else {
-        Walk::Unsure
-    }
-}
-
-fn i32_at(b: &[u8], at: usize) -> Option<i32> {
-    let s: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
-    Some(i32::from_le_bytes(s))
-}
-
-/// The length of a value of type `kind` at the start of `r` (`None`: not sized here, or
-/// longer than `r`).
-fn value_len(kind: u8, r: &[u8]) -> Option<usize> {
-    let len = match kind {
-        0x01 | 0x09 | 0x11 | 0x12 => 8,
-        0x10 => 4,
-        0x08 => 1,
-        0x07 => 12,
-        0x13 => 16,
-        0x0A | 0x06 | 0xFF | 0x7F => 0,
-        0x02 | 0x0D | 0x0E => 4 + usize::try_from(i32_at(r, 0)?).ok()?,
-        0x03 | 0x04 => {
-            let n = usize::try_from(i32_at(r, 0)?).ok()?;
-            if n < 5 || r.get(n.checked_sub(1)?) != Some(&0) {
-                return None;
+fn walk<'a>(b: &'a [u8], name: &[u8]) -> Walk<'a> {
+    let mut elements = Elements::new(b);
+    loop {
+        match elements.step() {
+            Step::Element(e) => {
+                if !e.key.is_ascii() {
+                    return Walk::Unsure;
+                }
+                if e.key == name {
+                    return Walk::Found(e.value, e.kind);
+                }
+                // The generic walk reads every value before the one wanted, and stops at one
+                // it cannot read: so must this one.
+                if !readable(e.kind, e.value) {
+                    return Walk::Unsure;
+                }
             }
-            n
+            Step::End => return Walk::Absent,
+            Step::Unsure => return Walk::Unsure,
         }
-        _ => return None,
-    };
-    (len <= r.len()).then_some(len)
+    }
 }
 
 /// Whether the generic walk reads the value of type `kind` in `v` without an error.

@@ -8,9 +8,10 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
+use bson::{RawArray, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 use cairn_storage::compare::compare_values;
 use cairn_storage::display;
+use cairn_storage::elements::{Elements, Step};
 
 use super::Now;
 use super::arith::{self, BitOp, Num};
@@ -740,6 +741,7 @@ pub(crate) fn update_existing(op: &Op, v: &mut Value<'_>, ctx: &Ctx<'_>) -> Resu
             for x in values {
                 let x = x.as_raw_bson_ref();
                 let present = match raw {
+                    Some(arr) if let Some(found) = string_in_array(arr, x) => found,
                     Some(arr) => {
                         let mut found = false;
                         for el in arr {
@@ -967,4 +969,31 @@ fn sort_items(items: &mut Vec<Value<'_>>, spec: &SortSpec) -> Result<()> {
     });
     items.extend(keyed.into_iter().map(|(_, v)| v));
     Ok(())
+}
+
+/// Whether the string `x` is an element of the stored array `arr`, decided on bytes
+/// ([`cairn_storage::elements`]): a string equals exactly the strings and symbols with the same
+/// bytes, and no value of another type. `None` when `x` is not a string or the walk is unsure
+/// of the array (the caller then compares element by element).
+fn string_in_array(arr: &RawArray, x: RawBsonRef<'_>) -> Option<bool> {
+    let RawBsonRef::String(s) = x else {
+        return None;
+    };
+    // The value's bytes as stored: length (with the NUL), the text, the NUL.
+    let mut want = Vec::with_capacity(s.len() + 5);
+    want.extend_from_slice(&i32::try_from(s.len() + 1).ok()?.to_le_bytes());
+    want.extend_from_slice(s.as_bytes());
+    want.push(0);
+    let mut elements = Elements::new(arr.as_bytes());
+    loop {
+        match elements.step() {
+            Step::Element(e) => {
+                if matches!(e.kind, 0x02 | 0x0E) && e.value == want.as_slice() {
+                    return Some(true);
+                }
+            }
+            Step::End => return Some(false),
+            Step::Unsure => return None,
+        }
+    }
 }
