@@ -133,15 +133,14 @@ pub(crate) fn parse_statement(
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
-        let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
         super::insert::check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
-        let ordered = opt_strict_bool(body, "delete", "ordered")?.unwrap_or(true);
-        let wc = WriteConcern::from_command(body)?;
-        let lang = Lang::for_command(body, "delete", crate::lang::cluster_time(inv.server))?;
-        let stmts = match body.get("deletes") {
+        let ordered = opt_strict_bool(inv.parsed, "delete", "ordered")?.unwrap_or(true);
+        let wc = WriteConcern::from_command(inv.parsed)?;
+        let lang = Lang::for_command(inv.parsed, "delete", crate::lang::cluster_time(inv.server))?;
+        let stmts = match inv.parsed.get("deletes") {
             Ok(Some(RawBsonRef::Array(a))) => a,
             Ok(Some(other)) => {
                 return Err(CommandError::wrong_type(
@@ -174,7 +173,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let target = inv.op.target.clone();
         let ordered = ordered || target.in_txn();
         let retry = inv.op.retry;
-        let stmt_ids = crate::session::retry::stmt_ids(body, "delete", parsed.len())?;
+        let stmt_ids = crate::session::retry::stmt_ids(inv.parsed, "delete", parsed.len())?;
         // One statement by `_id` deletes one document: inline (see `blocking::short_write`).
         let point = parsed.len() == 1
             && matches!(parsed.first(), Some(Ok(st))

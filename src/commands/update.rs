@@ -508,16 +508,16 @@ fn changes_of(applied: &Applied) -> Result<Vec<FieldChange<'_>>, StorageError> {
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
-        let body = inv.req.body;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
         super::insert::check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
-        let ordered = opt_strict_bool(body, "update", "ordered")?.unwrap_or(true);
-        let bypass = opt_strict_bool(body, "update", "bypassDocumentValidation")?.unwrap_or(false);
-        let wc = WriteConcern::from_command(body)?;
-        let lang = Lang::for_command(body, "update", crate::lang::cluster_time(inv.server))?;
-        let stmts = match body.get("updates") {
+        let ordered = opt_strict_bool(inv.parsed, "update", "ordered")?.unwrap_or(true);
+        let bypass =
+            opt_strict_bool(inv.parsed, "update", "bypassDocumentValidation")?.unwrap_or(false);
+        let wc = WriteConcern::from_command(inv.parsed)?;
+        let lang = Lang::for_command(inv.parsed, "update", crate::lang::cluster_time(inv.server))?;
+        let stmts = match inv.parsed.get("updates") {
             Ok(Some(RawBsonRef::Array(a))) => a,
             Ok(Some(other)) => {
                 return Err(CommandError::wrong_type(
@@ -550,7 +550,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let target = inv.op.target.clone();
         let ordered = ordered || target.in_txn();
         let retry = inv.op.retry;
-        let stmt_ids = crate::session::retry::stmt_ids(body, "update", parsed.len())?;
+        let stmt_ids = crate::session::retry::stmt_ids(inv.parsed, "update", parsed.len())?;
         // One statement by `_id` writes one document: inline (see `blocking::short_write`).
         let point = parsed.len() == 1
             && matches!(parsed.first(), Some(Ok(st))

@@ -53,8 +53,12 @@ impl Retry {
 
 /// The statement ids of a write command with `count` statements: `stmtIds` when given (one
 /// per statement), else `stmtId` + position, else the positions.
-pub fn stmt_ids(body: &RawDocument, cmd: &str, count: usize) -> Result<Vec<i32>, CommandError> {
-    match body.get("stmtIds") {
+pub fn stmt_ids<'a>(
+    body: impl crate::commands::Args<'a>,
+    cmd: &str,
+    count: usize,
+) -> Result<Vec<i32>, CommandError> {
+    match body.arg("stmtIds") {
         Ok(Some(RawBsonRef::Array(a))) => {
             let mut ids = Vec::with_capacity(count);
             for v in a {
@@ -85,7 +89,7 @@ pub fn stmt_ids(body: &RawDocument, cmd: &str, count: usize) -> Result<Vec<i32>,
             "array",
         )),
         _ => {
-            let base = match body.get("stmtId") {
+            let base = match body.arg("stmtId") {
                 Ok(Some(RawBsonRef::Int32(i))) => i,
                 _ => 0,
             };
