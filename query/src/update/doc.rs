@@ -215,8 +215,11 @@ fn append(out: &mut RawDocumentBuf, name: &str, v: &Value<'_>) -> Result<()> {
             out.append(key, RawBsonRef::Document(&d));
         }
         Value::Arr(items) => {
-            let a = write_items(items)?;
-            out.append(key, RawBsonRef::Array(&a));
+            let holder = array_holder(items)?;
+            match holder.get("") {
+                Ok(Some(a @ RawBsonRef::Array(_))) => out.append(key, a),
+                _ => return Err(malformed("array element")),
+            }
         }
     }
     Ok(())
@@ -228,6 +231,27 @@ pub(crate) fn write_fields(fields: &[(Cow<'_, str>, Value<'_>)]) -> Result<RawDo
         append(&mut out, k, v)?;
     }
     Ok(out)
+}
+
+/// An expanded array written as the one-field document `{"": [items…]}`, from which its
+/// `RawBsonRef::Array` is read back. (bson's `RawArrayBuf::push` formats and allocates each
+/// element's index key; here the keys come from one `itoa` buffer and the elements are
+/// written once.)
+fn array_holder(items: &[Value<'_>]) -> Result<RawDocumentBuf> {
+    let mut elements = RawDocumentBuf::new();
+    let mut digits = itoa::Buffer::new();
+    for (i, v) in items.iter().enumerate() {
+        append(&mut elements, digits.format(i), v)?;
+    }
+    let array = elements.as_bytes();
+    let len = i32::try_from(array.len() + 7).map_err(|_| malformed("array too large"))?;
+    // length, type 0x04, the empty name's NUL, the array, the terminator
+    let mut holder = Vec::with_capacity(array.len() + 7);
+    holder.extend_from_slice(&len.to_le_bytes());
+    holder.extend_from_slice(&[0x04, 0x00]);
+    holder.extend_from_slice(array);
+    holder.push(0);
+    RawDocumentBuf::from_bytes(holder).map_err(malformed)
 }
 
 fn write_items(items: &[Value<'_>]) -> Result<RawArrayBuf> {
