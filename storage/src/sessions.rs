@@ -127,6 +127,19 @@ impl WriteTxn<'_> {
         committed: bool,
     ) -> Result<Option<SessionRecord>> {
         let before = self.session_record(lsid)?;
+        self.advance_session_record(lsid, before, txn, committed)?;
+        Ok(before)
+    }
+
+    /// [`WriteTxn::set_session_record`] given the record `before` already read in this
+    /// transaction.
+    fn advance_session_record(
+        &mut self,
+        lsid: &Lsid,
+        before: Option<SessionRecord>,
+        txn: i64,
+        committed: bool,
+    ) -> Result<()> {
         if let Some(b) = before
             && b.txn_number != txn
         {
@@ -149,7 +162,7 @@ impl WriteTxn<'_> {
         rec.append(cstr!("lastUse"), bson::DateTime::now());
         self.tx
             .put(CATALOG_SPACE, &session_key(lsid), rec.as_bytes())?;
-        Ok(before)
+        Ok(())
     }
 
     /// Records that statements `stmts` of retryable write `txn` executed with `result`, in this
@@ -166,9 +179,7 @@ impl WriteTxn<'_> {
         };
         match self.session_record(lsid)? {
             Some(r) if r.txn_number == txn && !r.committed => {}
-            _ => {
-                self.set_session_record(lsid, txn, false)?;
-            }
+            before => self.advance_session_record(lsid, before, txn, false)?,
         }
         let mut ids = bson::RawArrayBuf::new();
         for s in stmts {
