@@ -988,6 +988,18 @@ fn batched_reads_equal_point_reads_in_the_order_asked() {
             .collect(),
             // fewer than a walk needs
             vec![bson::Bson::Int32(3), bson::Bson::Int32(1000)],
+            // every document backwards, missing keys and duplicates among them
+            (-20..620)
+                .rev()
+                .chain([7, 599, 300, 0])
+                .map(bson::Bson::Int32)
+                .collect(),
+            // a dense walk, then sparse point reads
+            (0..560)
+                .chain((560..600).step_by(3))
+                .chain((600..2000).step_by(5))
+                .map(bson::Bson::Int32)
+                .collect(),
             vec![],
         ];
         for set in sets {

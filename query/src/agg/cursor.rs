@@ -18,8 +18,21 @@
 //! ([`crate::agg::Host::record_work`]: the operation's `keysExamined`, `docsExamined`,
 //! `planSummary`).
 //!
-//! Invariant: between calls the stage keeps only the plan's position (no snapshot), so a
-//! cursor may continue it on a newer snapshot.
+//! # Reading ahead on a second thread
+//! A large read overlaps with the stages that consume it: when a consuming stage drains the
+//! `$cursor` stage ([`DocStream::drain`]: `$group`, through `$unwind` too) or a blocking sort
+//! takes the whole plan, and the plan is still going after its first storage call, the rest of
+//! the plan runs on a scoped second thread ([`ReadAhead`]) that fetches, decodes and projects
+//! batches while this thread runs the pipeline on the batches before. Only a snapshot can be
+//! shared ([`crate::plan::Source::shared`]); a write transaction reads on one thread. Short
+//! reads, plans with a skip or limit still to apply, counts, and documents pulled one at a
+//! time (`next`) never start a thread.
+//!
+//! Invariants: between calls the stage keeps only the plan's position (no snapshot), so a
+//! cursor may continue it on a newer snapshot; a read-ahead thread ends within the call that
+//! started it; documents reach the pipeline in plan order, the same documents and errors as
+//! on one thread, with at most a few bounded batches in flight. The work reported is the
+//! same, except when a stage fails mid-way: the batches read ahead of it count as examined.
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -33,12 +46,12 @@ use super::stages::limit::Limit;
 use super::stages::match_::Match;
 use super::stages::skip::Skip;
 use super::stages::sort::Sort;
-use super::{DocStream, ExecCx, Options, Stage};
+use super::{DocStream, ExecCx, Host, Options, Stage};
 use crate::error::Result;
 use crate::expr::ExprExtensions;
 use crate::filter::Filter;
 use crate::jsonschema::WithJsonSchema;
-use crate::plan::{Chosen, Execution, Hint, Plan, Query, Stats, Trial, choose};
+use crate::plan::{Chosen, Execution, Hint, Plan, Query, Source, Stats, Trial, choose};
 use crate::projection::Projection;
 use crate::sort::{SortSpec, SortedDocs, Sorter};
 
@@ -321,8 +334,13 @@ struct CursorStream {
 
 /// Reports `exec`'s work since `seen` to the host ([`crate::agg::Host::record_work`]).
 pub(crate) fn report_work(cx: &ExecCx<'_>, exec: &Execution, seen: &mut (u64, u64)) {
+    report_work_to(cx.host, exec, seen);
+}
+
+/// [`report_work`] given the host alone (from the read-ahead thread).
+fn report_work_to(host: &dyn Host, exec: &Execution, seen: &mut (u64, u64)) {
     let now = (exec.stats.keys_examined, exec.stats.docs_examined);
-    cx.host.record_work(
+    host.record_work(
         exec.plan(),
         now.0.saturating_sub(seen.0),
         now.1.saturating_sub(seen.1),
@@ -332,8 +350,91 @@ pub(crate) fn report_work(cx: &ExecCx<'_>, exec: &Execution, seen: &mut (u64, u6
 
 /// Documents fetched per storage call.
 const BATCH: usize = 256;
+/// Documents fetched per storage call feeding a blocking sort.
+const SORT_BATCH: usize = 1000;
 /// Work per storage call.
 const BUDGET: u64 = 10_000;
+/// Storage calls made on the consumer's thread before the rest of a drain or a blocking
+/// sort's input is read ahead on a second thread ([`ReadAhead`]): short reads never start a
+/// thread.
+const AHEAD_AFTER_BATCHES: usize = 1;
+/// Batches the read-ahead thread may have finished and not yet handed over.
+const IN_FLIGHT: usize = 2;
+/// Bytes per read-ahead batch (one document may exceed it). With [`IN_FLIGHT`] waiting, one
+/// being read and one being consumed, a read-ahead holds at most about four of these beyond
+/// what the pipeline holds.
+const AHEAD_BATCH_BYTES: usize = 1024 * 1024;
+
+/// Reading a plan to its end on a second thread while the caller's thread runs the rest of
+/// the pipeline on what it read. The documents reach the consumer in plan order, in batches
+/// through a bounded channel ([`IN_FLIGHT`] batches of at most about [`AHEAD_BATCH_BYTES`]),
+/// so memory stays bounded however far the plan goes. Both threads read one snapshot (a
+/// [`Source::shared`] source), so the documents are those the serial path would read. The
+/// reading thread checks for interruption before every storage call, as the serial path does,
+/// and an error (read or interruption) reaches the consumer after every document read before
+/// it; when the consumer fails, the channel closes and the reader stops after its current
+/// batch. The thread is scoped: it ends before the call that started it returns, so nothing
+/// outlives the call's snapshot.
+struct ReadAhead<'a> {
+    src: &'a (dyn Source + Sync),
+    host: &'a dyn Host,
+    stage: &'a CursorStage,
+    meta: &'a CollectionMeta,
+    max_docs: usize,
+    /// Whether documents leave projected ([`CursorStage::project`]; done on the reading
+    /// thread).
+    project: bool,
+}
+
+impl ReadAhead<'_> {
+    /// One batch: what the serial path does per storage call.
+    fn batch(&self, exec: &mut Execution, seen: &mut (u64, u64)) -> Result<Vec<RawDocumentBuf>> {
+        self.host.check_interrupt()?;
+        let docs = exec.next(
+            self.src,
+            self.meta,
+            self.max_docs,
+            AHEAD_BATCH_BYTES,
+            BUDGET,
+        )?;
+        self.stage.update_stats(exec);
+        report_work_to(self.host, exec, seen);
+        if self.project {
+            docs.into_iter().map(|d| self.stage.project(d)).collect()
+        } else {
+            Ok(docs)
+        }
+    }
+
+    /// Runs `exec` to its end, passing every document to `consume` on this thread in order.
+    fn run(
+        self,
+        exec: &mut Execution,
+        seen: &mut (u64, u64),
+        consume: &mut dyn FnMut(RawDocumentBuf) -> Result<()>,
+    ) -> Result<()> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<RawDocumentBuf>>>(IN_FLIGHT);
+        std::thread::scope(|s| {
+            let reader = &self;
+            s.spawn(move || {
+                while !exec.is_exhausted() {
+                    let batch = reader.batch(exec, seen);
+                    let failed = batch.is_err();
+                    if tx.send(batch).is_err() || failed {
+                        return;
+                    }
+                }
+                reader.stage.update_stats(exec);
+            });
+            for batch in rx {
+                for d in batch? {
+                    consume(d)?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
 
 impl CursorStream {
     fn start(&mut self, cx: &ExecCx<'_>) -> Result<()> {
@@ -367,12 +468,30 @@ impl CursorStream {
                 sorter.push(d)?;
             }
             let mut exec = chosen.exec;
+            let mut batches = 0usize;
             while !exec.is_exhausted() {
+                // A scan still going after its first batches reads the rest on a second
+                // thread while this one sorts.
+                if batches >= AHEAD_AFTER_BATCHES
+                    && let Some(src) = cx.source.shared()
+                {
+                    let ahead = ReadAhead {
+                        src,
+                        host: cx.host,
+                        stage: st,
+                        meta: &meta,
+                        max_docs: SORT_BATCH,
+                        project: false,
+                    };
+                    ahead.run(&mut exec, &mut self.seen, &mut |d| sorter.push(d))?;
+                    break;
+                }
                 cx.host.check_interrupt()?;
-                for d in exec.next(cx.source, &meta, 1000, 16 * 1024 * 1024, BUDGET)? {
+                for d in exec.next(cx.source, &meta, SORT_BATCH, 16 * 1024 * 1024, BUDGET)? {
                     sorter.push(d)?;
                 }
                 report_work(cx, &exec, &mut self.seen);
+                batches += 1;
             }
             st.update_stats(&exec);
             self.state = State::Sorted {
@@ -397,12 +516,16 @@ impl CursorStream {
         };
         Ok(())
     }
+}
 
+impl CursorStage {
+    /// `d` as the stage hands it on: projected to the needed fields unless the next stage
+    /// is `$group` (see [`CursorStage::project_output`]).
     fn project(&self, d: RawDocumentBuf) -> Result<RawDocumentBuf> {
-        if !self.stage.project_output {
+        if !self.project_output {
             return Ok(d);
         }
-        if let Some(names) = &self.stage.top_level {
+        if let Some(names) = &self.top_level {
             // An inclusion of top-level fields keeps them in document order, whatever their
             // type: a copy of those elements (what the projection would build).
             let mut out = RawDocumentBuf::new();
@@ -414,14 +537,75 @@ impl CursorStream {
             }
             return Ok(out);
         }
-        match &self.stage.projection {
+        match &self.projection {
             Some((p, _)) => p.apply(&d, None),
             None => Ok(d),
         }
     }
 }
 
+impl CursorStream {
+    /// Whether the rest of the plan may be read ahead: a plan producing documents (not a
+    /// count), with nothing buffered, no skip or limit left to apply, and more to read.
+    fn can_read_ahead(&self) -> bool {
+        let count_only = self.stage.count_only && self.stage.sort.is_none();
+        match &self.state {
+            State::Plan {
+                exec,
+                pending,
+                skip,
+                remaining,
+                ..
+            } => {
+                !count_only
+                    && pending.is_empty()
+                    && *skip == 0
+                    && remaining.is_none()
+                    && !exec.is_exhausted()
+            }
+            _ => false,
+        }
+    }
+}
+
 impl DocStream for CursorStream {
+    /// As [`DocStream::next`] one by one; once the plan has made [`AHEAD_AFTER_BATCHES`]
+    /// storage calls and still has more, the rest is read ahead on a second thread
+    /// ([`ReadAhead`]) when the source is a snapshot.
+    fn drain(
+        &mut self,
+        cx: &ExecCx<'_>,
+        f: &mut dyn FnMut(&bson::RawDocument) -> Result<()>,
+    ) -> Result<()> {
+        let mut calls = 0usize;
+        loop {
+            if matches!(&self.state, State::Plan { pending, .. } if pending.is_empty()) {
+                if calls >= AHEAD_AFTER_BATCHES
+                    && self.can_read_ahead()
+                    && let Some(src) = cx.source.shared()
+                    && let State::Plan { meta, exec, .. } = &mut self.state
+                {
+                    let ahead = ReadAhead {
+                        src,
+                        host: cx.host,
+                        stage: &self.stage,
+                        meta,
+                        max_docs: BATCH,
+                        project: true,
+                    };
+                    ahead.run(exec, &mut self.seen, &mut |d| f(&d))?;
+                    self.state = State::Done;
+                    return Ok(());
+                }
+                calls += 1;
+            }
+            match self.next(cx)? {
+                Some(d) => f(&d)?,
+                None => return Ok(()),
+            }
+        }
+    }
+
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
         if matches!(self.state, State::Start) {
             self.start(cx)?;
@@ -446,7 +630,7 @@ impl DocStream for CursorStream {
                             if count_only {
                                 return Ok(Some(RawDocumentBuf::new()));
                             }
-                            self.project(d).map(Some)
+                            self.stage.project(d).map(Some)
                         }
                         None => Ok(None),
                     };
@@ -493,7 +677,7 @@ impl DocStream for CursorStream {
                         if let Some(r) = remaining.as_mut() {
                             *r -= 1;
                         }
-                        return self.project(d).map(Some);
+                        return self.stage.project(d).map(Some);
                     }
                     if exec.is_exhausted() {
                         self.stage.update_stats(exec);

@@ -74,6 +74,13 @@ pub trait Source {
     ) -> std::result::Result<Vec<Option<RawDocumentBuf>>, StorageError> {
         keys.iter().map(|k| self.get_by_key(coll, k)).collect()
     }
+
+    /// This source as one several threads may read at once (a snapshot: every thread sees
+    /// the same moment), or `None` (a write transaction, whose reads join its conflict
+    /// checks from one thread). Large aggregations read ahead on a second thread through it.
+    fn shared(&self) -> Option<&(dyn Source + Sync)> {
+        None
+    }
 }
 
 impl Source for ReadTxn {
@@ -113,6 +120,10 @@ impl Source for ReadTxn {
         keys: &[&[u8]],
     ) -> std::result::Result<Vec<Option<RawDocumentBuf>>, StorageError> {
         ReadTxn::get_many_by_key(self, coll, keys)
+    }
+
+    fn shared(&self) -> Option<&(dyn Source + Sync)> {
+        Some(self)
     }
 }
 

@@ -17,7 +17,8 @@
 //! A consuming stage that drains its whole input (`$group`, through [`DocStream::drain`])
 //! gets the outputs of a top-level path without `includeArrayIndex` built one after the
 //! other in one reused buffer, each element's bytes copied as they are: no allocation per
-//! output. A `$lookup` that absorbed this stage builds its outputs with
+//! output; it drains its own input in turn, so a `$cursor` below may read ahead on a second
+//! thread ([`crate::agg::cursor`]). A `$lookup` that absorbed this stage builds its outputs with
 //! [`Unwind::lookup_output`] and [`Unwind::lookup_no_match`].
 //!
 //! Errors: 15981 bad specification type, 28812 no path, 28808 path not a string, 28818 path
@@ -408,8 +409,9 @@ impl DocStream for UnwindStream {
             }
         };
         let mut buf = Vec::new();
-        while let Some(doc) = self.input.next(cx)? {
-            let found = match crate::expr::field::field_or_array(&doc, name) {
+        // The input drains too, so a `$cursor` below may read ahead on a second thread.
+        self.input.drain(cx, &mut |doc| {
+            let found = match crate::expr::field::field_or_array(doc, name) {
                 Found::Array(arr) => Ok(arr),
                 Found::Value(v) => Err(v),
             };
@@ -421,7 +423,7 @@ impl DocStream for UnwindStream {
                         n += 1;
                         write_top_level(
                             &mut buf,
-                            &doc,
+                            doc,
                             name,
                             NewValue::<std::iter::Empty<&RawDocument>>::Raw(
                                 el.kind(),
@@ -434,24 +436,25 @@ impl DocStream for UnwindStream {
                         f(out)?;
                     }
                     if n == 0
-                        && let Some(out) = without_elements(&stage, doc, Unwound::EmptyArray)?
+                        && let Some(out) =
+                            without_elements(&stage, doc.to_owned(), Unwound::EmptyArray)?
                     {
                         f(&out)?;
                     }
                 }
                 Err(None | Some(RawBsonRef::Null) | Some(RawBsonRef::Undefined)) => {
-                    if let Some(out) = without_elements(&stage, doc, Unwound::Nothing)? {
+                    if let Some(out) = without_elements(&stage, doc.to_owned(), Unwound::Nothing)? {
                         f(&out)?;
                     }
                 }
                 Err(Some(_)) => {
-                    if let Some(out) = without_elements(&stage, doc, Unwound::Scalar)? {
+                    if let Some(out) = without_elements(&stage, doc.to_owned(), Unwound::Scalar)? {
                         f(&out)?;
                     }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
