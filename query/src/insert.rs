@@ -14,6 +14,7 @@
 use std::borrow::Cow;
 
 use bson::raw::cstr;
+use bson::spec::ElementType;
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf, Timestamp};
 
 use crate::error::{QueryError, Result};
@@ -62,19 +63,24 @@ pub fn prepare<'a>(
     let mut id: Option<RawBsonRef<'a>> = None;
     let mut id_first = false;
     let mut empty_ts = false;
-    for (i, el) in doc.iter().enumerate() {
-        let (k, v) = el.map_err(|e| QueryError::BadValue(e.to_string()))?;
-        if k.as_str() == "_id" {
+    // Only `_id` and timestamps are looked at: the other values are stepped over without
+    // being read (the document was validated when it was received).
+    for (i, el) in doc.iter_elements().enumerate() {
+        let el = el.map_err(|e| QueryError::BadValue(e.to_string()))?;
+        if el.key().as_str() == "_id" {
             if id.is_some() {
                 return Err(QueryError::BadValue(
                     "can't have multiple _id fields in one document".into(),
                 ));
             }
+            let v = el
+                .value()
+                .map_err(|e| QueryError::BadValue(e.to_string()))?;
             check_id(v)?;
             id = Some(v);
             id_first = i == 0;
-        }
-        if let RawBsonRef::Timestamp(t) = v
+        } else if el.element_type() == ElementType::Timestamp
+            && let Ok(RawBsonRef::Timestamp(t)) = el.value()
             && t.time == 0
             && t.increment == 0
         {

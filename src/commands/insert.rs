@@ -9,7 +9,8 @@
 //!    [`CHUNK_DOCS`] documents / [`CHUNK_BYTES`] bytes. Each document is atomic; a duplicate
 //!    `_id` is write error 11000 with `keyPattern`/`keyValue`, a document the collection's
 //!    validator refuses write error 121 with `errInfo` (unless `bypassDocumentValidation`).
-//!    Ordered inserts stop at the first error, unordered ones carry on.
+//!    Ordered inserts stop at the first error, unordered ones carry on. A retryable write
+//!    records the statement ids a transaction inserted in one record per transaction.
 //! 4. The write concern decides durability (`j`/majority → fsync via group commit) and
 //!    whether a `writeConcernError` is attached.
 //!
@@ -253,12 +254,14 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                             return Err(StorageError::Engine(EngineError::NoSuchSpace(meta.id)));
                         };
                         let mut results = Vec::with_capacity(chunk.len());
+                        // The statement ids of the chunk's inserted documents: recorded
+                        // once, in one record, when the chunk is done.
+                        let mut done: Vec<i32> = Vec::new();
                         for (i, d) in chunk {
                             match tx.insert(&meta, d) {
                                 Ok(()) => {
-                                    if let Some(retry) = &retry {
-                                        let id = stmt_ids.get(*i).copied().unwrap_or(0);
-                                        retry.record(tx, id, &RawDocumentBuf::new())?;
+                                    if retry.is_some() {
+                                        done.push(stmt_ids.get(*i).copied().unwrap_or(0));
                                     }
                                     results.push((*i, None))
                                 }
@@ -273,6 +276,11 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                                     }
                                 }
                             }
+                        }
+                        if let Some(retry) = &retry
+                            && !done.is_empty()
+                        {
+                            retry.record_inserts(tx, &done)?;
                         }
                         Ok(results)
                     });

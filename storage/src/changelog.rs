@@ -43,7 +43,7 @@
 use std::ops::Bound;
 
 use bson::raw::cstr;
-use bson::spec::BinarySubtype;
+use bson::spec::{BinarySubtype, ElementType};
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::catalog::CollectionMeta;
@@ -121,14 +121,66 @@ impl Change {
     }
 
     /// The change of inserting `doc` (its first field is `_id`): `{op: "i", ns, ui, key:
-    /// {_id}, doc}`, built in one buffer of the right size.
+    /// {_id}, doc}`, written straight into one buffer of the right size (the `_id` element
+    /// and the document copied as they are).
     pub fn insert(coll: &CollectionMeta, doc: &RawDocument) -> Change {
+        if let Some(c) = Self::insert_direct(coll, doc) {
+            return c;
+        }
         let key = document_key(doc);
         let extra = (1 + 4 + key.as_bytes().len()) + (1 + 4 + doc.as_bytes().len());
         let mut c = Change::on_sized("i", coll, extra);
         c.0.append(cstr!("key"), &*key);
         c.0.append(cstr!("doc"), doc);
         c
+    }
+
+    /// [`Change::insert`] for a document whose first field is `_id`; `None` otherwise.
+    fn insert_direct(coll: &CollectionMeta, doc: &RawDocument) -> Option<Change> {
+        let bytes = doc.as_bytes();
+        let id = crate::doc::first_element(bytes)?;
+        if id.get(1..5) != Some(b"_id\0") {
+            return None;
+        }
+        let ns_len = coll.db.len() + 1 + coll.name.len() + 1;
+        let key_len = 4 + id.len() + 1;
+        let size = 4
+            + (1 + 3 + 4 + 2)
+            + (1 + 3 + 4 + ns_len)
+            + (1 + 3 + 4 + 1 + 16)
+            + (1 + 4 + key_len)
+            + (1 + 4 + bytes.len())
+            + 1;
+        let le = |n: usize| i32::try_from(n).ok().map(i32::to_le_bytes);
+        let (size_le, ns_le, key_le) = (le(size)?, le(ns_len)?, le(key_len)?);
+        let mut v = Vec::with_capacity(size);
+        v.extend_from_slice(&size_le);
+        v.push(ElementType::String as u8);
+        v.extend_from_slice(b"op\0");
+        v.extend_from_slice(&2i32.to_le_bytes());
+        v.extend_from_slice(b"i\0");
+        v.push(ElementType::String as u8);
+        v.extend_from_slice(b"ns\0");
+        v.extend_from_slice(&ns_le);
+        v.extend_from_slice(coll.db.as_bytes());
+        v.push(b'.');
+        v.extend_from_slice(coll.name.as_bytes());
+        v.push(0);
+        v.push(ElementType::Binary as u8);
+        v.extend_from_slice(b"ui\0");
+        v.extend_from_slice(&16i32.to_le_bytes());
+        v.push(u8::from(BinarySubtype::Uuid));
+        v.extend_from_slice(&coll.uuid);
+        v.push(ElementType::EmbeddedDocument as u8);
+        v.extend_from_slice(b"key\0");
+        v.extend_from_slice(&key_le);
+        v.extend_from_slice(id);
+        v.push(0);
+        v.push(ElementType::EmbeddedDocument as u8);
+        v.extend_from_slice(b"doc\0");
+        v.extend_from_slice(bytes);
+        v.push(0);
+        RawDocumentBuf::from_bytes(v).ok().map(Change)
     }
 
     /// A change of `op` on a namespace without a collection record (`dropDatabase`).
@@ -372,6 +424,8 @@ mod tests {
             bson::rawdoc! {"_id": 1, "a": "x"},
             bson::rawdoc! {"_id": {"k": [1, 2]}},
             bson::rawdoc! {"x": 1},
+            bson::rawdoc! {"_idx": 1, "_id": 2},
+            bson::rawdoc! {"_id": "s", "t": [1, {"u": null}], "v": 1.5},
         ] {
             let c = Change::insert(&coll, &doc);
             let want = bson::rawdoc! {

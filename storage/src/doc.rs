@@ -130,6 +130,10 @@
 //!   [`encode_subtree_after`]); such a container packs again only once it shrinks to `T / 2`
 //!   bytes, while a new or packed one packs up to `T`. A container near the threshold thus
 //!   does not flip between the layouts on every small update.
+//! - **Encoding a packed document** is one validating walk (every check of the general
+//!   encoder: elements, nesting, duplicate names) and, when its arrays already carry the
+//!   canonical names — as every driver writes them — one copy of its bytes behind the kind
+//!   byte; otherwise the general walk rewrites the names (or reports the error).
 //! - **Addressing** is unchanged: every node still has its path and its key; a path inside a
 //!   packed container has no key of its own (its prefix range is empty), and is read from the
 //!   packed ancestor's value.
@@ -901,6 +905,14 @@ fn next_element<'d>(doc: &'d [u8], pos: &mut usize) -> Result<Option<Element<'d>
     }))
 }
 
+/// The bytes of the first element of the framed document `doc` (type, name, value), when it
+/// has one and that element is well-formed.
+pub(crate) fn first_element(doc: &[u8]) -> Option<&[u8]> {
+    let mut pos = 4;
+    next_element(doc, &mut pos).ok()??;
+    doc.get(4..pos)
+}
+
 /// Validates a whole framed document, iteratively (any depth, no recursion).
 fn validate_document(doc: &[u8]) -> Result<(), Bad> {
     if doc_len(doc)? != doc.len() {
@@ -1067,6 +1079,81 @@ struct Encoder<'l, 'p> {
     root_count: Option<u32>,
 }
 
+/// Whether the document `doc`, stored packed, is stored exactly as it is: every check the
+/// encoder's walk makes passes (well-formed elements and code-with-scope scopes, nesting
+/// within the limit, no duplicate field name in any object) and every array's element names
+/// are already the canonical `"0"`, `"1"`, … — so the walk would copy every byte unchanged.
+/// `false` sends the document through the walk, which rewrites names or reports the error.
+fn packs_verbatim(doc: &[u8], limits: &Limits) -> bool {
+    struct Frame<'d> {
+        doc: &'d [u8],
+        pos: usize,
+        array: bool,
+        index: u32,
+        depth: usize,
+        names_base: usize,
+    }
+    let mut stack = Vec::with_capacity(8);
+    stack.push(Frame {
+        doc,
+        pos: 4,
+        array: false,
+        index: 0,
+        depth: 1,
+        names_base: 0,
+    });
+    let mut names: Vec<&str> = Vec::with_capacity(32);
+    let mut digits = itoa::Buffer::new();
+    while let Some(f) = stack.last_mut() {
+        let e = match next_element(f.doc, &mut f.pos) {
+            Err(_) => return false,
+            Ok(Some(e)) => e,
+            Ok(None) => {
+                let base = f.names_base;
+                if let Some(own) = names.get_mut(base..) {
+                    own.sort_unstable();
+                    if own.windows(2).any(|w| matches!(w, [a, b] if a == b)) {
+                        return false;
+                    }
+                }
+                names.truncate(base);
+                stack.pop();
+                continue;
+            }
+        };
+        if f.array {
+            if e.name != digits.format(f.index) {
+                return false;
+            }
+            f.index = match f.index.checked_add(1) {
+                Some(i) => i,
+                None => return false,
+            };
+        } else {
+            names.push(e.name);
+        }
+        let depth = f.depth;
+        if e.ty == KIND_OBJECT || e.ty == KIND_ARRAY {
+            if e.value.len() > 5 && depth >= limits.max_nesting {
+                return false;
+            }
+            stack.push(Frame {
+                doc: e.value,
+                pos: 4,
+                array: e.ty == KIND_ARRAY,
+                index: 0,
+                depth: depth + 1,
+                names_base: names.len(),
+            });
+        } else if let Some(scope) = e.nested
+            && validate_document(scope).is_err()
+        {
+            return false;
+        }
+    }
+    true
+}
+
 /// No stored layout: a fresh encoding.
 fn never_spilled(_: &[u8]) -> bool {
     false
@@ -1112,6 +1199,19 @@ pub fn encode_document_after(
         ));
     }
     check_key_len(id_key, limits.max_key_len)?;
+    let packed_root = packs(limits, bytes.len(), id_key, was_spilled);
+    if packed_root && packs_verbatim(bytes, limits) {
+        // The packed value is the kind byte and the document as it is (see
+        // `packs_verbatim`): what the walk below would write, in one copy.
+        let mut v = Vec::with_capacity(1 + bytes.len());
+        v.push(KIND_PACKED_ROOT);
+        v.extend_from_slice(bytes);
+        let bson_size = u32::try_from(bytes.len()).map_err(|_| too_large())?;
+        return Ok(EncodedDoc {
+            nodes: vec![(id_key.to_vec(), v)],
+            bson_size,
+        });
+    }
     let mut enc = Encoder {
         limits,
         was_spilled,
@@ -1120,7 +1220,10 @@ pub fn encode_document_after(
         size_adjust: 0,
         root_count: None,
     };
-    let pack = if packs(limits, bytes.len(), id_key, was_spilled) {
+    let pack = if packed_root {
+        // The packed value is the kind byte and the document (canonical array names can
+        // add a few bytes): one allocation instead of one per doubling.
+        enc.pack.reserve(bytes.len() + 16);
         enc.pack.push(KIND_PACKED_ROOT);
         enc.pack.extend_from_slice(&[0; 4]);
         Some((1, true))
@@ -1268,8 +1371,9 @@ impl Encoder<'_, '_> {
     /// `key`), appending nodes for everything below it and filling in the headers.
     fn run<'d>(&mut self, key: &mut Vec<u8>, top: EncFrame<'d>) -> Result<(), DocError> {
         let limits = self.limits;
-        let mut stack = vec![top];
-        let mut names: Vec<&'d str> = Vec::new();
+        let mut stack = Vec::with_capacity(8);
+        stack.push(top);
+        let mut names: Vec<&'d str> = Vec::with_capacity(32);
         while let Some(frame) = stack.last_mut() {
             let Some(e) = next_element(frame.doc, &mut frame.pos).map_err(malformed)? else {
                 let Some(f) = stack.pop() else { break };

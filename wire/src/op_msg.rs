@@ -18,8 +18,7 @@
 //! Invariants: a parsed [`OpMsg`] has exactly one validated body, sequences with distinct
 //! identifiers, and every document validated by [`crate::bson_check`].
 
-use bson::raw::CStr;
-use bson::{RawArrayBuf, RawDocument, RawDocumentBuf};
+use bson::{RawDocument, RawDocumentBuf};
 use nom::bytes::complete::take;
 use nom::number::complete::{le_i32, le_u8, le_u32};
 use nom::{IResult, Parser};
@@ -43,12 +42,39 @@ const REQUIRED_MASK: u32 = 0xFFFF;
 pub const MAX_SEQUENCES: usize = 2;
 
 /// One kind-1 section: a named sequence of documents.
+///
+/// The documents are kept as they arrived, back to back in one buffer (one allocation per
+/// sequence, not per document), each validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocumentSequence {
     /// The identifier, i.e. the command field the documents belong to (`documents`, ...).
     pub identifier: String,
-    /// The documents, each validated.
-    pub documents: Vec<RawDocumentBuf>,
+    /// The documents' bytes, concatenated.
+    bytes: Vec<u8>,
+    /// The end offset of each document in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl DocumentSequence {
+    /// The documents, in order.
+    pub fn documents(&self) -> impl Iterator<Item = &RawDocument> + '_ {
+        let mut start = 0;
+        self.ends.iter().filter_map(move |&end| {
+            let d = self.bytes.get(start..end)?;
+            start = end;
+            RawDocument::from_bytes(d).ok()
+        })
+    }
+
+    /// How many documents the sequence holds.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether the sequence holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
 }
 
 /// A parsed OP_MSG.
@@ -71,6 +97,14 @@ fn truncated(what: &'static str) -> impl Fn(nom::Err<nom::error::Error<&[u8]>>) 
 /// Reads one BSON document off the front of `input` (its own length prefix), validates it
 /// and checks it against the size limit.
 fn bson_document(input: &[u8], max_size: usize) -> Result<(&[u8], RawDocumentBuf)> {
+    let (rest, bytes) = bson_document_bytes(input, max_size)?;
+    let doc = RawDocumentBuf::from_bytes(bytes.to_vec())
+        .map_err(|e| WireError::InvalidBson(e.to_string()))?;
+    Ok((rest, doc))
+}
+
+/// [`bson_document`] without the copy: the validated document's bytes and what follows.
+fn bson_document_bytes(input: &[u8], max_size: usize) -> Result<(&[u8], &[u8])> {
     let (_, len) =
         le_i32::<_, nom::error::Error<&[u8]>>(input).map_err(truncated("document length"))?;
     if len < 5 {
@@ -86,9 +120,7 @@ fn bson_document(input: &[u8], max_size: usize) -> Result<(&[u8], RawDocumentBuf
         .parse(input)
         .map_err(|_| WireError::BadSectionSize("document extends past the end of its section"))?;
     bson_check::validate(bytes, MAX_BSON_DEPTH)?;
-    let doc = RawDocumentBuf::from_bytes(bytes.to_vec())
-        .map_err(|e| WireError::InvalidBson(e.to_string()))?;
-    Ok((rest, doc))
+    Ok((rest, bytes))
 }
 
 fn cstring(input: &[u8]) -> PResult<'_, &[u8]> {
@@ -168,15 +200,17 @@ impl OpMsg {
                     if sequences.iter().any(|s| s.identifier == identifier) {
                         return Err(WireError::DuplicateSequence(identifier));
                     }
-                    let mut documents = Vec::new();
+                    let all = docs_bytes;
+                    let mut ends = Vec::new();
                     while !docs_bytes.is_empty() {
-                        let (r, doc) = bson_document(docs_bytes, max_doc)?;
-                        documents.push(doc);
+                        let (r, _) = bson_document_bytes(docs_bytes, max_doc)?;
+                        ends.push(all.len() - r.len());
                         docs_bytes = r;
                     }
                     sequences.push(DocumentSequence {
                         identifier,
-                        documents,
+                        bytes: all.to_vec(),
+                        ends,
                     });
                     sections = after;
                 }
@@ -223,28 +257,72 @@ impl OpMsg {
 
     /// The command document: the body, with every document sequence appended as an array
     /// field named by its identifier. Without sequences the body is returned as is.
+    ///
+    /// The command is written into one buffer of its exact size: each document is copied
+    /// once, after its array element's type and index name.
     pub fn into_command(self) -> Result<RawDocumentBuf> {
         if self.sequences.is_empty() {
             return Ok(self.body);
         }
-        let mut out = RawDocumentBuf::new();
-        for el in self.body.iter() {
-            let (k, v) = el.map_err(|e| WireError::InvalidBson(e.to_string()))?;
-            out.append(k, v);
-        }
-        for s in self.sequences {
-            let key: &CStr = s
-                .identifier
-                .as_str()
-                .try_into()
-                .map_err(|_| WireError::BadCString("document sequence identifier"))?;
-            let mut arr = RawArrayBuf::new();
-            for d in s.documents {
-                arr.push(d);
+        let body = self.body.as_bytes();
+        let mut digits = itoa::Buffer::new();
+        let mut size = body.len();
+        for s in &self.sequences {
+            // type, identifier, NUL, array length, terminator
+            size += 1 + s.identifier.len() + 1 + 4 + 1;
+            // per element: type, index name, NUL, then the document
+            size += s.bytes.len();
+            for i in 0..s.ends.len() {
+                size += 2 + digits.format(i).len();
             }
-            out.append(key, arr);
         }
-        Ok(out)
+        let too_large = || WireError::BsonTooLarge {
+            len: size,
+            max: i32::MAX as usize,
+        };
+        i32::try_from(size).map_err(|_| too_large())?;
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(body.get(..body.len().saturating_sub(1)).unwrap_or_default());
+        for s in &self.sequences {
+            if s.identifier.as_bytes().contains(&0) {
+                return Err(WireError::BadCString("document sequence identifier"));
+            }
+            out.push(bson::spec::ElementType::Array as u8);
+            out.extend_from_slice(s.identifier.as_bytes());
+            out.push(0);
+            let array_start = out.len();
+            out.extend_from_slice(&[0; 4]);
+            let mut start = 0;
+            for (i, &end) in s.ends.iter().enumerate() {
+                out.push(bson::spec::ElementType::EmbeddedDocument as u8);
+                out.extend_from_slice(digits.format(i).as_bytes());
+                out.push(0);
+                out.extend_from_slice(s.bytes.get(start..end).unwrap_or_default());
+                start = end;
+            }
+            out.push(0);
+            patch_len(&mut out, array_start)?;
+        }
+        out.push(0);
+        patch_len(&mut out, 0)?;
+        RawDocumentBuf::from_bytes(out).map_err(|e| WireError::InvalidBson(e.to_string()))
+    }
+}
+
+/// Writes the length of the document that starts at `start` and ends at the end of `out`
+/// into its length prefix.
+fn patch_len(out: &mut [u8], start: usize) -> Result<()> {
+    let len = out.len().saturating_sub(start);
+    let len = i32::try_from(len).map_err(|_| WireError::BsonTooLarge {
+        len,
+        max: i32::MAX as usize,
+    })?;
+    match out.get_mut(start..start + 4) {
+        Some(slot) => {
+            slot.copy_from_slice(&len.to_le_bytes());
+            Ok(())
+        }
+        None => Err(WireError::Truncated("command document")),
     }
 }
 
@@ -447,11 +525,38 @@ mod tests {
         let m = encode_with_sequences(5, 0, &body, &[("documents", docs.clone())]);
         let p = OpMsg::parse(&m).unwrap();
         assert_eq!(p.sequences.len(), 1);
-        assert_eq!(p.sequences[0].documents, docs);
+        assert_eq!(p.sequences[0].len(), 2);
+        let got: Vec<RawDocumentBuf> = p.sequences[0].documents().map(|d| d.to_owned()).collect();
+        assert_eq!(got, docs);
         let cmd = p.into_command().unwrap();
         let expected =
             rawdoc! {"insert": "c", "$db": "test", "documents": [{"_id": 1}, {"_id": 2, "x": "y"}]};
         assert_eq!(cmd, expected);
+    }
+
+    /// The command written in one buffer is byte for byte what appending the body's elements
+    /// and one array per sequence gives (multi-digit indexes, two sequences).
+    #[test]
+    fn merged_command_matches_appended_arrays() {
+        let body = rawdoc! {"update": "c", "ordered": false, "$db": "test"};
+        let docs: Vec<RawDocumentBuf> = (0..23).map(|i| rawdoc! {"_id": i, "s": "x"}).collect();
+        let more = vec![rawdoc! {"q": {}}, rawdoc! {"q": {"a": [1, 2]}}];
+        let m = encode_with_sequences(
+            5,
+            0,
+            &body,
+            &[("documents", docs.clone()), ("updates", more.clone())],
+        );
+        let cmd = OpMsg::parse(&m).unwrap().into_command().unwrap();
+        let mut want = body.clone();
+        for (name, list) in [("documents", &docs), ("updates", &more)] {
+            let mut arr = bson::RawArrayBuf::new();
+            for d in list {
+                arr.push(d.clone());
+            }
+            want.append(<&bson::raw::CStr>::try_from(name).unwrap(), arr);
+        }
+        assert_eq!(cmd.as_bytes(), want.as_bytes());
     }
 
     #[test]

@@ -29,6 +29,9 @@
 //! specification replaced under the same name never sees a stale entry): a write costs one
 //! lookup per index, not a re-read of the specification.
 //!
+//! A key pattern of top-level fields (no dots, not hashed) over a document whose values there
+//! are not arrays — most writes — takes a direct path ([`flat_keys`]) with the same result.
+//!
 //! Output: entries deduplicated by key bytes (the first value set wins, as MongoDB's key set
 //! keeps one of `1`/`1.0`) and sorted by key bytes. Each key is `E(v1) … E(vn)` with
 //! descending components inverted; `values` is `{"0": v1, …}`.
@@ -158,6 +161,26 @@ pub fn generate(
     if components.is_empty() {
         return Ok(IndexKeys::default());
     }
+    let hashed = components.iter().any(|c| c.kind == KeyKind::Hashed);
+    if !hashed && let Some(keys) = flat_keys(components, sparse, doc) {
+        // One key at most, so never multikey.
+        return Ok(IndexKeys {
+            entries: encode_entries(components, keys)?,
+            multikey: false,
+        });
+    }
+    generate_general(components, sparse, doc)
+}
+
+/// [`generate`] without the [`flat_keys`] shortcut.
+fn generate_general(
+    components: &[KeyComponent],
+    sparse: bool,
+    doc: &RawDocument,
+) -> std::result::Result<IndexKeys, IndexError> {
+    if components.is_empty() {
+        return Ok(IndexKeys::default());
+    }
     let raw_keys = if components.iter().any(|c| c.kind == KeyKind::Hashed) {
         hash_keys(components, sparse, doc)?
             .into_iter()
@@ -183,6 +206,37 @@ pub fn generate(
         entries: encode_entries(components, raw_keys)?,
         multikey: false,
     })
+}
+
+/// The common case without the general generator: every component a top-level field (no
+/// dot) whose value is not an array. The key is then the fields' values, null for a missing
+/// one, and none at all for a sparse index missing every field — what the general
+/// generator yields for such a document. `None` (use the general generator) when a path is
+/// dotted or empty or a value is an array.
+fn flat_keys<'d>(
+    components: &[KeyComponent],
+    sparse: bool,
+    doc: &'d RawDocument,
+) -> Option<Vec<Vec<RawBsonRef<'d>>>> {
+    let mut values = Vec::with_capacity(components.len());
+    let mut missing = 0;
+    for c in components {
+        if c.path.is_empty() || c.path.contains('.') {
+            return None;
+        }
+        match field_elt(doc, &c.path) {
+            Some(e) if matches!(e.value, RawBsonRef::Array(_)) => return None,
+            Some(e) => values.push(e.value),
+            None => {
+                values.push(RawBsonRef::Null);
+                missing += 1;
+            }
+        }
+    }
+    if sparse && missing == components.len() {
+        return Some(Vec::new());
+    }
+    Some(vec![values])
 }
 
 /// The field names of an entry's values document, `"0"` … `"31"` (a key pattern has at
@@ -562,4 +616,56 @@ fn hash_keys<'d>(
         return Ok(None);
     }
     Ok(Some(values))
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::rawdoc;
+
+    use super::*;
+
+    /// The direct path for top-level fields gives exactly what the general generator gives
+    /// (entries, values, multikey), and steps aside for arrays and dotted paths.
+    #[test]
+    fn flat_keys_agree_with_the_general_generator() {
+        let patterns = [
+            rawdoc! {"a": 1},
+            rawdoc! {"a": -1},
+            rawdoc! {"a": 1, "b": -1},
+            rawdoc! {"b": 1, "a": 1},
+            rawdoc! {"a.x": 1},
+            rawdoc! {"a": 1, "c.d": 1},
+        ];
+        let docs = [
+            rawdoc! {"_id": 1, "a": 5, "b": "x"},
+            rawdoc! {"_id": 1, "a": 5.0, "b": {"y": 1}},
+            rawdoc! {"_id": 1, "b": null},
+            rawdoc! {"_id": 1},
+            rawdoc! {"_id": 1, "a": [1, 2], "b": 3},
+            rawdoc! {"_id": 1, "a": [], "b": 3},
+            rawdoc! {"_id": 1, "a": {"x": [1, 2]}, "c": {"d": 4}},
+            rawdoc! {"_id": 1, "a": {"x": 7}, "b": [[1]]},
+            rawdoc! {"_id": 1, "a": bson::RawBson::Undefined, "b": bson::RawBson::MinKey},
+        ];
+        for pattern in &patterns {
+            let components = key_components(pattern);
+            for sparse in [false, true] {
+                for doc in &docs {
+                    assert_eq!(
+                        generate(&components, sparse, doc),
+                        generate_general(&components, sparse, doc),
+                        "{pattern:?} sparse {sparse} on {doc:?}"
+                    );
+                }
+            }
+        }
+        let a = key_components(&rawdoc! {"a": 1});
+        assert!(flat_keys(&a, false, &rawdoc! {"a": [1]}).is_none());
+        assert_eq!(
+            flat_keys(&a, true, &rawdoc! {"b": 1}).map(|k| k.len()),
+            Some(0)
+        );
+        let dotted = key_components(&rawdoc! {"a.b": 1});
+        assert!(flat_keys(&dotted, false, &rawdoc! {"a": {"b": 1}}).is_none());
+    }
 }
