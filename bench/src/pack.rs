@@ -111,14 +111,14 @@ fn measure(size: usize, threshold: u32, docs: i64, d: Duration) -> Row {
         let got = r.get(&meta, bson::RawBsonRef::Int64(pick())).expect("get");
         assert!(got.is_some());
     });
-    let mut update = |field: &str, f: &dyn Fn(&RawBson) -> RawBson| {
+    let mut update = |field: &str, f: &dyn Fn(bson::RawBsonRef<'_>) -> RawBson| {
         let id = bson::RawBson::Int64(pick());
         store
             .write(Durability::Buffered, |tx| -> Result<(), StorageError> {
                 let key = cairn_storage::store::id_key(id.as_raw_bson_ref())?;
                 let view = tx.read_fields(&meta, &key, &[field])?.expect("doc");
-                let new = f(&view.field(field).expect("field").value);
-                tx.write_fields(&meta, &view, &[(field.to_string(), Some(new))])
+                let new = f(view.field(field).expect("field").value());
+                tx.write_fields(&meta, &view, &[(field, Some(new.as_raw_bson_ref()))])
             })
             .expect("update");
     };
@@ -127,7 +127,10 @@ fn measure(size: usize, threshold: u32, docs: i64, d: Duration) -> Row {
     });
     let push = rate(&mut || {
         update("list", &|v| {
-            let mut a = v.as_array().expect("array").to_owned();
+            let bson::RawBsonRef::Array(a) = v else {
+                panic!("list is not an array")
+            };
+            let mut a = a.to_owned();
             a.push(7);
             RawBson::Array(a)
         });
