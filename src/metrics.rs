@@ -215,10 +215,43 @@ pub fn cursor_reply(reply: &RawDocument) -> Option<(u64, i64)> {
     let batch = ["firstBatch", "nextBatch"]
         .iter()
         .find_map(|k| match c.get(k) {
-            Ok(Some(RawBsonRef::Array(a))) => Some(a.into_iter().count() as u64),
+            Ok(Some(RawBsonRef::Array(a))) => Some(documents_in(a)),
             _ => None,
         })?;
     Some((batch, c.get_i64("id").unwrap_or(0)))
+}
+
+/// The number of elements of a batch array: a batch holds documents, so their headers are
+/// walked by length (type 3, a key, an i32 length) without decoding keys or values; any
+/// other element falls back to the BSON iterator.
+fn documents_in(a: &bson::RawArray) -> u64 {
+    let b = a.as_bytes();
+    let mut at = 4usize;
+    let mut n = 0u64;
+    loop {
+        match b.get(at) {
+            Some(0) if at + 1 == b.len() => return n,
+            Some(3) => {
+                let Some(key) = b.get(at + 1..).and_then(|r| r.iter().position(|&c| c == 0)) else {
+                    break;
+                };
+                let start = at + 1 + key + 1;
+                let Some(len) = b
+                    .get(start..start + 4)
+                    .and_then(|l| <[u8; 4]>::try_from(l).ok())
+                    .map(i32::from_le_bytes)
+                    .and_then(|l| usize::try_from(l).ok())
+                    .filter(|l| *l >= 5)
+                else {
+                    break;
+                };
+                at = start + len;
+                n += 1;
+            }
+            _ => break,
+        }
+    }
+    a.into_iter().count() as u64
 }
 
 fn count_field(reply: &RawDocument, field: &str) -> u64 {
@@ -354,6 +387,20 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_sizes_count_every_element() {
+        let docs: Vec<RawDocumentBuf> = (0..5).map(|i| rawdoc! {"_id": i, "s": "x"}).collect();
+        for n in 0..=docs.len() {
+            let reply = crate::cursor::batch_reply("firstBatch", &docs[..n], 7, "d.c", None);
+            assert_eq!(cursor_reply(&reply), Some((n as u64, 7)));
+        }
+        // Elements other than documents (an aggregation cannot return them, but the count
+        // must not depend on it) fall back to the BSON iterator.
+        let mixed = rawdoc! {"cursor": {"nextBatch": [{"a": 1}, 2, "x", {}], "id": 0_i64}};
+        assert_eq!(cursor_reply(&mixed), Some((4, 0)));
+        assert_eq!(cursor_reply(&rawdoc! {"ok": 1}), None);
+    }
 
     #[test]
     fn kinds() {

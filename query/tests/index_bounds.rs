@@ -361,6 +361,11 @@ fn exactness() {
             want,
             "{filter:?} {f:?} {multikey}"
         );
+        assert_eq!(
+            b.ranges_and_exactness(),
+            (b.key_ranges(), want),
+            "{filter:?} {f:?} {multikey}"
+        );
     }
 }
 

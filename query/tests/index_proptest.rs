@@ -12,7 +12,7 @@ use std::ops::Bound;
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_query::filter::Filter;
-use cairn_query::index::bounds::KeyRange;
+use cairn_query::index::bounds::{KeyRange, may_bound};
 use cairn_query::index::keys::generate;
 use cairn_query::index::{bounds_for, bounds_for_index, key_components, validate_spec};
 use cairn_storage::index::{IndexKeys, IndexMeta, IndexState};
@@ -299,7 +299,38 @@ fn check(
     };
     let ranges = bounds.key_ranges();
     let exact = bounds.is_exact_for(filter.expr());
+    // The planner's one-pass form agrees.
+    prop_assert_eq!(bounds.ranges_and_exactness(), (ranges.clone(), exact));
+    // A leading field the filter cannot bound (the planner skips such indexes) is full.
+    if let Some(lead) = bounds.fields.first()
+        && !may_bound(filter.expr(), &lead.path)
+    {
+        prop_assert!(
+            matches!(lead.intervals.as_slice(), [only] if only.is_full()),
+            "may_bound says {:?} cannot bound {}",
+            filter_doc,
+            lead.path
+        );
+    }
     let _ = bounds.explain();
+    // Ranges the planner reads without checking entries hold only entries inside the bounds.
+    let (_, _, unchecked) = bounds.planned_ranges();
+    if unchecked {
+        for (i, keys) in &indexed {
+            let id = i32::try_from(*i).unwrap();
+            for e in &keys.entries {
+                if in_ranges(&ranges, &full_key(&e.key, id)) {
+                    prop_assert!(
+                        bounds.contains_values(&e.values),
+                        "entry {:?} of {:?} is in the ranges but outside bounds {:?}",
+                        e.values,
+                        docs[*i],
+                        cairn_storage::display::document(&bounds.explain())
+                    );
+                }
+            }
+        }
+    }
     for (i, keys) in &indexed {
         let doc = &docs[*i];
         let id = i32::try_from(*i).unwrap();

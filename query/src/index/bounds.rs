@@ -942,6 +942,29 @@ fn relevance(c: &Expr, path: &str, hashed: bool, multikey: bool) -> Relevance {
     }
 }
 
+/// Whether some conjunct of `expr` could bound the index field `path` ([`relevance`] could
+/// give it bounds) or empties every field's bounds (`AlwaysFalse`). `false` means
+/// [`build`] leaves the field's bounds full whatever the index, so a planner can skip an
+/// index led by `path` that is not wanted for its order without building its bounds.
+pub fn may_bound(expr: &Expr, path: &str) -> bool {
+    match expr {
+        Expr::And(cs) => cs.iter().any(|c| may_bound(c, path)),
+        Expr::AlwaysFalse => true,
+        Expr::Path(pe) if pe.path.as_str() == path => true,
+        Expr::Path(PathExpr {
+            path: prefix,
+            pred: Predicate::ElemMatchObject(_),
+        }) => path
+            .strip_prefix(prefix.as_str())
+            .is_some_and(|r| r.starts_with('.')),
+        Expr::Not(inner) => negated_path(inner).is_some_and(|pe| pe.path.as_str() == path),
+        Expr::Or(branches) => {
+            !branches.is_empty() && branches.iter().all(|b| single_path_of(b) == Some(path))
+        }
+        _ => false,
+    }
+}
+
 /// `{prefix: {$elemMatch: {sub: pred, …}}}` lends `pred` to the field `prefix.sub` when it
 /// cannot match a missing value and `sub` has no numeric component (so the witness is a
 /// document element that the dotted path also reaches). Never exact.
@@ -1263,15 +1286,19 @@ impl ByteInterval {
     }
 }
 
-fn byte_intervals(f: &FieldBounds) -> Vec<ByteInterval> {
+/// The byte intervals of a field's intervals, and whether they are those intervals exactly
+/// (false when an end cannot be encoded, e.g. nested deeper than keys allow: the field is
+/// then read whole).
+fn byte_intervals(f: &FieldBounds) -> (Vec<ByteInterval>, bool) {
     let desc = f.descending;
     let mut out = Vec::with_capacity(f.intervals.len());
     for iv in &f.intervals {
         let (Some(s), Some(e)) = (encode(&iv.start, desc), encode(&iv.end, desc)) else {
-            return byte_intervals(&FieldBounds {
+            let (all, _) = byte_intervals(&FieldBounds {
                 intervals: vec![Interval::all()],
                 ..f.clone()
             });
+            return (all, false);
         };
         out.push(if desc {
             ByteInterval {
@@ -1292,7 +1319,7 @@ fn byte_intervals(f: &FieldBounds) -> Vec<ByteInterval> {
     if desc {
         out.reverse();
     }
-    out
+    (out, true)
 }
 
 /// The least byte string greater than every string starting with `p` (`None`: no such).
@@ -1424,11 +1451,19 @@ impl IndexBounds {
 
     /// The ranges, and whether they hold exactly the entries inside the bounds.
     fn ranges_and_tightness(&self) -> (Vec<KeyRange>, bool) {
-        let per: Vec<Vec<ByteInterval>> = self.fields.iter().map(byte_intervals).collect();
+        let mut tight = true;
+        let per: Vec<Vec<ByteInterval>> = self
+            .fields
+            .iter()
+            .map(|f| {
+                let (b, encoded) = byte_intervals(f);
+                tight &= encoded;
+                b
+            })
+            .collect();
         if per.iter().any(Vec::is_empty) {
             return (Vec::new(), true);
         }
-        let mut tight = true;
         let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
         let mut i = 0;
         while let Some(f) = per.get(i) {
@@ -1491,6 +1526,27 @@ impl IndexBounds {
             && !self.fields.iter().any(|f| f.hashed)
             && again.fields == self.fields
             && self.ranges_and_tightness().1
+    }
+
+    /// [`IndexBounds::key_ranges`] and [`IndexBounds::is_exact_for`] the filter these bounds
+    /// were built from (by [`bounds_for`] or [`bounds_for_index`]), in one pass: building
+    /// them again from that filter would give these same bounds, so their own exactness
+    /// decides, with the ranges' tightness.
+    pub fn ranges_and_exactness(&self) -> (Vec<KeyRange>, bool) {
+        let (ranges, exact, _) = self.planned_ranges();
+        (ranges, exact)
+    }
+
+    /// [`IndexBounds::ranges_and_exactness`], and whether an entry inside the ranges is
+    /// always inside the bounds — the ranges are tight and no field is hashed — so a scan
+    /// need not check entries against the bounds: keys encode values exactly, in order and
+    /// prefix-free (`cairn_storage::keys`), so a key lies in a range built from an interval
+    /// exactly when its value lies in the interval.
+    pub fn planned_ranges(&self) -> (Vec<KeyRange>, bool, bool) {
+        let (ranges, tight) = self.ranges_and_tightness();
+        let unhashed = !self.fields.iter().any(|f| f.hashed);
+        let exact = self.exact && tight && unhashed;
+        (ranges, exact, tight && unhashed)
     }
 
     /// Whether an entry's values (`{"0": v1, …}`, as stored) lie inside every field's

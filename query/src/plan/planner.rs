@@ -5,7 +5,12 @@
 //!   returns (a hinted sparse or partial index the filter cannot use excepted, as in
 //!   MongoDB: it is scanned whole and holds only some documents);
 //! - a plan is *exact* (no residual filter, eligible for covering and counting from the
-//!   index alone) only when [`IndexBounds::is_exact_for`] says so;
+//!   index alone) only when [`IndexBounds::is_exact_for`] says so (for bounds built from the
+//!   filter, [`IndexBounds::planned_ranges`] answers the same in one pass); an index scan
+//!   checks entries against the bounds only when its ranges may hold others;
+//! - an unhinted index that neither the filter can bound on its leading field
+//!   ([`may_bound`]) nor the sort starts with is skipped before its bounds are built (it
+//!   would not be a candidate);
 //! - an index that is building or hidden (a hint naming it is refused too, as in MongoDB),
 //!   or over a path the statement modifies, is never a candidate;
 //! - a geo index is a candidate only for a `$geoWithin`/`$geoIntersects` it can answer (its
@@ -27,7 +32,7 @@ use crate::filter::{Expr, Filter, Predicate};
 use std::sync::Arc;
 
 use crate::geo::near::NearQuery;
-use crate::index::bounds::{Interval, index_sort_direction};
+use crate::index::bounds::{Interval, index_sort_direction, may_bound};
 use crate::index::geo_bounds::{GeoKind, base_bounds, geo_bounds, geo_kind};
 use crate::index::{IndexBounds, bounds_for, bounds_for_index, key_components};
 use crate::projection::Projection;
@@ -456,16 +461,17 @@ fn plan_for_index(idx: &IndexMeta, q: &Query<'_>, forced: bool) -> Result<Option
     if is_geo(idx) {
         return Ok(geo_plan(idx, expr));
     }
-    let bounds = if idx.is_id() {
-        id_bounds(expr)
+    // `built`: the bounds are the filter's own (so they know their exactness).
+    let (bounds, built) = if idx.is_id() {
+        (id_bounds(expr), true)
     } else {
         match bounds_for_index(expr, idx) {
-            Some(b) => b,
+            Some(b) => (b, true),
             None if forced => {
                 // A hinted sparse or partial index the filter cannot use is scanned whole, as
                 // MongoDB does: the results are then only the documents it holds.
                 let comps = idx.key_pattern().map(key_components).unwrap_or_default();
-                IndexBounds::full(&comps)
+                (IndexBounds::full(&comps), false)
             }
             None => return Ok(None),
         }
@@ -482,12 +488,19 @@ fn plan_for_index(idx: &IndexMeta, q: &Query<'_>, forced: bool) -> Result<Option
         return Ok(None);
     }
     let reverse = sort_dir.unwrap_or(false);
-    let exact = !idx.multikey && bounds.is_exact_for(expr);
-    let ranges = bounds.key_ranges();
+    let (ranges, exact, tight) = if built {
+        bounds.planned_ranges()
+    } else {
+        let (ranges, _, tight) = bounds.planned_ranges();
+        (ranges, bounds.is_exact_for(expr), tight)
+    };
+    let exact = !idx.multikey && exact;
     let all_full = bounds
         .fields
         .iter()
         .all(|f| matches!(f.intervals.as_slice(), [only] if only.is_full()));
+    // Entries need checking against the bounds only when the ranges may hold others.
+    let check_entries = !all_full && !tight;
     if idx.is_id() {
         return Ok(Some(Plan {
             access: Access::Docs {
@@ -508,7 +521,7 @@ fn plan_for_index(idx: &IndexMeta, q: &Query<'_>, forced: bool) -> Result<Option
     Ok(Some(Plan {
         access: Access::Index(IndexAccess {
             index: idx.clone(),
-            check_entries: !all_full,
+            check_entries,
             bounds,
             ranges,
             reverse,
@@ -701,6 +714,17 @@ fn near_plan(
     }])
 }
 
+/// Whether an unhinted B-tree index led by `lead` may be a candidate: the filter may bound
+/// that field ([`may_bound`]) or the sort starts with it. When not, [`plan_for_index`] would
+/// find the leading bounds full and no sort provided, and return `None` — so the index is
+/// skipped without building its bounds (the same candidates, less work per query).
+fn may_help(q: &Query<'_>, lead: &str) -> bool {
+    q.sort
+        .and_then(|s| s.fields().first())
+        .is_some_and(|f| f.path == lead)
+        || may_bound(q.filter.expr(), lead)
+}
+
 /// A `2d`/`2dsphere` index: its entries are cells, not values, so it answers no ordinary
 /// predicate (and is sparse).
 fn is_geo(i: &IndexMeta) -> bool {
@@ -753,10 +777,23 @@ pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
         }]);
     }
     let mut out = Vec::new();
-    if let Some(p) = plan_for_index(&IndexMeta::id_index(), q, false)? {
+    if may_help(q, "_id")
+        && let Some(p) = plan_for_index(&IndexMeta::id_index(), q, false)?
+    {
         out.push(p);
     }
     for idx in usable(meta, q) {
+        let lead = idx
+            .key_pattern()
+            .and_then(|p| p.iter().next())
+            .and_then(|e| e.ok())
+            .map(|(k, _)| k.as_str());
+        if let Some(lead) = lead
+            && !is_geo(idx)
+            && !may_help(q, lead)
+        {
+            continue;
+        }
         if let Some(p) = plan_for_index(idx, q, false)? {
             out.push(p);
         }
