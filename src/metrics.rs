@@ -221,37 +221,14 @@ pub fn cursor_reply(reply: &RawDocument) -> Option<(u64, i64)> {
     Some((batch, c.get_i64("id").unwrap_or(0)))
 }
 
-/// The number of elements of a batch array: a batch holds documents, so their headers are
-/// walked by length (type 3, a key, an i32 length) without decoding keys or values; any
-/// other element falls back to the BSON iterator.
+/// The number of elements of a batch array, counted by the light walk over element headers
+/// ([`cairn_storage::elements`]: no key or value decoded); anything it does not size falls
+/// back to the BSON iterator.
 fn documents_in(a: &bson::RawArray) -> u64 {
-    let b = a.as_bytes();
-    let mut at = 4usize;
-    let mut n = 0u64;
-    loop {
-        match b.get(at) {
-            Some(0) if at + 1 == b.len() => return n,
-            Some(3) => {
-                let Some(key) = b.get(at + 1..).and_then(|r| r.iter().position(|&c| c == 0)) else {
-                    break;
-                };
-                let start = at + 1 + key + 1;
-                let Some(len) = b
-                    .get(start..start + 4)
-                    .and_then(|l| <[u8; 4]>::try_from(l).ok())
-                    .map(i32::from_le_bytes)
-                    .and_then(|l| usize::try_from(l).ok())
-                    .filter(|l| *l >= 5)
-                else {
-                    break;
-                };
-                at = start + len;
-                n += 1;
-            }
-            _ => break,
-        }
+    match cairn_storage::elements::Elements::new(a.as_bytes()).count() {
+        Some(n) => n as u64,
+        None => a.into_iter().count() as u64,
     }
-    a.into_iter().count() as u64
 }
 
 fn count_field(reply: &RawDocument, field: &str) -> u64 {
