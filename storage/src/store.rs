@@ -1951,8 +1951,7 @@ impl FieldState {
 
     /// Bytes the field takes in its document: type byte, name, NUL, value.
     fn size(&self) -> usize {
-        // holder = 4 (length) + 1 (type) + 1 (empty name's NUL) + value + 1 (terminator)
-        self.holder.as_bytes().len() - 5 + self.name.len()
+        held_element_size(&self.name, &self.holder)
     }
 }
 
@@ -2054,6 +2053,11 @@ pub fn element_size(name: &str, v: RawBsonRef<'_>) -> usize {
     }
     let mut holder = RawDocumentBuf::new();
     holder.append(bson::raw::cstr!(""), v);
+    held_element_size(name, &holder)
+}
+
+/// [`element_size`] of the value held in the one-field document `holder` (`{"": value}`).
+fn held_element_size(name: &str, holder: &RawDocument) -> usize {
     // holder = 4 (length) + 1 (type) + 1 (empty name's NUL) + value + 1 (terminator)
     holder.as_bytes().len() - 5 + name.len()
 }
