@@ -142,15 +142,15 @@ pub fn check_txn_write(
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
-        let body = inv.req.body;
+        let args = inv.parsed;
         let coll = collection_arg(&inv.req)?.to_string();
         let db = inv.req.db.to_string();
         check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;
-        let ordered = opt_strict_bool(body, "insert", "ordered")?.unwrap_or(true);
-        let bypass = opt_strict_bool(body, "insert", "bypassDocumentValidation")?.unwrap_or(false);
-        let wc = WriteConcern::from_command(body)?;
-        let docs = match body.get("documents") {
+        let ordered = opt_strict_bool(args, "insert", "ordered")?.unwrap_or(true);
+        let bypass = opt_strict_bool(args, "insert", "bypassDocumentValidation")?.unwrap_or(false);
+        let wc = WriteConcern::from_command(args)?;
+        let docs = match args.get("documents") {
             Ok(Some(RawBsonRef::Array(a))) => a,
             Ok(Some(other)) => {
                 return Err(CommandError::wrong_type(
@@ -188,7 +188,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         // Inside a transaction the first failure ends the statement (and aborts it).
         let ordered = ordered || target.in_txn();
         let retry = inv.op.retry;
-        let stmt_ids = crate::session::retry::stmt_ids(body, "insert", count)?;
+        let stmt_ids = crate::session::retry::stmt_ids(args, "insert", count)?;
         if ordered && let Some(first_bad) = errors.first().map(|(i, _)| *i) {
             // An ordered insert stops at its first failing document.
             prepared.retain(|(i, _)| *i < first_bad);
