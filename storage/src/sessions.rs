@@ -12,11 +12,16 @@
 //! its result; an insert records every document statement of one storage transaction in one
 //! key (their result is empty), so a retryable `insertMany` costs one record per batch, not one
 //! per document.
-//! A session record is `{txnNumber: Int64, committed: bool, lastUse: Date}`: the highest
-//! transaction number that wrote for the session, and whether it was a multi-document
-//! transaction that committed. Transaction numbers are non-negative, so their big-endian
-//! bytes sort numerically and `'U' lsid u64be(n)` is the exact prefix of one transaction's
-//! statements.
+//! A session record is `{txnNumber: Int64, committed: bool, lastUse: Date, stmts?: [Int32]}`:
+//! the highest transaction number that wrote for the session, whether it was a
+//! multi-document transaction that committed, and — when every statement record of that
+//! number was written through [`WriteTxn::record_stmts`] and there are at most
+//! [`MAX_LISTED`] of them — the first statement ids of those records, i.e. their keys.
+//! Transaction numbers are non-negative, so their big-endian bytes sort numerically and
+//! `'U' lsid u64be(n)` is the exact prefix of one transaction's statements. Moving to a new
+//! number deletes the old number's statement keys: by the `stmts` list when the record has
+//! one (point deletes), otherwise by a scan of that prefix (records written before the list
+//! existed, after a multi-document commit, or with more records than the list holds).
 //!
 //! Invariants:
 //! - a statement's result key is written in the same storage transaction as the statement's
@@ -82,34 +87,67 @@ fn stmt_key(lsid: &Lsid, txn: i64, stmt: i32) -> Vec<u8> {
     k
 }
 
-fn parse_record(b: &[u8]) -> Result<SessionRecord> {
+/// The most statement-record keys a session record lists (see the module doc).
+pub const MAX_LISTED: usize = 64;
+
+/// A session record with its listed statement keys (`None`: not listed, scan).
+struct FullRecord {
+    rec: SessionRecord,
+    listed: Option<Vec<i32>>,
+}
+
+fn parse_full(b: &[u8]) -> Result<FullRecord> {
     let d = RawDocument::from_bytes(b).map_err(|e| StorageError::Corrupt(e.to_string()))?;
-    let txn_number = match d.get("txnNumber") {
-        Ok(Some(RawBsonRef::Int64(n))) => n,
-        _ => {
-            return Err(StorageError::Corrupt(
-                "session record without txnNumber".into(),
-            ));
+    let (mut txn_number, mut committed, mut last_use_ms, mut listed) = (None, false, 0, None);
+    for el in d {
+        match el.map_err(|e| StorageError::Corrupt(e.to_string()))? {
+            (k, RawBsonRef::Int64(n)) if k == "txnNumber" && txn_number.is_none() => {
+                txn_number = Some(n)
+            }
+            (k, RawBsonRef::Boolean(c)) if k == "committed" => committed = c,
+            (k, RawBsonRef::DateTime(t)) if k == "lastUse" => last_use_ms = t.timestamp_millis(),
+            (k, RawBsonRef::Array(a)) if k == "stmts" => {
+                let mut ids = Vec::new();
+                for v in a {
+                    match v.map_err(|e| StorageError::Corrupt(e.to_string()))? {
+                        RawBsonRef::Int32(i) => ids.push(i),
+                        _ => return Err(StorageError::Corrupt("session record stmts".into())),
+                    }
+                }
+                listed = Some(ids);
+            }
+            _ => {}
         }
+    }
+    let Some(txn_number) = txn_number else {
+        return Err(StorageError::Corrupt(
+            "session record without txnNumber".into(),
+        ));
     };
-    let committed = matches!(d.get("committed"), Ok(Some(RawBsonRef::Boolean(true))));
-    let last_use_ms = match d.get("lastUse") {
-        Ok(Some(RawBsonRef::DateTime(t))) => t.timestamp_millis(),
-        _ => 0,
-    };
-    Ok(SessionRecord {
-        txn_number,
-        committed,
-        last_use_ms,
+    Ok(FullRecord {
+        rec: SessionRecord {
+            txn_number,
+            committed,
+            last_use_ms,
+        },
+        listed,
     })
+}
+
+fn parse_record(b: &[u8]) -> Result<SessionRecord> {
+    parse_full(b).map(|f| f.rec)
+}
+
+fn read_full(r: &dyn Read, lsid: &Lsid) -> Result<Option<FullRecord>> {
+    match r.get(CATALOG_SPACE, &session_key(lsid))? {
+        Some(b) => parse_full(&b).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// The session record of `lsid` as `r` sees it.
 pub fn read_record(r: &dyn Read, lsid: &Lsid) -> Result<Option<SessionRecord>> {
-    match r.get(CATALOG_SPACE, &session_key(lsid))? {
-        Some(b) => parse_record(&b).map(Some),
-        None => Ok(None),
-    }
+    Ok(read_full(r, lsid)?.map(|f| f.rec))
 }
 
 impl WriteTxn<'_> {
@@ -126,40 +164,60 @@ impl WriteTxn<'_> {
         txn: i64,
         committed: bool,
     ) -> Result<Option<SessionRecord>> {
-        let before = self.session_record(lsid)?;
-        self.advance_session_record(lsid, before, txn, committed)?;
-        Ok(before)
+        let before = read_full(&*self.tx, lsid)?;
+        let rec = before.as_ref().map(|b| b.rec);
+        self.advance_session_record(lsid, before, txn, committed, None)?;
+        Ok(rec)
     }
 
-    /// [`WriteTxn::set_session_record`] given the record `before` already read in this
-    /// transaction.
+    /// Deletes the statement keys of `before`'s transaction number when `txn` is another
+    /// one, then writes the session record `{txn, committed, listed}`.
     fn advance_session_record(
         &mut self,
         lsid: &Lsid,
-        before: Option<SessionRecord>,
+        before: Option<FullRecord>,
         txn: i64,
         committed: bool,
+        listed: Option<&[i32]>,
     ) -> Result<()> {
         if let Some(b) = before
-            && b.txn_number != txn
+            && b.rec.txn_number != txn
         {
-            // Only the recorded transaction number has live statements (each advance deletes
-            // the previous ones), so the scan covers its prefix alone: a prefix over the whole
-            // session would wade through the tombstones of every earlier statement.
-            let prefix = txn_prefix(lsid, Some(b.txn_number));
-            let old: Vec<Vec<u8>> = self
-                .tx
-                .prefix(CATALOG_SPACE, &prefix)?
-                .map(|kv| kv.map(|(k, _)| k.to_vec()))
-                .collect::<std::result::Result<_, _>>()?;
-            for k in old {
-                self.tx.delete(CATALOG_SPACE, &k)?;
+            match b.listed {
+                Some(firsts) => {
+                    for first in firsts {
+                        self.tx
+                            .delete(CATALOG_SPACE, &stmt_key(lsid, b.rec.txn_number, first))?;
+                    }
+                }
+                None => {
+                    // Only the recorded transaction number has live statements (each advance
+                    // deletes the previous ones), so the scan covers its prefix alone: a
+                    // prefix over the whole session would wade through the tombstones of
+                    // every earlier statement.
+                    let prefix = txn_prefix(lsid, Some(b.rec.txn_number));
+                    let old: Vec<Vec<u8>> = self
+                        .tx
+                        .prefix(CATALOG_SPACE, &prefix)?
+                        .map(|kv| kv.map(|(k, _)| k.to_vec()))
+                        .collect::<std::result::Result<_, _>>()?;
+                    for k in old {
+                        self.tx.delete(CATALOG_SPACE, &k)?;
+                    }
+                }
             }
         }
         let mut rec = RawDocumentBuf::new();
         rec.append(cstr!("txnNumber"), txn);
         rec.append(cstr!("committed"), committed);
         rec.append(cstr!("lastUse"), bson::DateTime::now());
+        if let Some(firsts) = listed {
+            let mut ids = bson::RawArrayBuf::new();
+            for f in firsts {
+                ids.push(*f);
+            }
+            rec.append(cstr!("stmts"), ids);
+        }
         self.tx
             .put(CATALOG_SPACE, &session_key(lsid), rec.as_bytes())?;
         Ok(())
@@ -177,9 +235,23 @@ impl WriteTxn<'_> {
         let Some(first) = stmts.first() else {
             return Ok(());
         };
-        match self.session_record(lsid)? {
-            Some(r) if r.txn_number == txn && !r.committed => {}
-            before => self.advance_session_record(lsid, before, txn, false)?,
+        let before = read_full(&*self.tx, lsid)?;
+        let key = stmt_key(lsid, txn, *first);
+        match before {
+            Some(b) if b.rec.txn_number == txn && !b.rec.committed => {
+                // Another record of the same number: list its key too, unless the list was
+                // already given up (then the next advance scans).
+                if let Some(mut listed) = b.listed {
+                    listed.push(*first);
+                    let listed = (listed.len() <= MAX_LISTED).then_some(listed);
+                    let b = FullRecord {
+                        rec: b.rec,
+                        listed: None,
+                    };
+                    self.advance_session_record(lsid, Some(b), txn, false, listed.as_deref())?;
+                }
+            }
+            before => self.advance_session_record(lsid, before, txn, false, Some(&[*first]))?,
         }
         let mut ids = bson::RawArrayBuf::new();
         for s in stmts {
@@ -188,8 +260,7 @@ impl WriteTxn<'_> {
         let mut rec = RawDocumentBuf::new();
         rec.append(cstr!("s"), ids);
         rec.append(cstr!("r"), result.to_owned());
-        self.tx
-            .put(CATALOG_SPACE, &stmt_key(lsid, txn, *first), rec.as_bytes())?;
+        self.tx.put(CATALOG_SPACE, &key, rec.as_bytes())?;
         Ok(())
     }
 }
@@ -325,5 +396,83 @@ mod tests {
         assert!(s.stale_sessions(0).unwrap().is_empty());
         s.forget_session(&lsid).unwrap();
         assert!(s.session_record(&lsid).unwrap().is_none());
+    }
+
+    /// Statement keys of the whole session, in key order.
+    fn stmt_keys(s: &Store, lsid: &Lsid) -> Vec<Vec<u8>> {
+        let r = s.read().unwrap();
+        r.snapshot()
+            .prefix(CATALOG_SPACE, &txn_prefix(lsid, None))
+            .unwrap()
+            .map(|kv| kv.unwrap().0.to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn listed_and_scanned_statements_are_both_superseded() {
+        // Each shape of session record before an advance: listed keys (one record, several,
+        // one more than the list holds), a record without a list (an older data directory,
+        // written here as one), and a committed transaction's record.
+        for records in [1usize, 3, MAX_LISTED, MAX_LISTED + 1] {
+            let s = store();
+            let lsid = [9u8; 16];
+            s.write(Durability::Buffered, |tx| -> Result<()> {
+                for r in 0..records {
+                    tx.record_stmts(
+                        &lsid,
+                        5,
+                        &[2 * r as i32, 2 * r as i32 + 1],
+                        &bson::rawdoc! {},
+                    )?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(stmt_keys(&s, &lsid).len(), records);
+            let r = s.read().unwrap();
+            let listed = read_full(r.snapshot(), &lsid).unwrap().unwrap().listed;
+            drop(r);
+            let expect =
+                (records <= MAX_LISTED).then(|| (0..records as i32).map(|r| 2 * r).collect());
+            assert_eq!(listed, expect, "{records}");
+            assert_eq!(s.executed_stmts(&lsid, 5).unwrap().len(), 2 * records);
+            s.write(Durability::Buffered, |tx| -> Result<()> {
+                tx.record_stmts(&lsid, 6, &[0], &bson::rawdoc! {"n": 1})
+            })
+            .unwrap();
+            assert_eq!(
+                stmt_keys(&s, &lsid),
+                vec![stmt_key(&lsid, 6, 0)],
+                "{records}"
+            );
+        }
+        let s = store();
+        let lsid = [10u8; 16];
+        s.write(Durability::Buffered, |tx| -> Result<()> {
+            tx.record_stmts(&lsid, 1, &[0], &bson::rawdoc! {})?;
+            tx.record_stmts(&lsid, 1, &[1], &bson::rawdoc! {})?;
+            // The record as an older data directory has it: no list.
+            let mut rec = RawDocumentBuf::new();
+            rec.append(cstr!("txnNumber"), 1i64);
+            rec.append(cstr!("committed"), false);
+            rec.append(cstr!("lastUse"), bson::DateTime::now());
+            tx.tx
+                .put(CATALOG_SPACE, &session_key(&lsid), rec.as_bytes())?;
+            tx.record_stmts(&lsid, 1, &[2], &bson::rawdoc! {})
+        })
+        .unwrap();
+        assert_eq!(stmt_keys(&s, &lsid).len(), 3);
+        s.write(Durability::Buffered, |tx| -> Result<()> {
+            tx.record_stmts(&lsid, 2, &[0], &bson::rawdoc! {})?;
+            tx.set_session_record(&lsid, 3, true)?;
+            Ok(())
+        })
+        .unwrap();
+        assert!(stmt_keys(&s, &lsid).is_empty());
+        s.write(Durability::Buffered, |tx| -> Result<()> {
+            tx.record_stmts(&lsid, 4, &[7], &bson::rawdoc! {})
+        })
+        .unwrap();
+        assert_eq!(stmt_keys(&s, &lsid), vec![stmt_key(&lsid, 4, 7)]);
     }
 }
