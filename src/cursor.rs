@@ -228,46 +228,37 @@ pub fn batch_reply(
     ns: &str,
     at_cluster_time: Option<bson::Timestamp>,
 ) -> RawDocumentBuf {
-    fn key(out: &mut Vec<u8>, kind: u8, name: &[u8]) {
-        out.push(kind);
-        out.extend_from_slice(name);
+    use bson::spec::ElementType;
+    use cairn_wire::doc_writer::{close, document_array, document_array_len, element, open};
+    let bytes: usize = docs.iter().map(|d| d.as_bytes().len()).sum();
+    let size = document_array_len(batch.len(), docs.len(), bytes) + ns.len() + 64;
+    let mut out = Vec::with_capacity(size);
+    let write = |out: &mut Vec<u8>| -> Result<(), cairn_wire::WireError> {
+        let reply = open(out);
+        element(out, ElementType::EmbeddedDocument, b"cursor")?;
+        let cursor = open(out);
+        document_array(out, batch.as_bytes(), docs.iter().map(|d| d.as_bytes()))?;
+        element(out, ElementType::Int64, b"id")?;
+        out.extend_from_slice(&id.to_le_bytes());
+        element(out, ElementType::String, b"ns")?;
+        let ns_len = i32::try_from(ns.len() + 1).unwrap_or(i32::MAX);
+        out.extend_from_slice(&ns_len.to_le_bytes());
+        out.extend_from_slice(ns.as_bytes());
         out.push(0);
+        if let Some(t) = at_cluster_time {
+            element(out, ElementType::Timestamp, b"atClusterTime")?;
+            out.extend_from_slice(&t.increment.to_le_bytes());
+            out.extend_from_slice(&t.time.to_le_bytes());
+        }
+        close(out, cursor)?;
+        close(out, reply)
+    };
+    // A batch is bounded by the reply size limit, so the writer cannot fail on its lengths;
+    // if it did, the reply would be the empty document, never a wrong length.
+    match write(&mut out) {
+        Ok(()) => RawDocumentBuf::from_bytes(out).unwrap_or_else(|_| RawDocumentBuf::new()),
+        Err(_) => RawDocumentBuf::new(),
     }
-    fn close(out: &mut Vec<u8>, start: usize) {
-        out.push(0);
-        let len = i32::try_from(out.len() - start).unwrap_or(i32::MAX);
-        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    }
-    let size: usize = docs.iter().map(|d| d.as_bytes().len() + 8).sum();
-    let mut out = Vec::with_capacity(size + ns.len() + batch.len() + 64);
-    out.extend_from_slice(&[0; 4]);
-    key(&mut out, 0x03, b"cursor");
-    let cursor = out.len();
-    out.extend_from_slice(&[0; 4]);
-    key(&mut out, 0x04, batch.as_bytes());
-    let array = out.len();
-    out.extend_from_slice(&[0; 4]);
-    let mut digits = itoa::Buffer::new();
-    for (i, d) in docs.iter().enumerate() {
-        key(&mut out, 0x03, digits.format(i).as_bytes());
-        out.extend_from_slice(d.as_bytes());
-    }
-    close(&mut out, array);
-    key(&mut out, 0x12, b"id");
-    out.extend_from_slice(&id.to_le_bytes());
-    key(&mut out, 0x02, b"ns");
-    let ns_len = i32::try_from(ns.len() + 1).unwrap_or(i32::MAX);
-    out.extend_from_slice(&ns_len.to_le_bytes());
-    out.extend_from_slice(ns.as_bytes());
-    out.push(0);
-    if let Some(t) = at_cluster_time {
-        key(&mut out, 0x11, b"atClusterTime");
-        out.extend_from_slice(&t.increment.to_le_bytes());
-        out.extend_from_slice(&t.time.to_le_bytes());
-    }
-    close(&mut out, cursor);
-    close(&mut out, 0);
-    RawDocumentBuf::from_bytes(out).unwrap_or_else(|_| RawDocumentBuf::new())
 }
 
 /// The `lsid.id` bytes of a command, if it carries a session.

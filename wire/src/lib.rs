@@ -23,7 +23,8 @@
 //!      the inner message is decoded as above.
 //! 3. The server turns the message into one command document with
 //!    [`op_msg::OpMsg::into_command`] (document sequences become arrays of the body, e.g.
-//!    `documents` of an `insert`) or [`op_query::OpQuery::command`].
+//!    `documents` of an `insert`, written by [`doc_writer`], which also writes the server's
+//!    cursor batches) or [`op_query::OpQuery::command`].
 //! 4. The reply is encoded with [`op_msg::encode`] (adding a checksum when the client used
 //!    one, `moreToCome` for exhaust streams) or [`op_query::encode_reply`] (`OP_REPLY`), and
 //!    compressed with [`compression::compress_message`] when the request was compressed.
@@ -38,6 +39,7 @@
 
 pub mod bson_check;
 pub mod compression;
+pub mod doc_writer;
 pub mod error;
 pub mod header;
 pub mod message;

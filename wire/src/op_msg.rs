@@ -24,6 +24,7 @@ use nom::number::complete::{le_i32, le_u8, le_u32};
 use nom::{IResult, Parser};
 
 use crate::bson_check;
+use crate::doc_writer;
 use crate::error::{Result, WireError};
 use crate::header::{Header, OpCode};
 use crate::{BSON_OBJECT_INTERNAL_SLACK, HEADER_LEN, MAX_BSON_DEPTH, MAX_BSON_OBJECT_SIZE};
@@ -265,64 +266,31 @@ impl OpMsg {
             return Ok(self.body);
         }
         let body = self.body.as_bytes();
-        let mut digits = itoa::Buffer::new();
         let mut size = body.len();
         for s in &self.sequences {
-            // type, identifier, NUL, array length, terminator
-            size += 1 + s.identifier.len() + 1 + 4 + 1;
-            // per element: type, index name, NUL, then the document
-            size += s.bytes.len();
-            for i in 0..s.ends.len() {
-                size += 2 + digits.format(i).len();
-            }
+            size += doc_writer::document_array_len(s.identifier.len(), s.ends.len(), s.bytes.len());
         }
-        let too_large = || WireError::BsonTooLarge {
+        i32::try_from(size).map_err(|_| WireError::BsonTooLarge {
             len: size,
             max: i32::MAX as usize,
-        };
-        i32::try_from(size).map_err(|_| too_large())?;
+        })?;
         let mut out = Vec::with_capacity(size);
+        // The body without its terminator (its length prefix is rewritten by `close`).
         out.extend_from_slice(body.get(..body.len().saturating_sub(1)).unwrap_or_default());
         for s in &self.sequences {
             if s.identifier.as_bytes().contains(&0) {
                 return Err(WireError::BadCString("document sequence identifier"));
             }
-            out.push(bson::spec::ElementType::Array as u8);
-            out.extend_from_slice(s.identifier.as_bytes());
-            out.push(0);
-            let array_start = out.len();
-            out.extend_from_slice(&[0; 4]);
             let mut start = 0;
-            for (i, &end) in s.ends.iter().enumerate() {
-                out.push(bson::spec::ElementType::EmbeddedDocument as u8);
-                out.extend_from_slice(digits.format(i).as_bytes());
-                out.push(0);
-                out.extend_from_slice(s.bytes.get(start..end).unwrap_or_default());
+            let docs = s.ends.iter().map(|&end| {
+                let d = s.bytes.get(start..end).unwrap_or_default();
                 start = end;
-            }
-            out.push(0);
-            patch_len(&mut out, array_start)?;
+                d
+            });
+            doc_writer::document_array(&mut out, s.identifier.as_bytes(), docs)?;
         }
-        out.push(0);
-        patch_len(&mut out, 0)?;
+        doc_writer::close(&mut out, 0)?;
         RawDocumentBuf::from_bytes(out).map_err(|e| WireError::InvalidBson(e.to_string()))
-    }
-}
-
-/// Writes the length of the document that starts at `start` and ends at the end of `out`
-/// into its length prefix.
-fn patch_len(out: &mut [u8], start: usize) -> Result<()> {
-    let len = out.len().saturating_sub(start);
-    let len = i32::try_from(len).map_err(|_| WireError::BsonTooLarge {
-        len,
-        max: i32::MAX as usize,
-    })?;
-    match out.get_mut(start..start + 4) {
-        Some(slot) => {
-            slot.copy_from_slice(&len.to_le_bytes());
-            Ok(())
-        }
-        None => Err(WireError::Truncated("command document")),
     }
 }
 
