@@ -273,10 +273,26 @@ pub(crate) fn write_fields(fields: &[(Cow<'_, str>, Value<'_>)]) -> Result<RawDo
     Ok(out)
 }
 
-/// The number of elements of `arr` when its keys are exactly `"0"`, `"1"`, … in order (as
-/// serializing an expanded array writes them); `None` when they are not, or when a value is
-/// of a type the light walk does not size ([`value_len`]).
-pub(crate) fn canonical_len(arr: &RawArray) -> Option<usize> {
+/// What [`walk_array`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ArrayWalk {
+    /// Whether the walk stopped at an element (the callback returned true).
+    pub(crate) stopped: bool,
+    /// Elements walked (all of them unless `stopped`).
+    pub(crate) len: usize,
+    /// Whether the walked elements' keys are exactly `"0"`, `"1"`, … in order (as
+    /// serializing an expanded array writes them).
+    pub(crate) canonical: bool,
+}
+
+/// Walks the elements of `arr` in order, giving `stop` each one's type byte and value bytes
+/// (a string's length prefix and NUL included) until it returns true; `None` when a value is
+/// of a type the light walk does not size ([`value_len`]) or the framing is bad (the caller
+/// then reads the array with the bson crate).
+pub(crate) fn walk_array(
+    arr: &RawArray,
+    mut stop: impl FnMut(u8, &[u8]) -> bool,
+) -> Option<ArrayWalk> {
     let b = arr.as_bytes();
     let end = b.len().checked_sub(1)?;
     if b.get(end) != Some(&0) {
@@ -285,39 +301,66 @@ pub(crate) fn canonical_len(arr: &RawArray) -> Option<usize> {
     // The expected key as ASCII digits, most significant first, in `key[start..]`.
     let mut key = [b'0'; 20];
     let mut start = key.len() - 1;
+    let mut canonical = true;
     let mut n = 0usize;
     let mut off = 4usize;
     while off < end {
         let kind = *b.get(off)?;
         let want = key.get(start..)?;
-        let key_end = off + 1 + want.len();
+        let mut key_end = off + 1 + want.len();
         // Byte by byte: the keys are a few digits, shorter than a memcmp call.
-        for (i, d) in want.iter().enumerate() {
-            if b.get(off + 1 + i) != Some(d) {
-                return None;
+        if canonical {
+            for (i, d) in want.iter().enumerate() {
+                if b.get(off + 1 + i) != Some(d) {
+                    canonical = false;
+                    break;
+                }
             }
+            canonical = canonical && b.get(key_end) == Some(&0);
         }
-        if b.get(key_end) != Some(&0) {
-            return None;
+        if !canonical {
+            key_end = off + 1 + b.get(off + 1..end)?.iter().position(|&c| c == 0)?;
         }
         let v = key_end + 1;
-        off = v + value_len(kind, b.get(v..end)?)?;
-        n += 1;
-        // Next key: add one to the decimal digits.
-        let mut i = key.len();
-        loop {
-            i = i.checked_sub(1)?;
-            let d = key.get_mut(i)?;
-            if *d == b'9' {
-                *d = b'0';
-            } else {
-                *d += 1;
-                break;
-            }
+        let value = b.get(v..end)?;
+        let len = value_len(kind, value)?;
+        if stop(kind, value.get(..len)?) {
+            return Some(ArrayWalk {
+                stopped: true,
+                len: n,
+                canonical,
+            });
         }
-        start = start.min(i);
+        off = v + len;
+        n += 1;
+        if canonical {
+            // Next key: add one to the decimal digits.
+            let mut i = key.len();
+            loop {
+                i = i.checked_sub(1)?;
+                let d = key.get_mut(i)?;
+                if *d == b'9' {
+                    *d = b'0';
+                } else {
+                    *d += 1;
+                    break;
+                }
+            }
+            start = start.min(i);
+        }
     }
-    (off == end).then_some(n)
+    (off == end).then_some(ArrayWalk {
+        stopped: false,
+        len: n,
+        canonical,
+    })
+}
+
+/// The number of elements of `arr` when its keys are canonical (see [`ArrayWalk`]); `None`
+/// when they are not or [`walk_array`] is unsure of the array.
+pub(crate) fn canonical_len(arr: &RawArray) -> Option<usize> {
+    let w = walk_array(arr, |_, _| false)?;
+    w.canonical.then_some(w.len)
 }
 
 /// `arr` (whose [`canonical_len`] is `len`) with `values` appended, as a [`Value::Held`]:

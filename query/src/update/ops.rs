@@ -11,11 +11,12 @@ use std::sync::Arc;
 use bson::{RawArray, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 use cairn_storage::compare::compare_values;
 use cairn_storage::display;
-use cairn_storage::elements::{Elements, Step};
 
 use super::Now;
 use super::arith::{self, BitOp, Num};
-use super::doc::{Value, append_elements, canonical_len, malformed, raw_type_name, type_name};
+use super::doc::{
+    Value, append_elements, canonical_len, malformed, raw_type_name, type_name, walk_array,
+};
 use crate::error::{QueryError, Result};
 use crate::filter::Filter;
 use crate::path::{self as fpath, FieldPath};
@@ -737,10 +738,15 @@ pub(crate) fn update_existing(op: &Op, v: &mut Value<'_>, ctx: &Ctx<'_>) -> Resu
                 _ => None,
             };
             let mut to_add = Vec::new();
+            // The stored array's canonical length when a search walk read it.
+            let mut walked_len = None;
             for x in values {
                 let x = x.as_raw_bson_ref();
                 let present = match raw {
-                    Some(arr) if let Some(found) = string_in_array(arr, x) => found,
+                    Some(arr) if let Some((found, len)) = string_in_array(arr, x) => {
+                        walked_len = walked_len.or(len);
+                        found
+                    }
                     Some(arr) => {
                         let mut found = false;
                         for el in arr {
@@ -774,7 +780,7 @@ pub(crate) fn update_existing(op: &Op, v: &mut Value<'_>, ctx: &Ctx<'_>) -> Resu
                 return Ok(false);
             }
             if let Some(arr) = raw
-                && let Some(len) = canonical_len(arr)
+                && let Some(len) = walked_len.or_else(|| canonical_len(arr))
             {
                 *v = append_elements(arr, len, to_add)?;
                 return Ok(true);
@@ -995,30 +1001,25 @@ fn sort_items(items: &mut Vec<Value<'_>>, spec: &SortSpec) -> Result<()> {
 }
 
 /// Whether the string `x` is an element of the stored array `arr`, decided on bytes
-/// ([`cairn_storage::elements`]): a string equals exactly the strings and symbols with the same
-/// bytes, and no value of another type. `None` when `x` is not a string or the walk is unsure
-/// of the array (the caller then compares element by element).
-fn string_in_array(arr: &RawArray, x: RawBsonRef<'_>) -> Option<bool> {
+/// ([`walk_array`]): a string equals exactly the strings and symbols with the same bytes, and
+/// no value of another type. With it, when it is absent, the array's [`canonical_len`] (read
+/// on the same walk). `None` when `x` is not a string or the walk is unsure of the array (the
+/// caller then compares element by element).
+fn string_in_array(arr: &RawArray, x: RawBsonRef<'_>) -> Option<(bool, Option<usize>)> {
     let RawBsonRef::String(s) = x else {
         return None;
     };
     // The value's bytes as stored: length (with the NUL), the text, the NUL.
-    let mut want = Vec::with_capacity(s.len() + 5);
-    want.extend_from_slice(&i32::try_from(s.len() + 1).ok()?.to_le_bytes());
-    want.extend_from_slice(s.as_bytes());
-    want.push(0);
-    let mut elements = Elements::new(arr.as_bytes());
-    loop {
-        match elements.step() {
-            Step::Element(e) => {
-                if matches!(e.kind, 0x02 | 0x0E) && e.value == want.as_slice() {
-                    return Some(true);
-                }
-            }
-            Step::End => return Some(false),
-            Step::Unsure => return None,
-        }
-    }
+    let len = i32::try_from(s.len() + 1).ok()?.to_le_bytes();
+    let text = s.as_bytes();
+    let w = walk_array(arr, |kind, value| {
+        matches!(kind, 0x02 | 0x0E)
+            && value.len() == text.len() + 5
+            && value.get(..4) == Some(&len[..])
+            && value.get(4..4 + text.len()) == Some(text)
+            && value.get(4 + text.len()) == Some(&0)
+    })?;
+    Some((w.stopped, (!w.stopped && w.canonical).then_some(w.len)))
 }
 
 #[cfg(test)]
@@ -1232,6 +1233,8 @@ mod tests {
             assert_eq!(keys, want);
             let (_, bytes) = both_paths(&doc, &Op::AddToSet(vec![RawBson::Int32(9)]));
             assert!(!bytes);
+            let (_, bytes) = both_paths(&doc, &Op::AddToSet(vec!["s".into()]));
+            assert!(!bytes);
         }
         let doc = stored(&canonical(&[RawBson::Int32(1), RawBson::Int32(2)]));
         for (slice, position, bytes) in [
@@ -1258,5 +1261,55 @@ mod tests {
         let (out, took) = both_paths(&doc, &sorted);
         assert!(!took);
         assert_eq!(out.get_array("a").unwrap().get_i32(0).unwrap(), 0);
+    }
+
+    /// The byte search for a string answers as comparing it with every element, and reads
+    /// the canonical length when the string is absent.
+    #[test]
+    fn string_search_matches_comparison() {
+        let mut elements = every_type();
+        elements.push("v1".into());
+        elements.push(from_element(0x0E, b"\x03\0\0\0v2\0"));
+        elements.push("v\0x".into());
+        let probes: Vec<RawBson> = ["v1", "v2", "v", "v\0x", "s\u{e9}", "sym", "f()", "", "v1 "]
+            .iter()
+            .map(|p| RawBson::String((*p).to_string()))
+            .collect();
+        let sized: Vec<RawBson> = elements
+            .iter()
+            .filter(|e| {
+                !matches!(
+                    e,
+                    RawBson::Binary(_)
+                        | RawBson::RegularExpression(_)
+                        | RawBson::DbPointer(_)
+                        | RawBson::JavaScriptCodeWithScope(_)
+                )
+            })
+            .cloned()
+            .collect();
+        for keys_canonical in [true, false] {
+            let mut keyed = canonical(&sized);
+            if !keys_canonical {
+                keyed.swap(1, 2);
+            }
+            let doc = stored(&keyed);
+            let arr = doc.get_array("a").unwrap();
+            for p in &probes {
+                let x = p.as_raw_bson_ref();
+                let found = sized
+                    .iter()
+                    .any(|e| compare_values(e.as_raw_bson_ref(), x) == Ordering::Equal);
+                let len = (!found && keys_canonical).then_some(sized.len());
+                assert_eq!(string_in_array(arr, x), Some((found, len)), "{p:?}");
+            }
+            assert_eq!(string_in_array(arr, RawBsonRef::Int32(1)), None);
+        }
+        // A type the walk does not size: the caller compares.
+        let doc = stored(&canonical(&elements));
+        assert_eq!(
+            string_in_array(doc.get_array("a").unwrap(), RawBsonRef::String("v1")),
+            None
+        );
     }
 }
