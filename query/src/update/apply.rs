@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::compare::compare_values;
+use cairn_storage::elements::value_len;
 
 use super::doc::{Value, element_string, malformed, parse_index, resolve_existing, type_name};
 use super::ops::{Ctx, Op, new_value, update_existing};
@@ -557,6 +558,10 @@ pub(crate) fn exceeds_depth(v: &Value<'_>, level: usize) -> Result<bool> {
         }
         Value::Raw(r) => raw_exceeds_depth(*r, level),
         Value::Owned(o) => raw_exceeds_depth(o.as_raw_bson_ref(), level),
+        Value::Held(_) => match v.scalar() {
+            Some(r) => raw_exceeds_depth(r, level),
+            None => Err(malformed("value holder")),
+        },
     }
 }
 
@@ -564,11 +569,53 @@ fn raw_exceeds_depth(v: RawBsonRef<'_>, level: usize) -> Result<bool> {
     if level > MAX_STORAGE_DEPTH {
         return Ok(true);
     }
+    let framed = match v {
+        RawBsonRef::Document(d) => d.as_bytes(),
+        RawBsonRef::Array(a) => a.as_bytes(),
+        _ => return Ok(false),
+    };
+    if let Some(answer) = framed_exceeds_depth(framed, level) {
+        return Ok(answer);
+    }
+    raw_exceeds_depth_parsed(v, level)
+}
+
+/// [`raw_exceeds_depth`] of the document or array `framed` at `level`, on a light walk of its
+/// elements (sized by [`value_len`], names not checked): `None` when it meets a value it
+/// does not size or bad framing (the bson crate's iterator then decides).
+fn framed_exceeds_depth(framed: &[u8], level: usize) -> Option<bool> {
+    let end = framed.len().checked_sub(1)?;
+    if framed.get(end) != Some(&0) {
+        return None;
+    }
+    let mut off = 4usize;
+    while off < end {
+        let kind = *framed.get(off)?;
+        let name_len = framed.get(off + 1..end)?.iter().position(|&c| c == 0)?;
+        let v = off + 2 + name_len;
+        let len = value_len(kind, framed.get(v..end)?)?;
+        if level + 1 > MAX_STORAGE_DEPTH {
+            return Some(true);
+        }
+        if matches!(kind, 0x03 | 0x04) && framed_exceeds_depth(framed.get(v..v + len)?, level + 1)?
+        {
+            return Some(true);
+        }
+        off = v + len;
+    }
+    (off == end).then_some(false)
+}
+
+/// [`raw_exceeds_depth`] on the bson crate's validating iterator (the definition).
+fn raw_exceeds_depth_parsed(v: RawBsonRef<'_>, level: usize) -> Result<bool> {
+    if level > MAX_STORAGE_DEPTH {
+        return Ok(true);
+    }
     match v {
         RawBsonRef::Document(d) => {
             for el in d.iter() {
                 let (_, c) = el.map_err(malformed)?;
-                if raw_exceeds_depth(c, level + 1)? {
+                if raw_exceeds_depth_parsed(c, level + 1)? {
                     return Ok(true);
                 }
             }
@@ -576,7 +623,7 @@ fn raw_exceeds_depth(v: RawBsonRef<'_>, level: usize) -> Result<bool> {
         }
         RawBsonRef::Array(a) => {
             for el in a {
-                if raw_exceeds_depth(el.map_err(malformed)?, level + 1)? {
+                if raw_exceeds_depth_parsed(el.map_err(malformed)?, level + 1)? {
                     return Ok(true);
                 }
             }
@@ -782,4 +829,61 @@ fn replace_impl(
         )));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{RawArrayBuf, RawBson, RawDocumentBuf, rawdoc};
+
+    use super::*;
+
+    /// Containers nested `n` deep alternating documents and arrays, with a leaf inside.
+    fn nested(n: usize, leaf: RawBson) -> RawBson {
+        let mut v = leaf;
+        for i in 0..n {
+            v = if i % 2 == 0 {
+                let mut a = RawArrayBuf::new();
+                a.push("pad");
+                a.push(v);
+                RawBson::Array(a)
+            } else {
+                let mut d = RawDocumentBuf::new();
+                d.append(bson::raw::cstr!("k"), v);
+                RawBson::Document(d)
+            };
+        }
+        v
+    }
+
+    /// The light walk answers as the bson crate's walk at every depth around the limit, for
+    /// empty and non-empty innermost containers and for values it cannot size.
+    #[test]
+    fn framed_depth_matches_the_parsed_walk() {
+        let bin = RawBson::Binary(bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: vec![1],
+        });
+        for leaf in [
+            RawBson::Int32(1),
+            RawBson::Document(rawdoc! {}),
+            RawBson::Array(RawArrayBuf::new()),
+            bin,
+        ] {
+            for n in [0, 1, 2, 170, 177, 178, 179, 180, 181, 182] {
+                let v = nested(n, leaf.clone());
+                for level in [1, 2, 3] {
+                    let r = v.as_raw_bson_ref();
+                    assert_eq!(
+                        raw_exceeds_depth(r, level).unwrap(),
+                        raw_exceeds_depth_parsed(r, level).unwrap(),
+                        "depth {n} level {level} leaf {leaf:?}"
+                    );
+                }
+            }
+        }
+        let v = nested(200, RawBson::Int32(1));
+        assert!(raw_exceeds_depth(v.as_raw_bson_ref(), 1).unwrap());
+        let v = nested(10, RawBson::Int32(1));
+        assert!(!raw_exceeds_depth(v.as_raw_bson_ref(), 1).unwrap());
+    }
 }

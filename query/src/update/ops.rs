@@ -11,11 +11,12 @@ use std::sync::Arc;
 use bson::{RawArray, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 use cairn_storage::compare::compare_values;
 use cairn_storage::display;
-use cairn_storage::elements::{Elements, Step};
 
 use super::Now;
 use super::arith::{self, BitOp, Num};
-use super::doc::{Value, malformed, raw_type_name, type_name};
+use super::doc::{
+    Value, append_elements, canonical_len, malformed, raw_type_name, type_name, walk_array,
+};
 use crate::error::{QueryError, Result};
 use crate::filter::Filter;
 use crate::path::{self as fpath, FieldPath};
@@ -730,18 +731,22 @@ pub(crate) fn update_existing(op: &Op, v: &mut Value<'_>, ctx: &Ctx<'_>) -> Resu
                     type_name(v)
                 )));
             }
-            // A stored array is searched in place: it is expanded only when a value is added
-            // (a no-op `$addToSet` allocates nothing).
-            let raw = match &*v {
-                Value::Raw(RawBsonRef::Array(a)) => Some(*a),
-                Value::Owned(RawBson::Array(a)) => Some(&**a),
+            // A stored array is searched in place (a no-op `$addToSet` allocates nothing) and
+            // appended to on bytes when its keys are canonical; else it is expanded.
+            let raw = match v.scalar() {
+                Some(RawBsonRef::Array(a)) => Some(a),
                 _ => None,
             };
             let mut to_add = Vec::new();
+            // The stored array's canonical length when a search walk read it.
+            let mut walked_len = None;
             for x in values {
                 let x = x.as_raw_bson_ref();
                 let present = match raw {
-                    Some(arr) if let Some(found) = string_in_array(arr, x) => found,
+                    Some(arr) if let Some((found, len)) = string_in_array(arr, x) => {
+                        walked_len = walked_len.or(len);
+                        found
+                    }
                     Some(arr) => {
                         let mut found = false;
                         for el in arr {
@@ -773,6 +778,12 @@ pub(crate) fn update_existing(op: &Op, v: &mut Value<'_>, ctx: &Ctx<'_>) -> Resu
             }
             if to_add.is_empty() {
                 return Ok(false);
+            }
+            if let Some(arr) = raw
+                && let Some(len) = walked_len.or_else(|| canonical_len(arr))
+            {
+                *v = append_elements(arr, len, to_add)?;
+                return Ok(true);
             }
             v.expand()?;
             let Value::Arr(items) = v else {
@@ -889,6 +900,19 @@ fn push<'a>(op: &Op, v: &mut Value<'a>, _ctx: &Ctx<'_>) -> Result<bool> {
     else {
         return Ok(false);
     };
+    let keep = usize::try_from(slice.unsigned_abs()).unwrap_or(usize::MAX);
+    // Appending to a stored array whose keys are canonical, with nothing to sort or slice
+    // off: on bytes (see [`append_elements`]).
+    if !values.is_empty()
+        && sort.is_none()
+        && let Some(RawBsonRef::Array(arr)) = v.scalar()
+        && let Some(len) = canonical_len(arr)
+        && push_position(len, *position) == len
+        && len.saturating_add(values.len()) <= keep
+    {
+        *v = append_elements(arr, len, values.iter().map(RawBson::as_raw_bson_ref))?;
+        return Ok(true);
+    }
     v.expand()?;
     let Value::Arr(items) = v else {
         return Ok(false);
@@ -896,17 +920,7 @@ fn push<'a>(op: &Op, v: &mut Value<'a>, _ctx: &Ctx<'_>) -> Result<bool> {
     let mut modified = false;
     if !values.is_empty() {
         modified = true;
-        let len = items.len() as i64;
-        let at = if len == 0 || *position > len {
-            len
-        } else if *position >= 0 {
-            *position
-        } else if position.unsigned_abs() < len as u64 {
-            len + *position
-        } else {
-            0
-        };
-        let at = usize::try_from(at).unwrap_or(items.len()).min(items.len());
+        let at = push_position(items.len(), *position);
         let new: Vec<Value<'a>> = values.iter().map(|x| Value::Owned(x.clone())).collect();
         items.splice(at..at, new);
     }
@@ -914,7 +928,6 @@ fn push<'a>(op: &Op, v: &mut Value<'a>, _ctx: &Ctx<'_>) -> Result<bool> {
         modified = true;
         sort_items(items, spec)?;
     }
-    let keep = usize::try_from(slice.unsigned_abs()).unwrap_or(usize::MAX);
     if items.len() > keep {
         modified = true;
         if *slice >= 0 {
@@ -925,6 +938,22 @@ fn push<'a>(op: &Op, v: &mut Value<'a>, _ctx: &Ctx<'_>) -> Result<bool> {
         }
     }
     Ok(modified)
+}
+
+/// Where `$push` inserts into an array of `len` elements given its `$position`
+/// (`i64::MAX` when absent): past the end, from the front, or counted from the back.
+fn push_position(len: usize, position: i64) -> usize {
+    let n = i64::try_from(len).unwrap_or(i64::MAX);
+    let at = if n == 0 || position > n {
+        n
+    } else if position >= 0 {
+        position
+    } else if position.unsigned_abs() < n as u64 {
+        n + position
+    } else {
+        0
+    };
+    usize::try_from(at).unwrap_or(len).min(len)
 }
 
 /// Sorts `$push` elements (`PatternElementCmp`); stable, as `std::stable_sort`.
@@ -972,28 +1001,315 @@ fn sort_items(items: &mut Vec<Value<'_>>, spec: &SortSpec) -> Result<()> {
 }
 
 /// Whether the string `x` is an element of the stored array `arr`, decided on bytes
-/// ([`cairn_storage::elements`]): a string equals exactly the strings and symbols with the same
-/// bytes, and no value of another type. `None` when `x` is not a string or the walk is unsure
-/// of the array (the caller then compares element by element).
-fn string_in_array(arr: &RawArray, x: RawBsonRef<'_>) -> Option<bool> {
+/// ([`walk_array`]): a string equals exactly the strings and symbols with the same bytes, and
+/// no value of another type. With it, when it is absent, the array's [`canonical_len`] (read
+/// on the same walk). `None` when `x` is not a string or the walk is unsure of the array (the
+/// caller then compares element by element).
+fn string_in_array(arr: &RawArray, x: RawBsonRef<'_>) -> Option<(bool, Option<usize>)> {
     let RawBsonRef::String(s) = x else {
         return None;
     };
     // The value's bytes as stored: length (with the NUL), the text, the NUL.
-    let mut want = Vec::with_capacity(s.len() + 5);
-    want.extend_from_slice(&i32::try_from(s.len() + 1).ok()?.to_le_bytes());
-    want.extend_from_slice(s.as_bytes());
-    want.push(0);
-    let mut elements = Elements::new(arr.as_bytes());
-    loop {
-        match elements.step() {
-            Step::Element(e) => {
-                if matches!(e.kind, 0x02 | 0x0E) && e.value == want.as_slice() {
-                    return Some(true);
-                }
-            }
-            Step::End => return Some(false),
-            Step::Unsure => return None,
+    let len = i32::try_from(s.len() + 1).ok()?.to_le_bytes();
+    let text = s.as_bytes();
+    let w = walk_array(arr, |kind, value| {
+        matches!(kind, 0x02 | 0x0E)
+            && value.len() == text.len() + 5
+            && value.get(..4) == Some(&len[..])
+            && value.get(4..4 + text.len()) == Some(text)
+            && value.get(4 + text.len()) == Some(&0)
+    })?;
+    Some((w.stopped, (!w.stopped && w.canonical).then_some(w.len)))
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::spec::BinarySubtype;
+    use bson::{RawArrayBuf, RawBson, RawDocumentBuf, rawdoc};
+
+    use super::*;
+    use crate::update::doc::write_fields;
+
+    /// One value of every BSON element type.
+    fn every_type() -> Vec<RawBson> {
+        let oid = bson::oid::ObjectId::from_bytes([7; 12]);
+        vec![
+            RawBson::Double(2.5),
+            RawBson::String("s\u{e9}".into()),
+            RawBson::Document(rawdoc! {"x": 1, "y": [1, {"z": "w"}]}),
+            RawBson::Array({
+                let mut a = RawArrayBuf::new();
+                a.push(1);
+                a.push("two");
+                a
+            }),
+            RawBson::Binary(bson::Binary {
+                subtype: BinarySubtype::Generic,
+                bytes: vec![1, 2, 3],
+            }),
+            RawBson::Binary(bson::Binary {
+                subtype: BinarySubtype::BinaryOld,
+                bytes: vec![4, 5],
+            }),
+            RawBson::Undefined,
+            RawBson::ObjectId(oid),
+            RawBson::Boolean(true),
+            RawBson::DateTime(bson::DateTime::from_millis(-5)),
+            RawBson::Null,
+            from_element(0x0B, b"a.b\0i\0"),
+            from_element(
+                0x0C,
+                &[&5i32.to_le_bytes()[..], b"db.c\0", &[7; 12]].concat(),
+            ),
+            RawBson::JavaScriptCode("f()".into()),
+            RawBson::Symbol("sym".into()),
+            RawBson::JavaScriptCodeWithScope(bson::raw::RawJavaScriptCodeWithScope {
+                code: "g()".into(),
+                scope: rawdoc! {"v": 1},
+            }),
+            RawBson::Int32(-3),
+            RawBson::Timestamp(bson::Timestamp {
+                time: 1,
+                increment: 2,
+            }),
+            RawBson::Int64(1 << 40),
+            RawBson::Decimal128(bson::Decimal128::from_bytes([3; 16])),
+            RawBson::MinKey,
+            RawBson::MaxKey,
+        ]
+    }
+
+    /// The value of BSON type `ty` whose bytes are `value`.
+    fn from_element(ty: u8, value: &[u8]) -> RawBson {
+        let mut bytes = ((value.len() + 8) as i32).to_le_bytes().to_vec();
+        bytes.extend_from_slice(&[ty, b'v', 0]);
+        bytes.extend_from_slice(value);
+        bytes.push(0);
+        let doc = RawDocumentBuf::from_bytes(bytes).unwrap();
+        RawBson::from(doc.get("v").unwrap().unwrap())
+    }
+
+    /// `{a: <array>}` whose array has the given elements under the given keys.
+    fn stored(elements: &[(String, RawBson)]) -> RawDocumentBuf {
+        let mut inner = RawDocumentBuf::new();
+        for (k, v) in elements {
+            inner.append(bson::raw::CString::try_from(k.as_str()).unwrap(), v.clone());
         }
+        // The array's bytes are a document's bytes under type 0x04.
+        let mut bytes = inner.into_bytes();
+        let mut holder = Vec::new();
+        holder.extend_from_slice(&((bytes.len() + 8) as i32).to_le_bytes());
+        holder.extend_from_slice(&[0x04, b'a', 0x00]);
+        holder.append(&mut bytes);
+        holder.push(0);
+        RawDocumentBuf::from_bytes(holder).unwrap()
+    }
+
+    /// The document after `op` on its field `a`, and whether the byte path was taken; the
+    /// general path (the array expanded first) must give the same bytes.
+    fn both_paths(doc: &RawDocumentBuf, op: &Op) -> (RawDocumentBuf, bool) {
+        let now = || {
+            (
+                bson::DateTime::from_millis(0),
+                bson::Timestamp {
+                    time: 0,
+                    increment: 0,
+                },
+            )
+        };
+        let path = vec!["a".to_string()];
+        let ctx = Ctx {
+            id: None,
+            path: &path,
+            now: &now,
+        };
+        let Some(Ok(RawBsonRef::Array(arr))) = doc.get("a").transpose() else {
+            panic!("no array")
+        };
+        let mut fast = Value::Raw(RawBsonRef::Array(arr));
+        let fast_modified = update_existing(op, &mut fast, &ctx).unwrap();
+        let took_bytes = matches!(fast, Value::Held(_));
+        let mut general = Value::Raw(RawBsonRef::Array(arr));
+        general.expand().unwrap();
+        let general_modified = update_existing(op, &mut general, &ctx).unwrap();
+        assert_eq!(fast_modified, general_modified);
+        let fast_doc = write_fields(&[("a".into(), fast)]).unwrap();
+        let general_doc = write_fields(&[("a".into(), general)]).unwrap();
+        assert_eq!(fast_doc.as_bytes(), general_doc.as_bytes());
+        (fast_doc, took_bytes)
+    }
+
+    fn canonical(values: &[RawBson]) -> Vec<(String, RawBson)> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i.to_string(), v.clone()))
+            .collect()
+    }
+
+    fn push_op(values: Vec<RawBson>, slice: i64, position: i64) -> Op {
+        Op::Push {
+            values,
+            slice,
+            sort: None,
+            position,
+        }
+    }
+
+    /// Appending on bytes writes exactly what expanding and serializing writes, for every
+    /// element type stored and appended; arrays the light walk cannot size are expanded.
+    #[test]
+    fn byte_append_matches_the_general_path() {
+        let all = every_type();
+        for (i, stored_value) in all.iter().enumerate() {
+            for appended in &all {
+                let base = vec![RawBson::Int32(0), stored_value.clone()];
+                let doc = stored(&canonical(&base));
+                let sized =
+                    cairn_storage::elements::Elements::new(doc.get_array("a").unwrap().as_bytes())
+                        .count()
+                        .is_some();
+                let (out, bytes) =
+                    both_paths(&doc, &push_op(vec![appended.clone()], i64::MAX, i64::MAX));
+                assert_eq!(bytes, sized, "push onto {i}");
+                let arr = out.get_array("a").unwrap();
+                assert_eq!(arr.into_iter().count(), 3);
+                assert_eq!(
+                    RawBson::from(arr.get(2).unwrap().unwrap()),
+                    appended.clone()
+                );
+                // $addToSet adds it unless equal to a stored element.
+                let (_, bytes) = both_paths(&doc, &Op::AddToSet(vec![appended.clone()]));
+                let present = base.iter().any(|b| {
+                    compare_values(b.as_raw_bson_ref(), appended.as_raw_bson_ref())
+                        == Ordering::Equal
+                });
+                assert_eq!(bytes, sized && !present, "addToSet onto {i}");
+            }
+        }
+        // $each of several, onto an empty array and onto a long one.
+        for len in [0usize, 1, 9, 10, 11, 150] {
+            let base: Vec<RawBson> = (0..len).map(|i| RawBson::Int64(i as i64)).collect();
+            let doc = stored(&canonical(&base));
+            let (out, bytes) = both_paths(&doc, &push_op(all.clone(), i64::MAX, i64::MAX));
+            assert!(bytes);
+            assert_eq!(
+                out.get_array("a").unwrap().into_iter().count(),
+                len + all.len()
+            );
+            let (_, bytes) =
+                both_paths(&doc, &Op::AddToSet(vec![RawBson::Int32(-1), "new".into()]));
+            assert!(bytes);
+        }
+    }
+
+    /// Keys other than "0", "1", … (the general path renumbers them) and `$push` modifiers
+    /// that insert elsewhere or cut the array take the general path.
+    #[test]
+    fn byte_append_falls_back() {
+        let odd_keys = [
+            vec![
+                ("0".to_string(), RawBson::Int32(1)),
+                ("2".into(), RawBson::Int32(2)),
+            ],
+            vec![("1".to_string(), RawBson::Int32(1))],
+            vec![("00".to_string(), RawBson::Int32(1))],
+            vec![("x".to_string(), RawBson::Int32(1))],
+        ];
+        for elements in &odd_keys {
+            let doc = stored(elements);
+            let (out, bytes) =
+                both_paths(&doc, &push_op(vec![RawBson::Int32(9)], i64::MAX, i64::MAX));
+            assert!(!bytes);
+            let keys: Vec<String> = out
+                .get_document("a")
+                .unwrap_or_else(|_| {
+                    bson::RawDocument::from_bytes(out.get_array("a").unwrap().as_bytes()).unwrap()
+                })
+                .iter()
+                .map(|e| e.unwrap().0.as_str().to_string())
+                .collect();
+            let want: Vec<String> = (0..keys.len()).map(|i| i.to_string()).collect();
+            assert_eq!(keys, want);
+            let (_, bytes) = both_paths(&doc, &Op::AddToSet(vec![RawBson::Int32(9)]));
+            assert!(!bytes);
+            let (_, bytes) = both_paths(&doc, &Op::AddToSet(vec!["s".into()]));
+            assert!(!bytes);
+        }
+        let doc = stored(&canonical(&[RawBson::Int32(1), RawBson::Int32(2)]));
+        for (slice, position, bytes) in [
+            (i64::MAX, 2, true),
+            (i64::MAX, 3, true),
+            (3, i64::MAX, true),
+            (-3, i64::MAX, true),
+            (i64::MAX, 1, false),
+            (i64::MAX, -1, false),
+            (i64::MAX, 0, false),
+            (2, i64::MAX, false),
+            (-2, i64::MAX, false),
+            (0, i64::MAX, false),
+        ] {
+            let (_, took) = both_paths(&doc, &push_op(vec![RawBson::Int32(3)], slice, position));
+            assert_eq!(took, bytes, "slice {slice} position {position}");
+        }
+        let sorted = Op::Push {
+            values: vec![RawBson::Int32(0)],
+            slice: i64::MAX,
+            sort: Some(SortSpec::Whole(false)),
+            position: i64::MAX,
+        };
+        let (out, took) = both_paths(&doc, &sorted);
+        assert!(!took);
+        assert_eq!(out.get_array("a").unwrap().get_i32(0).unwrap(), 0);
+    }
+
+    /// The byte search for a string answers as comparing it with every element, and reads
+    /// the canonical length when the string is absent.
+    #[test]
+    fn string_search_matches_comparison() {
+        let mut elements = every_type();
+        elements.push("v1".into());
+        elements.push(from_element(0x0E, b"\x03\0\0\0v2\0"));
+        elements.push("v\0x".into());
+        let probes: Vec<RawBson> = ["v1", "v2", "v", "v\0x", "s\u{e9}", "sym", "f()", "", "v1 "]
+            .iter()
+            .map(|p| RawBson::String((*p).to_string()))
+            .collect();
+        let sized: Vec<RawBson> = elements
+            .iter()
+            .filter(|e| {
+                !matches!(
+                    e,
+                    RawBson::Binary(_)
+                        | RawBson::RegularExpression(_)
+                        | RawBson::DbPointer(_)
+                        | RawBson::JavaScriptCodeWithScope(_)
+                )
+            })
+            .cloned()
+            .collect();
+        for keys_canonical in [true, false] {
+            let mut keyed = canonical(&sized);
+            if !keys_canonical {
+                keyed.swap(1, 2);
+            }
+            let doc = stored(&keyed);
+            let arr = doc.get_array("a").unwrap();
+            for p in &probes {
+                let x = p.as_raw_bson_ref();
+                let found = sized
+                    .iter()
+                    .any(|e| compare_values(e.as_raw_bson_ref(), x) == Ordering::Equal);
+                let len = (!found && keys_canonical).then_some(sized.len());
+                assert_eq!(string_in_array(arr, x), Some((found, len)), "{p:?}");
+            }
+            assert_eq!(string_in_array(arr, RawBsonRef::Int32(1)), None);
+        }
+        // A type the walk does not size: the caller compares.
+        let doc = stored(&canonical(&elements));
+        assert_eq!(
+            string_in_array(doc.get_array("a").unwrap(), RawBsonRef::String("v1")),
+            None
+        );
     }
 }

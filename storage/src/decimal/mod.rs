@@ -146,7 +146,29 @@ impl Significand {
 
     /// Builds from `c × 10^q`, `c > 0`.
     fn from_u128(c: u128, q: i32) -> Significand {
+        match u64::try_from(c) {
+            Ok(small) => Significand::from_u64(small, q),
+            Err(_) => Significand::from_u128_digits(c, q),
+        }
+    }
+
+    /// [`Significand::from_u128`] by 128-bit division (the definition).
+    fn from_u128_digits(c: u128, q: i32) -> Significand {
         let mut buf = [0u8; 40];
+        let mut i = buf.len();
+        let mut v = c;
+        while v > 0 && i > 0 {
+            i -= 1;
+            buf[i] = (v % 10) as u8;
+            v /= 10;
+        }
+        Significand::from_digit_slice(&buf[i..], q)
+    }
+
+    /// [`Significand::from_u128`] of a coefficient that fits a u64 (native division instead
+    /// of the 128-bit one).
+    fn from_u64(c: u64, q: i32) -> Significand {
+        let mut buf = [0u8; 20];
         let mut i = buf.len();
         let mut v = c;
         while v > 0 && i > 0 {
@@ -276,9 +298,80 @@ fn f64_significand(m: u64, e: i32) -> Significand {
         let p = u128::from(m) * 5u128.pow(k);
         return Significand::from_u128(p, e);
     }
+    if let Some(sig) = pow5_significand_fixed(m, k) {
+        return sig;
+    }
+    pow5_significand_big(m, k)
+}
+
+/// The exact significand of `m × 5^k × 10^-k` through [`BigUint`] (the definition).
+fn pow5_significand_big(m: u64, k: u32) -> Significand {
     let mut n = BigUint::from_u128(u128::from(m));
     n.mul_pow5(k);
-    Significand::from_digit_slice(&n.to_decimal(), e)
+    Significand::from_digit_slice(&n.to_decimal(), -(k as i32))
+}
+
+/// Limbs (base 2^32) of the fixed-width product in [`pow5_significand_fixed`]: 256 bits.
+const FIXED_LIMBS: usize = 8;
+
+/// [`pow5_significand_big`] without allocating, when `m × 5^k` fits 256 bits (every `k` up
+/// to 87 for a double's 53-bit `m`: ordinary doubles with a fraction); `None` otherwise. The
+/// same arithmetic on a fixed array: multiply by powers of 5 in base 2^32, then peel base-10^9
+/// chunks off by short division.
+fn pow5_significand_fixed(m: u64, k: u32) -> Option<Significand> {
+    const FIVE_13: u64 = 1_220_703_125; // 5^13
+    let mut limbs = [0u32; FIXED_LIMBS];
+    limbs[0] = m as u32;
+    limbs[1] = (m >> 32) as u32;
+    let mut used = if limbs[1] != 0 { 2 } else { 1 };
+    let mut rest = k;
+    while rest > 0 {
+        let step = rest.min(13);
+        let factor = if step == 13 { FIVE_13 } else { 5u64.pow(step) };
+        rest -= step;
+        let mut carry = 0u64;
+        for limb in limbs.iter_mut().take(used) {
+            let p = u64::from(*limb) * factor + carry;
+            *limb = p as u32;
+            carry = p >> 32;
+        }
+        if carry > 0 {
+            *limbs.get_mut(used)? = carry as u32;
+            used += 1;
+        }
+    }
+    // Base-10^9 chunks, least significant first; 256 bits have at most 78 digits.
+    let mut chunks = [0u32; 9];
+    let mut n_chunks = 0;
+    while used > 0 {
+        let mut rem = 0u64;
+        for limb in limbs.iter_mut().take(used).rev() {
+            let cur = (rem << 32) | u64::from(*limb);
+            *limb = (cur / 1_000_000_000) as u32;
+            rem = cur % 1_000_000_000;
+        }
+        while used > 0 && limbs[used - 1] == 0 {
+            used -= 1;
+        }
+        *chunks.get_mut(n_chunks)? = rem as u32;
+        n_chunks += 1;
+    }
+    let mut digits = [0u8; 81];
+    let mut len = 0;
+    for chunk in chunks.iter().take(n_chunks).rev() {
+        let mut c = *chunk;
+        let slot = digits.get_mut(len..len + 9)?;
+        for d in slot.iter_mut().rev() {
+            *d = (c % 10) as u8;
+            c /= 10;
+        }
+        len += 9;
+    }
+    let first = digits[..len].iter().position(|&d| d != 0)?;
+    Some(Significand::from_digit_slice(
+        &digits[first..len],
+        -(k as i32),
+    ))
 }
 
 /// Number of decimal digits of `c` (0 for 0).
@@ -631,6 +724,59 @@ mod tests {
         assert_eq!(
             cmp_decimal_double_magnitudes(1, -6176, m, e),
             Ordering::Less
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// The fixed-width product gives the big-integer path's significand wherever it
+        /// answers, and answers for every double-sized `m` up to `k = 87`.
+        #[test]
+        fn fixed_pow5_matches_bigint(m in 1u64..(1u64 << 53), k in 1u32..=1074) {
+            let m = m | 1;
+            let fixed = pow5_significand_fixed(m, k);
+            if k <= 87 {
+                proptest::prop_assert!(fixed.is_some());
+            }
+            if let Some(sig) = fixed {
+                proptest::prop_assert_eq!(sig, pow5_significand_big(m, k));
+            }
+        }
+
+        /// Every double's significand through the fast paths equals the big-integer one.
+        #[test]
+        fn f64_significand_matches_bigint(bits in proptest::prelude::any::<u64>()) {
+            let x = f64::from_bits(bits);
+            if let Some((_, m, e)) = decompose_f64(x) && e < 0 {
+                proptest::prop_assert_eq!(f64_significand(m, e), pow5_significand_big(m, e.unsigned_abs()));
+            }
+        }
+
+        /// u64 coefficients give the 128-bit division's digits.
+        #[test]
+        fn u64_digits_match_u128(c in 1u64.., q in -400i32..400) {
+            proptest::prop_assert_eq!(
+                Significand::from_u64(c, q),
+                Significand::from_u128_digits(u128::from(c), q)
+            );
+        }
+    }
+
+    #[test]
+    fn fixed_pow5_edges() {
+        // The largest double-sized m at the bound, and the smallest subnormal's k.
+        let m = (1u64 << 53) - 1;
+        for k in [1, 13, 26, 27, 28, 86, 87] {
+            assert_eq!(
+                pow5_significand_fixed(m, k),
+                Some(pow5_significand_big(m, k))
+            );
+        }
+        assert_eq!(pow5_significand_fixed(1, 1074), None);
+        assert_eq!(
+            Significand::from_u64(u64::MAX, 0),
+            Significand::from_u128_digits(u128::from(u64::MAX), 0)
         );
     }
 }
