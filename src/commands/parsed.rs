@@ -76,6 +76,12 @@ impl<'a> Parsed<'a> {
         self.get(key).ok().flatten()
     }
 
+    /// Whether the walk stopped at a malformed element (then a key not found before it is an
+    /// `InvalidBSON` error rather than absent).
+    pub fn is_malformed(&self) -> bool {
+        self.malformed.is_some()
+    }
+
     /// The first field (the command name and its value), as `body.iter().next()` gives it.
     pub fn first(&self) -> Option<Result<(&'a str, RawBsonRef<'a>), CommandError>> {
         match (self.entries.first(), &self.malformed) {
