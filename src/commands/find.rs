@@ -248,9 +248,9 @@ impl FindRequest {
         args: &super::Parsed<'_>,
         server: &ServerState,
     ) -> Result<FindRequest, CommandError> {
+        let coll = super::args::collection_arg_parsed(req, args)?.to_string();
         let fields = FindFields::new(args);
         let args = &fields;
-        let coll = collection_arg(req)?.to_string();
         let db = req.db.to_string();
         let filter_doc = opt_document(args, "find", "filter")?;
         let sort_doc = opt_document(args, "find", "sort")?;
@@ -545,7 +545,8 @@ async fn tail(inv: Invocation<'_>, r: FindRequest, await_data: bool) -> super::C
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        if crate::views::may_be_view(inv.server, inv.req.db, collection_arg(&inv.req)?)
+        let coll = super::args::collection_arg_parsed(&inv.req, inv.parsed)?;
+        if crate::views::may_be_view(inv.server, inv.req.db, coll)
             && let Some(reply) = on_view(&inv).await?
         {
             return Ok(reply.into());
