@@ -4,13 +4,13 @@
 //! outside a declared range, InvalidBSON 22 for an unreadable body). Command files call these
 //! instead of each other, so one rule has one implementation.
 //!
-//! Map: [`type_name`], [`truthy`] (BSON helpers); [`collection_arg`] (the command's
-//! namespace); [`opt_count`], [`opt_safe_int64`], [`opt_document`], [`opt_strict_bool`],
-//! [`opt_bool`] (optional typed fields); [`check_range`], [`check_below`] (IDL validators);
-//! [`append_number`], [`number_bson`] (numbers stored as int when they fit, as MongoDB's
-//! `appendNumber`); [`capped_limits`], [`capped_size`], [`round_capped_size`], [`capped_max`]
-//! (capped limits, for
-//! `create`, `collMod`, `convertToCapped`, `cloneCollectionAsCapped`);
+//! Map: [`type_name`], [`truthy`] (BSON helpers); [`collection_arg`],
+//! [`collection_arg_parsed`] (the command's namespace); [`opt_count`], [`opt_safe_int64`],
+//! [`opt_document`], [`opt_strict_bool`], [`opt_bool`] (optional typed fields);
+//! [`check_range`], [`check_below`] (IDL validators); [`append_number`], [`number_bson`]
+//! (numbers stored as int when they fit, as MongoDB's `appendNumber`); [`capped_limits`],
+//! [`capped_size`], [`round_capped_size`], [`capped_max`] (capped limits, for `create`,
+//! `collMod`, `convertToCapped`, `cloneCollectionAsCapped`);
 //! [`pre_and_post_images`], [`check_images_allowed`] (`changeStreamPreAndPostImages`);
 //! [`hint_value`], [`parse_hint`] (`hint`); [`parse_scale`] (`scale` of the statistics
 //! commands); [`check_batch_size`] with [`MAX_BATCH`] (write batches); [`command_string`],
@@ -47,12 +47,34 @@ pub fn truthy(v: &RawBsonRef<'_>) -> bool {
 /// The collection name a command names in its first field (`{find: "coll"}`), checked as
 /// MongoDB checks it (73 for a non-string or invalid name).
 pub fn collection_arg<'a>(req: &Request<'a>) -> Result<&'a str, CommandError> {
-    match req.body.iter().next() {
+    let first = req
+        .body
+        .iter()
+        .next()
+        .map(|f| f.map(|(k, v)| (k.as_str(), v)));
+    collection_name(req.db, first.map(|f| f.map_err(|_| ())))
+}
+
+/// [`collection_arg`] from the body's [`super::Parsed`] table (its first field is already
+/// read).
+pub fn collection_arg_parsed<'a>(
+    req: &Request<'a>,
+    parsed: &super::Parsed<'a>,
+) -> Result<&'a str, CommandError> {
+    collection_name(req.db, parsed.first().map(|f| f.map_err(|_| ())))
+}
+
+/// The rule of [`collection_arg`] over the body's first field (`Err` when unreadable).
+fn collection_name<'a>(
+    db: &str,
+    first: Option<Result<(&'a str, RawBsonRef<'a>), ()>>,
+) -> Result<&'a str, CommandError> {
+    match first {
         Some(Ok((_, RawBsonRef::String(name)))) => {
             cairn_storage::namespace::check_collection_name(name).map_err(|_| {
                 CommandError::new(
                     ErrorCode::InvalidNamespace,
-                    format!("Invalid namespace specified '{}.{name}'", req.db),
+                    format!("Invalid namespace specified '{db}.{name}'"),
                 )
             })?;
             Ok(name)
@@ -449,6 +471,37 @@ pub fn opt_string_array<'a>(
 mod tests {
     use super::*;
     use bson::rawdoc;
+
+    #[test]
+    fn collection_from_the_parsed_table_as_from_the_body() {
+        let mut bad = rawdoc! {"find": "c"}.into_bytes();
+        bad[4] = 0x77; // not an element type
+        let bodies = [
+            rawdoc! {"find": "c", "$db": "d"},
+            rawdoc! {"find": "", "$db": "d"},
+            rawdoc! {"find": ".c"},
+            rawdoc! {"find": 1},
+            rawdoc! {},
+            RawDocumentBuf::from_bytes(bad).unwrap(),
+        ];
+        for body in &bodies {
+            let req = Request {
+                name: "find",
+                db: "d",
+                body,
+                exhaust_allowed: false,
+            };
+            let parsed = super::super::Parsed::parse(body);
+            let (a, b) = (collection_arg(&req), collection_arg_parsed(&req, &parsed));
+            match (a, b) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b),
+                (Err(a), Err(b)) => {
+                    assert_eq!((a.code.code(), a.message), (b.code.code(), b.message))
+                }
+                (a, b) => panic!("{body:?}: {a:?} vs {b:?}"),
+            }
+        }
+    }
 
     #[test]
     fn capped_sizes_round_as_mongodb_stores_them() {

@@ -125,6 +125,74 @@ fn not_implemented(what: &str) -> CommandError {
     )
 }
 
+/// The position of `name` in [`FIELDS`] (a `match`: a length switch and at most a couple of
+/// byte comparisons, where a search of the list compares strings at every step; a test checks
+/// it against the list).
+fn field_slot(name: &str) -> Option<usize> {
+    Some(match name {
+        "allowDiskUse" => 0,
+        "allowPartialResults" => 1,
+        "awaitData" => 2,
+        "batchSize" => 3,
+        "collation" => 4,
+        "filter" => 5,
+        "hint" => 6,
+        "let" => 7,
+        "limit" => 8,
+        "max" => 9,
+        "min" => 10,
+        "noCursorTimeout" => 11,
+        "oplogReplay" => 12,
+        "projection" => 13,
+        "readOnce" => 14,
+        "returnKey" => 15,
+        "showRecordId" => 16,
+        "singleBatch" => 17,
+        "skip" => 18,
+        "sort" => 19,
+        "tailable" => 20,
+        _ => return None,
+    })
+}
+
+/// `find`'s own fields ([`FIELDS`]) picked out of the body's [`super::Parsed`] table in one
+/// pass: each argument reader then finds its field by [`field_slot`] instead of a scan of
+/// every body field (find reads some twenty optional fields, most of them absent).
+/// Answers exactly what [`super::Parsed::get`] answers: the first occurrence of a field, and
+/// for a field not found, `InvalidBSON` when the body's walk stopped at a malformed element;
+/// names outside [`FIELDS`] are asked of the table itself.
+struct FindFields<'p, 'a> {
+    parsed: &'p super::Parsed<'a>,
+    values: [Option<RawBsonRef<'a>>; FIELDS.len()],
+}
+
+impl<'p, 'a> FindFields<'p, 'a> {
+    fn new(parsed: &'p super::Parsed<'a>) -> Self {
+        let mut values = [None; FIELDS.len()];
+        for (k, v) in parsed.iter().flatten() {
+            if let Some(i) = field_slot(k)
+                && let Some(slot @ None) = values.get_mut(i)
+            {
+                *slot = Some(v);
+            }
+        }
+        FindFields { parsed, values }
+    }
+}
+
+impl<'a> super::Args<'a> for &FindFields<'_, 'a> {
+    fn arg(self, field: &str) -> Result<Option<RawBsonRef<'a>>, CommandError> {
+        match field_slot(field) {
+            Some(i) => match self.values.get(i).copied().flatten() {
+                Some(v) => Ok(Some(v)),
+                None if self.parsed.is_malformed() => self.parsed.get(field),
+                None => Ok(None),
+            },
+            None => self.parsed.get(field),
+        }
+    }
+}
+
 /// A parsed `find` command.
 pub struct FindRequest {
     /// Database.
@@ -180,7 +248,9 @@ impl FindRequest {
         args: &super::Parsed<'_>,
         server: &ServerState,
     ) -> Result<FindRequest, CommandError> {
-        let coll = collection_arg(req)?.to_string();
+        let coll = super::args::collection_arg_parsed(req, args)?.to_string();
+        let fields = FindFields::new(args);
+        let args = &fields;
         let db = req.db.to_string();
         let filter_doc = opt_document(args, "find", "filter")?;
         let sort_doc = opt_document(args, "find", "sort")?;
@@ -475,7 +545,8 @@ async fn tail(inv: Invocation<'_>, r: FindRequest, await_data: bool) -> super::C
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        if crate::views::may_be_view(inv.server, inv.req.db, collection_arg(&inv.req)?)
+        let coll = super::args::collection_arg_parsed(&inv.req, inv.parsed)?;
+        if crate::views::may_be_view(inv.server, inv.req.db, coll)
             && let Some(reply) = on_view(&inv).await?
         {
             return Ok(reply.into());
@@ -708,6 +779,43 @@ fn drain_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn find_fields_answer_as_the_parsed_table() {
+        use super::super::Args;
+        for (i, name) in FIELDS.iter().enumerate() {
+            assert_eq!(field_slot(name), Some(i), "{name}");
+        }
+        assert_eq!(field_slot("find"), None);
+        let body = rawdoc! {
+            "find": "c", "filter": {"a": 1}, "limit": 3, "limit": 4, "sort": {"b": -1},
+            "hint": "a_1", "$db": "d", "lsid": {"id": 1},
+        };
+        let parsed = super::super::Parsed::parse(&body);
+        let fields = FindFields::new(&parsed);
+        for key in FIELDS.iter().chain(&["find", "$db", "lsid", "other", ""]) {
+            assert_eq!(
+                (&fields).arg(key).unwrap(),
+                parsed.get(key).unwrap(),
+                "{key}: the first occurrence, or none"
+            );
+        }
+        assert_eq!((&fields).arg("limit").unwrap(), Some(RawBsonRef::Int32(3)));
+
+        // A malformed element ends the walk: fields before it are found, any other is an
+        // InvalidBSON error, as Parsed::get answers.
+        let mut bytes = rawdoc! {"find": "c", "limit": 1, "skip": "x"}.into_bytes();
+        let at = bytes.len() - 7; // the string's length prefix
+        bytes[at] = 100;
+        let body = RawDocument::from_bytes(&bytes).unwrap();
+        let parsed = super::super::Parsed::parse(body);
+        let fields = FindFields::new(&parsed);
+        assert_eq!((&fields).arg("limit").unwrap(), Some(RawBsonRef::Int32(1)));
+        for key in ["skip", "filter", "$db"] {
+            let e = (&fields).arg(key).unwrap_err();
+            assert_eq!(e.code.code(), ErrorCode::InvalidBSON.code(), "{key}");
+        }
+    }
 
     #[test]
     fn only_plans_that_read_what_they_return_are_short() {

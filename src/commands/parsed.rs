@@ -11,6 +11,12 @@
 //! [`Args`] is what argument readers (see [`super::args`]) take: the raw body or its
 //! [`Parsed`], with the same answers.
 //!
+//! The walk reads the plain element types commands carry at the top level (strings,
+//! documents, numbers, booleans, null) straight from the bytes ([`plain_fields`]); a body
+//! with any other element, or anything out of place, is walked by bson's iterator instead,
+//! which answers every case (errors included). Both give the same table for what the direct
+//! read accepts (a test mutates bodies byte by byte and compares them).
+//!
 //! Invariants: [`Parsed::get`] answers exactly what `RawDocument::get` answers on the same
 //! body — the first field with that key, a value found before a malformed element, and an
 //! `InvalidBSON` error when the walk met a malformed element before finding the key. Nothing
@@ -36,6 +42,18 @@ fn invalid(message: &str) -> CommandError {
 impl<'a> Parsed<'a> {
     /// Walks `body` once.
     pub fn parse(body: &'a RawDocument) -> Parsed<'a> {
+        if let Some(entries) = plain_fields(body) {
+            return Parsed {
+                body,
+                entries,
+                malformed: None,
+            };
+        }
+        Self::walked(body)
+    }
+
+    /// [`Parsed::parse`] by bson's iterator.
+    fn walked(body: &'a RawDocument) -> Parsed<'a> {
         let mut entries = Vec::with_capacity(16);
         let mut malformed = None;
         for el in body.iter() {
@@ -76,6 +94,12 @@ impl<'a> Parsed<'a> {
         self.get(key).ok().flatten()
     }
 
+    /// Whether the walk stopped at a malformed element (then a key not found before it is an
+    /// `InvalidBSON` error rather than absent).
+    pub fn is_malformed(&self) -> bool {
+        self.malformed.is_some()
+    }
+
     /// The first field (the command name and its value), as `body.iter().next()` gives it.
     pub fn first(&self) -> Option<Result<(&'a str, RawBsonRef<'a>), CommandError>> {
         match (self.entries.first(), &self.malformed) {
@@ -94,6 +118,66 @@ impl<'a> Parsed<'a> {
             .map(|e| Ok(*e))
             .chain(self.malformed.iter().map(|m| Err(invalid(m))))
     }
+}
+
+/// The fields of `body` read straight from its bytes, or `None` when it holds an element of
+/// another type than double, string, document, boolean, null, int32 or int64, or anything
+/// bson's iterator might refuse (a key or length out of place, a boolean not 0 or 1, text that
+/// is not UTF-8): [`Parsed::parse`] then walks it with bson's iterator. What this accepts,
+/// the iterator reads to the same keys and values (bson's `RawIter` checks, each at least as
+/// strictly: a key ends before the terminator, a string has a length of at least 1 and ends
+/// with NUL, an embedded document passes `RawDocument::from_bytes`, every value ends before
+/// the terminator, and the last element ends exactly there).
+fn plain_fields(body: &RawDocument) -> Option<Vec<(&str, RawBsonRef<'_>)>> {
+    let b = body.as_bytes();
+    let end = b.len().checked_sub(1)?;
+    if b.get(end) != Some(&0) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(16);
+    let mut at = 4;
+    while at < end {
+        let tag = *b.get(at)?;
+        let key_at = at + 1;
+        let nul = b.get(key_at..end)?.iter().position(|&c| c == 0)?;
+        let key = std::str::from_utf8(b.get(key_at..key_at + nul)?).ok()?;
+        let v = key_at + nul + 1;
+        // The `n` bytes of the value, which must end before the terminator.
+        let value = |n: usize| -> Option<&[u8]> {
+            let e = v.checked_add(n)?;
+            if e <= end { b.get(v..e) } else { None }
+        };
+        let le4 = || -> Option<[u8; 4]> { value(4)?.try_into().ok() };
+        let le8 = || -> Option<[u8; 8]> { value(8)?.try_into().ok() };
+        let (parsed, size) = match tag {
+            0x01 => (RawBsonRef::Double(f64::from_le_bytes(le8()?)), 8),
+            0x02 => {
+                let n = usize::try_from(i32::from_le_bytes(le4()?)).ok()?;
+                let all = value(n.checked_add(4)?)?;
+                let (&0, text) = all.get(4..)?.split_last()? else {
+                    return None;
+                };
+                (RawBsonRef::String(std::str::from_utf8(text).ok()?), n + 4)
+            }
+            0x03 => {
+                let n = usize::try_from(i32::from_le_bytes(le4()?)).ok()?;
+                let d = RawDocument::from_bytes(value(n)?).ok()?;
+                (RawBsonRef::Document(d), n)
+            }
+            0x08 => match value(1)? {
+                [0] => (RawBsonRef::Boolean(false), 1),
+                [1] => (RawBsonRef::Boolean(true), 1),
+                _ => return None,
+            },
+            0x0A => (RawBsonRef::Null, 0),
+            0x10 => (RawBsonRef::Int32(i32::from_le_bytes(le4()?)), 4),
+            0x12 => (RawBsonRef::Int64(i64::from_le_bytes(le8()?)), 8),
+            _ => return None,
+        };
+        out.push((key, parsed));
+        at = v + size;
+    }
+    (at == end).then_some(out)
 }
 
 /// Where argument readers find a command's fields: its raw body, or the [`Parsed`] already
@@ -141,6 +225,58 @@ mod tests {
         assert_eq!(f.first().unwrap().unwrap().0, "find");
         assert_eq!(f.iter().count(), 5);
         assert_eq!(f.body().as_bytes(), body.as_bytes());
+    }
+
+    /// Bodies mutated byte by byte (every position, several values) and cut short: the
+    /// direct read and bson's iterator give the same table, and the direct read is taken for
+    /// the plain bodies.
+    #[test]
+    fn direct_read_answers_as_the_iterator() {
+        let bodies = [
+            rawdoc! {
+                "find": "coll", "filter": {"a": {"$gt": 1}}, "limit": 10_i64, "skip": 2,
+                "singleBatch": true, "ratio": 0.5, "comment": bson::RawBson::Null,
+                "lsid": {"id": "x"}, "$db": "db", "": "", "é": "ü",
+            },
+            rawdoc! {"insert": "c", "documents": [{"a": 1}], "ordered": false, "$db": "d"},
+            rawdoc! {"x": 1},
+            rawdoc! {},
+        ];
+        fn table<'a>(p: &Parsed<'a>) -> (Vec<(&'a str, RawBsonRef<'a>)>, Option<String>) {
+            (p.entries.clone(), p.malformed.clone())
+        }
+        for body in &bodies {
+            let plain = !body
+                .iter()
+                .flatten()
+                .any(|(_, v)| matches!(v, RawBsonRef::Array(_) | RawBsonRef::Timestamp(_)));
+            assert_eq!(plain_fields(body).is_some(), plain, "{body:?}");
+            let bytes = body.as_bytes();
+            let mut checked = 0;
+            for at in 4..bytes.len() {
+                for value in [
+                    0u8, 1, 2, 3, 4, 5, 8, 0x0A, 0x10, 0x12, 0x11, 0x7F, 0xC3, 0xFF,
+                ] {
+                    let mut m = bytes.to_vec();
+                    m[at] = value;
+                    if let Ok(doc) = RawDocument::from_bytes(&m) {
+                        checked += 1;
+                        let (fast, slow) = (Parsed::parse(doc), Parsed::walked(doc));
+                        assert_eq!(table(&fast), table(&slow), "byte {at} = {value}");
+                    }
+                }
+            }
+            assert!(checked > 0);
+            // Shorter bodies ending in a terminator, with their length fixed up.
+            for len in 5..bytes.len() {
+                let mut m = bytes[..len].to_vec();
+                m[len - 1] = 0;
+                m[..4].copy_from_slice(&(len as i32).to_le_bytes());
+                let doc = RawDocument::from_bytes(&m).unwrap();
+                let (fast, slow) = (Parsed::parse(doc), Parsed::walked(doc));
+                assert_eq!(table(&fast), table(&slow), "cut at {len}");
+            }
+        }
     }
 
     #[test]

@@ -39,6 +39,21 @@ pub enum IndexState {
     Building,
 }
 
+/// The options of a specification a query planner reads of every index on every query,
+/// from one walk of it ([`IndexMeta::options`]); each field answers what its accessor
+/// answers alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SpecOptions<'a> {
+    /// [`IndexMeta::key_pattern`].
+    pub key_pattern: Option<&'a RawDocument>,
+    /// [`IndexMeta::is_hidden`].
+    pub hidden: bool,
+    /// [`IndexMeta::is_sparse`].
+    pub sparse: bool,
+    /// [`IndexMeta::partial_filter`].
+    pub partial_filter: Option<&'a RawDocument>,
+}
+
 /// One index of a collection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexMeta {
@@ -127,6 +142,41 @@ impl IndexMeta {
     /// `hidden: true`.
     pub fn is_hidden(&self) -> bool {
         self.flag("hidden")
+    }
+
+    /// [`IndexMeta::key_pattern`], [`IndexMeta::is_hidden`], [`IndexMeta::is_sparse`] and
+    /// [`IndexMeta::partial_filter`] from one walk of the specification (each accessor walks
+    /// it up to its own field, the flags of absent options to the end). Same answers: the
+    /// first field of each name decides, and nothing past a malformed element is read (where
+    /// `RawDocument::get` errs).
+    pub fn options(&self) -> SpecOptions<'_> {
+        let mut o = SpecOptions::default();
+        // Which of key, hidden, sparse, partialFilterExpression were met.
+        let mut seen = [false; 4];
+        for el in self.spec.iter() {
+            let Ok((k, v)) = el else { break };
+            let at = match k.as_str() {
+                "key" => 0,
+                "hidden" => 1,
+                "sparse" => 2,
+                "partialFilterExpression" => 3,
+                _ => continue,
+            };
+            if std::mem::replace(&mut seen[at], true) {
+                continue;
+            }
+            let doc = match v {
+                RawBsonRef::Document(d) => Some(d),
+                _ => None,
+            };
+            match at {
+                0 => o.key_pattern = doc,
+                1 => o.hidden = true_value(v),
+                2 => o.sparse = true_value(v),
+                _ => o.partial_filter = doc,
+            }
+        }
+        o
     }
 
     /// The `partialFilterExpression`, if any.
@@ -446,5 +496,46 @@ mod tests {
             multikey: false,
         };
         assert!(m.is_sparse() && m.is_hidden() && !m.is_unique());
+    }
+
+    #[test]
+    fn options_answer_as_the_accessors() {
+        let m = |spec: RawDocumentBuf| IndexMeta {
+            name: "i".into(),
+            spec,
+            space: 3,
+            state: IndexState::Ready,
+            multikey: false,
+        };
+        let mut specs = vec![
+            rawdoc! {"v": 2, "key": {"a": 1}, "name": "a_1"},
+            rawdoc! {"v": 2, "key": {"a": 1}, "name": "a_1", "sparse": 1, "hidden": 1.0},
+            rawdoc! {"v": 2, "key": {"a": 1}, "name": "a_1", "sparse": 0, "hidden": false},
+            rawdoc! {"v": 2, "key": {"a": 1}, "partialFilterExpression": {"a": {"$gt": 1}}},
+            // The first field of a name decides, even when it is not a document.
+            rawdoc! {"key": 1, "key": {"a": 1}, "sparse": false, "sparse": true},
+            rawdoc! {"partialFilterExpression": "x", "partialFilterExpression": {"a": 1}},
+            rawdoc! {},
+        ];
+        // A malformed element ends the walk: only the fields before it are read.
+        let mut bytes = rawdoc! {"key": {"a": 1}, "s": "x", "hidden": true}.into_bytes();
+        let at = bytes.len() - 16; // the string's length prefix
+        assert_eq!(bytes[at], 2);
+        bytes[at] = 100;
+        specs.push(RawDocumentBuf::from_bytes(bytes).unwrap());
+        for spec in specs {
+            let m = m(spec);
+            assert_eq!(
+                m.options(),
+                SpecOptions {
+                    key_pattern: m.key_pattern(),
+                    hidden: m.is_hidden(),
+                    sparse: m.is_sparse(),
+                    partial_filter: m.partial_filter(),
+                },
+                "{:?}",
+                m.spec
+            );
+        }
     }
 }

@@ -52,7 +52,7 @@ use bson::raw::{CStr, RawArrayBuf};
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::compare::{TypeClass, compare_values};
 use cairn_storage::display;
-use cairn_storage::index::IndexMeta;
+use cairn_storage::index::{IndexMeta, SpecOptions};
 use cairn_storage::keys::encode_value;
 
 use super::{KeyComponent, KeyKind, hash, key_components, number, spec};
@@ -1075,14 +1075,23 @@ pub fn bounds_for(expr: &Expr, fields: &[(String, bool)], multikey: bool) -> Ind
 /// cannot answer the filter: a sparse index unless some predicate on an indexed field
 /// requires a value there; a partial index unless the filter implies its filter.
 pub fn bounds_for_index(expr: &Expr, index: &IndexMeta) -> Option<IndexBounds> {
-    let comps = index.key_pattern().map(key_components).unwrap_or_default();
+    bounds_for_index_with(expr, index, &index.options())
+}
+
+/// [`bounds_for_index`] given the index's [`IndexMeta::options`] already read.
+pub fn bounds_for_index_with(
+    expr: &Expr,
+    index: &IndexMeta,
+    opts: &SpecOptions<'_>,
+) -> Option<IndexBounds> {
+    let comps = opts.key_pattern.map(key_components).unwrap_or_default();
     if comps.is_empty() {
         return None;
     }
-    if index.is_sparse() && !sparse_usable(expr, &comps) {
+    if opts.sparse && !sparse_usable(expr, &comps) {
         return None;
     }
-    if let Some(pf) = index.partial_filter() {
+    if let Some(pf) = opts.partial_filter {
         let filter = spec::parse_partial_filter(pf).ok()?;
         if !implies(expr, filter.expr()) {
             return None;

@@ -29,7 +29,8 @@ use bson::{RawBsonRef, RawDocument};
 use cairn_storage::StorageError;
 
 pub use bounds::{
-    FieldBounds, IndexBounds, Interval, bounds_for, bounds_for_index, index_sort_direction,
+    FieldBounds, IndexBounds, Interval, bounds_for, bounds_for_index, bounds_for_index_with,
+    index_sort_direction,
 };
 pub use keys::QueryKeyGen;
 pub use spec::validate_spec;

@@ -13,6 +13,8 @@ use std::sync::Mutex;
 
 use cairn_storage::catalog::CollectionMeta;
 
+type Fold = foldhash::fast::RandomState;
+
 /// Most entries kept.
 pub const MAX_ENTRIES: usize = 5000;
 
@@ -33,10 +35,11 @@ pub struct PlanCache {
 }
 
 /// Index use by namespace, then index name (looked up by `&str`, so counting a use of a known
-/// index allocates nothing), with the number of entries.
+/// index allocates nothing; foldhash, as every chosen plan counts its use), with the number
+/// of entries.
 #[derive(Debug, Default)]
 struct Usage {
-    by_ns: HashMap<String, HashMap<String, (u64, i64)>>,
+    by_ns: HashMap<String, HashMap<String, (u64, i64), Fold>, Fold>,
     entries: usize,
 }
 

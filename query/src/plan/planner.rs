@@ -22,7 +22,7 @@
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::catalog::CollectionMeta;
 use cairn_storage::compare::compare_values;
-use cairn_storage::index::{IndexMeta, IndexState};
+use cairn_storage::index::{IndexMeta, IndexState, SpecOptions};
 use cairn_storage::index_ops::KeyRange;
 use cairn_storage::keys::encode_value;
 use cairn_storage::store::id_key;
@@ -34,7 +34,7 @@ use std::sync::Arc;
 use crate::geo::near::NearQuery;
 use crate::index::bounds::{Interval, index_sort_direction, may_bound};
 use crate::index::geo_bounds::{GeoKind, base_bounds, geo_bounds, geo_kind};
-use crate::index::{IndexBounds, bounds_for, bounds_for_index, key_components};
+use crate::index::{IndexBounds, bounds_for, bounds_for_index_with, key_components};
 use crate::projection::Projection;
 use crate::sort::SortSpec;
 
@@ -454,23 +454,29 @@ fn min_max_plan(meta: &CollectionMeta, q: &Query<'_>) -> Result<Plan> {
     })
 }
 
-/// The plan for one index, or `None` when the index does not help (its leading field is not
-/// constrained and it does not provide the sort). `forced`: hinted, so used anyway.
-fn plan_for_index(idx: &IndexMeta, q: &Query<'_>, forced: bool) -> Result<Option<Plan>> {
+/// The plan for one index (`opts`: its [`IndexMeta::options`]), or `None` when the index does
+/// not help (its leading field is not constrained and it does not provide the sort).
+/// `forced`: hinted, so used anyway.
+fn plan_for_index(
+    idx: &IndexMeta,
+    opts: &SpecOptions<'_>,
+    q: &Query<'_>,
+    forced: bool,
+) -> Result<Option<Plan>> {
     let expr = q.filter.expr();
-    if is_geo(idx) {
+    if is_geo(opts) {
         return Ok(geo_plan(idx, expr));
     }
     // `built`: the bounds are the filter's own (so they know their exactness).
     let (bounds, built) = if idx.is_id() {
         (id_bounds(expr), true)
     } else {
-        match bounds_for_index(expr, idx) {
+        match bounds_for_index_with(expr, idx, opts) {
             Some(b) => (b, true),
             None if forced => {
                 // A hinted sparse or partial index the filter cannot use is scanned whole, as
                 // MongoDB does: the results are then only the documents it holds.
-                let comps = idx.key_pattern().map(key_components).unwrap_or_default();
+                let comps = opts.key_pattern.map(key_components).unwrap_or_default();
                 (IndexBounds::full(&comps), false)
             }
             None => return Ok(None),
@@ -617,9 +623,9 @@ fn or_plan(meta: &CollectionMeta, q: &Query<'_>) -> Option<Plan> {
             ..*q
         };
         let mut best: Option<(Plan, (usize, usize))> = None;
-        let ids = std::iter::once(IndexMeta::id_index());
-        for idx in ids.chain(usable(meta, q).cloned()) {
-            if let Ok(Some(p)) = plan_for_index(&idx, &bq, false) {
+        let id = IndexMeta::id_index();
+        for (idx, opts) in std::iter::once((&id, id.options())).chain(usable(meta, q)) {
+            if let Ok(Some(p)) = plan_for_index(idx, &opts, &bq, false) {
                 let score = match &p.access {
                     Access::Index(ia) => selectivity(&ia.bounds),
                     Access::Docs {
@@ -647,11 +653,19 @@ fn or_plan(meta: &CollectionMeta, q: &Query<'_>) -> Option<Plan> {
     })
 }
 
-/// The secondary indexes the planner may choose without a hint.
-fn usable<'m>(meta: &'m CollectionMeta, q: &Query<'_>) -> impl Iterator<Item = &'m IndexMeta> {
+/// The secondary indexes the planner may choose without a hint, each with its
+/// [`IndexMeta::options`] (read once per index and query).
+fn usable<'m>(
+    meta: &'m CollectionMeta,
+    q: &Query<'_>,
+) -> impl Iterator<Item = (&'m IndexMeta, SpecOptions<'m>)> {
     let modifies = q.modifies.cloned();
-    meta.secondary_indexes().filter(move |i| {
-        i.state == IndexState::Ready && !i.is_hidden() && index_allowed(i, modifies.as_ref())
+    meta.secondary_indexes().filter_map(move |i| {
+        if i.state != IndexState::Ready {
+            return None;
+        }
+        let opts = i.options();
+        (!opts.hidden && index_allowed(i, modifies.as_ref())).then_some((i, opts))
     })
 }
 
@@ -725,10 +739,10 @@ fn may_help(q: &Query<'_>, lead: &str) -> bool {
         || may_bound(q.filter.expr(), lead)
 }
 
-/// A `2d`/`2dsphere` index: its entries are cells, not values, so it answers no ordinary
-/// predicate (and is sparse).
-fn is_geo(i: &IndexMeta) -> bool {
-    i.key_pattern()
+/// A `2d`/`2dsphere` index (`opts`: its [`IndexMeta::options`]): its entries are cells, not
+/// values, so it answers no ordinary predicate (and is sparse).
+fn is_geo(opts: &SpecOptions<'_>) -> bool {
+    opts.key_pattern
         .is_some_and(|p| crate::index::geo_keys::geo_plugin(p).is_some())
 }
 
@@ -746,19 +760,20 @@ pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
         Hint::Natural { reverse } => return Ok(vec![Plan::collscan(*reverse)]),
         Hint::Name(_) | Hint::Pattern(_) => {
             let idx = hinted(meta, q.hint)?;
+            let opts = idx.options();
             if !index_allowed(&idx, q.modifies) {
                 // MongoDB would honour the hint; scanning an index the update moves
                 // documents in could visit them twice, so the scan stays on `_id`.
                 return Ok(vec![Plan::collscan(false)]);
             }
-            if is_geo(&idx) && geo_bounds(q.filter.expr(), &idx).is_none() {
+            if is_geo(&opts) && geo_bounds(q.filter.expr(), &idx).is_none() {
                 // No geo predicate bounds the hinted geo index: MongoDB scans all of it
                 // (so documents without a location, which it does not hold, are not found).
                 return Ok(vec![
                     whole_geo_plan(&idx, q.filter.expr()).unwrap_or_else(|| Plan::collscan(false)),
                 ]);
             }
-            return Ok(plan_for_index(&idx, q, true)?.into_iter().collect());
+            return Ok(plan_for_index(&idx, &opts, q, true)?.into_iter().collect());
         }
         Hint::None => {}
     }
@@ -777,24 +792,25 @@ pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
         }]);
     }
     let mut out = Vec::new();
-    if may_help(q, "_id")
-        && let Some(p) = plan_for_index(&IndexMeta::id_index(), q, false)?
-    {
-        out.push(p);
+    if may_help(q, "_id") {
+        let id = IndexMeta::id_index();
+        if let Some(p) = plan_for_index(&id, &id.options(), q, false)? {
+            out.push(p);
+        }
     }
-    for idx in usable(meta, q) {
-        let lead = idx
-            .key_pattern()
+    for (idx, opts) in usable(meta, q) {
+        let lead = opts
+            .key_pattern
             .and_then(|p| p.iter().next())
             .and_then(|e| e.ok())
             .map(|(k, _)| k.as_str());
         if let Some(lead) = lead
-            && !is_geo(idx)
             && !may_help(q, lead)
+            && !is_geo(&opts)
         {
             continue;
         }
-        if let Some(p) = plan_for_index(idx, q, false)? {
+        if let Some(p) = plan_for_index(idx, &opts, q, false)? {
             out.push(p);
         }
     }

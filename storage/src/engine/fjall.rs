@@ -87,7 +87,10 @@ impl Default for FjallOptions {
 
 struct Inner {
     db: OptimisticTxDatabase,
-    spaces: RwLock<HashMap<SpaceId, OptimisticTxKeyspace>>,
+    /// Every open space's handle. Looked up on every read and write (a batch of point reads
+    /// asks once per key), so keyed with foldhash: the ids are the engine's own, not
+    /// attacker-chosen, and SipHash was most of each lookup.
+    spaces: RwLock<HashMap<SpaceId, OptimisticTxKeyspace, foldhash::fast::FixedState>>,
     /// [`FjallOptions::write_buffer_bytes`].
     write_buffer_budget: u64,
     /// Milliseconds since `opened` of the last rotation for the budget (rotations at most
@@ -138,7 +141,7 @@ impl FjallEngine {
             .map_err(io)?;
         let budget = opts.write_buffer_bytes.max(1 << 20);
         let ks_opts = || keyspace_options(budget);
-        let mut spaces = HashMap::new();
+        let mut spaces = HashMap::with_hasher(foldhash::fast::FixedState::default());
         for name in db.list_keyspace_names() {
             let name: &str = name.as_ref();
             if let Some(id) = parse_space_name(name) {
