@@ -177,7 +177,7 @@ fn report(name: &str, unit: &str, per_run: f64, cairn: Tally, pg: Option<Tally>)
     }
 }
 
-async fn collect(c: &mongodb::Collection<Document>, p: Vec<Document>) -> Vec<Document> {
+pub(crate) async fn collect(c: &mongodb::Collection<Document>, p: Vec<Document>) -> Vec<Document> {
     let mut cur = c.aggregate(p).await.expect("aggregate");
     let mut out = Vec::new();
     while cur.advance().await.expect("getMore") {
@@ -186,7 +186,49 @@ async fn collect(c: &mongodb::Collection<Document>, p: Vec<Document>) -> Vec<Doc
     out
 }
 
-async fn load_cairn(db: &mongodb::Database, n: usize) {
+/// The benchmark's pipelines by name, each with the collection it runs on (shared with
+/// `cairn-bench drive`, which runs them for profiling).
+pub(crate) fn pipelines() -> [(&'static str, &'static str, Vec<Document>); 4] {
+    [
+        (
+            "match+group",
+            "events",
+            vec![
+                doc! {"$match": {"s": 3}},
+                doc! {"$group": {"_id": "$g", "total": {"$sum": "$v"}, "avg": {"$avg": "$v"}}},
+            ],
+        ),
+        (
+            "lookup",
+            "orders",
+            vec![
+                doc! {"$lookup": {"from": "customers", "localField": "cust", "foreignField": "cid", "as": "c"}},
+                doc! {"$unwind": "$c"},
+                doc! {"$group": {"_id": "$c.region", "total": {"$sum": "$amount"}, "n": {"$sum": 1}}},
+            ],
+        ),
+        (
+            "top-k",
+            "events",
+            vec![
+                doc! {"$sort": {"v": -1, "_id": 1}},
+                doc! {"$limit": 10},
+                doc! {"$project": {"v": 1}},
+            ],
+        ),
+        (
+            "unwind+group",
+            "events",
+            vec![
+                doc! {"$match": {"s": 3}},
+                doc! {"$unwind": "$tags"},
+                doc! {"$group": {"_id": "$tags", "n": {"$sum": 1}}},
+            ],
+        ),
+    ]
+}
+
+pub(crate) async fn load_cairn(db: &mongodb::Database, n: usize) {
     let events = db.collection::<Document>("events");
     let t = Instant::now();
     let mut i = 0i64;
@@ -338,10 +380,12 @@ pub async fn run(opts: &Opts) {
     let events = db.collection::<Document>("events");
 
     // 1. $match (10%, indexed) + $group (20 groups, $sum/$avg).
-    let pipeline = vec![
-        doc! {"$match": {"s": 3}},
-        doc! {"$group": {"_id": "$g", "total": {"$sum": "$v"}, "avg": {"$avg": "$v"}}},
-    ];
+    let [
+        (_, _, pipeline),
+        (_, _, lookup),
+        (_, _, topk),
+        (_, _, unwind),
+    ] = pipelines();
     let got = cairn_groups(&collect(&events, pipeline.clone()).await, "total", "avg");
     assert_eq!(got.len(), 20, "20 groups");
     let sql = "SELECT doc->>'g', sum((doc->>'v')::int)::bigint, avg((doc->>'v')::int)::float8 \
@@ -387,11 +431,6 @@ pub async fn run(opts: &Opts) {
 
     // 2. $lookup of 100k orders against 10k customers on the indexed cid.
     let orders = db.collection::<Document>("orders");
-    let lookup = vec![
-        doc! {"$lookup": {"from": "customers", "localField": "cust", "foreignField": "cid", "as": "c"}},
-        doc! {"$unwind": "$c"},
-        doc! {"$group": {"_id": "$c.region", "total": {"$sum": "$amount"}, "n": {"$sum": 1}}},
-    ];
     let got = cairn_groups(&collect(&orders, lookup.clone()).await, "total", "n");
     assert_eq!(got.values().map(|(_, n)| *n as i64).sum::<i64>(), ORDERS);
     let sql = "SELECT c.doc->>'region', sum((o.doc->>'amount')::int)::bigint, count(*)::float8 \
@@ -426,11 +465,6 @@ pub async fn run(opts: &Opts) {
     report("lookup", "orders", ORDERS as f64, c, p);
 
     // 3. $sort + $limit top-k over every document.
-    let topk = vec![
-        doc! {"$sort": {"v": -1, "_id": 1}},
-        doc! {"$limit": 10},
-        doc! {"$project": {"v": 1}},
-    ];
     let got = collect(&events, topk.clone()).await;
     assert_eq!(got.len(), 10);
     let sql = "SELECT id, (doc->>'v')::int FROM events ORDER BY (doc->>'v')::int DESC, id LIMIT 10";
@@ -461,11 +495,6 @@ pub async fn run(opts: &Opts) {
     report("sort+limit top10", "docs", n as f64, c, p);
 
     // 4. $unwind + $group over 5-element arrays (the 10% subset).
-    let unwind = vec![
-        doc! {"$match": {"s": 3}},
-        doc! {"$unwind": "$tags"},
-        doc! {"$group": {"_id": "$tags", "n": {"$sum": 1}}},
-    ];
     let got = cairn_groups(&collect(&events, unwind.clone()).await, "n", "n");
     assert_eq!(
         got.values().map(|(n, _)| *n).sum::<i64>(),

@@ -8,6 +8,11 @@
 //! `<workload>` (see [`crate::compare`]: `insert_one`, `find_one`, `indexed eq`, `range`,
 //! `$inc`, `$addToSet`, `$match`, `ping`) split over the clients, and prints the elapsed
 //! time — so a profiler's totals taken around it divide by a known operation count.
+//!
+//! The aggregation benchmark's pipelines likewise: `cairn-bench drive <port> agg-load [--docs
+//! N]` loads [`crate::agg`]'s data set (database `bench_agg`), and `cairn-bench drive <port>
+//! agg:<name> [--ops N]` runs the pipeline named `<name>` (`match+group`, `lookup`, `top-k`,
+//! `unwind+group`) `--ops` times, one client, every result read to the end.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,6 +43,27 @@ pub async fn run(args: &[String]) {
     ))
     .await
     .expect("client");
+    if let Some(name) = what.strip_prefix("agg:") {
+        let (name, coll, pipeline) = crate::agg::pipelines()
+            .into_iter()
+            .find(|(n, _, _)| *n == name)
+            .unwrap_or_else(|| panic!("no aggregation pipeline named {name}"));
+        let c = client
+            .database("bench_agg")
+            .collection::<bson::Document>(coll);
+        let t = Instant::now();
+        let mut out = 0usize;
+        for _ in 0..ops {
+            out += crate::agg::collect(&c, pipeline.clone()).await.len();
+        }
+        let e = t.elapsed().as_secs_f64();
+        println!("{ops} × {name} ({out} results) in {e:.2} s");
+        return;
+    }
+    if what == "agg-load" {
+        crate::agg::load_cairn(&client.database("bench_agg"), docs).await;
+        return;
+    }
     let db = client.database("bench_compare");
     if what == "load" {
         let t = Instant::now();

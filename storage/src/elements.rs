@@ -50,36 +50,32 @@ impl<'a> Elements<'a> {
 
     /// The next element (see [`Step`]). After `End` or `Unsure` it keeps answering the same.
     pub fn step(&mut self) -> Step<'a> {
-        let b = self.bytes;
-        let Some(end) = b.len().checked_sub(1) else {
+        // `body`: the bytes before the document's last byte, which must be its terminator.
+        let Some((&last, body)) = self.bytes.split_last() else {
             return Step::Unsure;
         };
-        if self.off == end {
-            return if b.get(end) == Some(&0) {
-                Step::End
-            } else {
-                Step::Unsure
-            };
-        }
-        let Some(&kind) = b.get(self.off) else {
+        let Some(rest) = body.get(self.off..) else {
             return Step::Unsure;
         };
-        let key_start = self.off + 1;
-        let Some(rest) = b.get(key_start..end) else {
+        let Some((&kind, after)) = rest.split_first() else {
+            return if last == 0 { Step::End } else { Step::Unsure };
+        };
+        let Some(key_len) = after.iter().position(|&c| c == 0) else {
             return Step::Unsure;
         };
-        let Some(key_len) = rest.iter().position(|&c| c == 0) else {
+        let Some((key, tail)) = after.split_at_checked(key_len) else {
             return Step::Unsure;
         };
-        let v = key_start + key_len + 1;
-        let Some(len) = b.get(v..end).and_then(|r| value_len(kind, r)) else {
+        let Some(r) = tail.get(1..) else {
             return Step::Unsure;
         };
-        let (Some(key), Some(value)) = (b.get(key_start..key_start + key_len), b.get(v..v + len))
-        else {
+        let Some(len) = value_len(kind, r) else {
             return Step::Unsure;
         };
-        self.off = v + len;
+        let Some(value) = r.get(..len) else {
+            return Step::Unsure;
+        };
+        self.off += 1 + key_len + 1 + len;
         Step::Element(Element { kind, key, value })
     }
 

@@ -63,6 +63,16 @@ fn path_doc<'b>(d: &'b RawDocument, parts: &[String]) -> Value<'b> {
     path_value(v, rest)
 }
 
+/// `evaluatePath` from the value `first` of the path's first field in the document (`None`:
+/// missing), `rest` the path's other fields: what [`path_doc`] gives once it has read the
+/// first field.
+pub(crate) fn path_from_first<'b>(first: Option<RawBsonRef<'b>>, rest: &[String]) -> Value<'b> {
+    match first {
+        None => Value::Missing,
+        Some(v) => path_value(v, rest),
+    }
+}
+
 /// The rest of a path applied to a value (documents entered, arrays mapped).
 fn path_value<'b>(v: RawBsonRef<'b>, parts: &[String]) -> Value<'b> {
     if parts.is_empty() {

@@ -3,6 +3,9 @@
 //! skipped by its type's length, without building the generic iterator's item for every
 //! element before the one wanted.
 //!
+//! [`fields`] reads several top-level fields in one such walk (a `$group` reads its key's and
+//! its accumulators' fields this way).
+//!
 //! Invariant: [`field`] returns exactly what [`crate::path::field`] returns (the first field
 //! of that name, `None` when absent or when malformed BSON ends the search first): anything
 //! this walk does not read plainly — a key that is not ASCII (its UTF-8 unchecked), a type
@@ -21,6 +24,70 @@ pub(crate) fn field<'a>(d: &'a RawDocument, name: &str) -> Option<RawBsonRef<'a>
         },
         Walk::Absent => None,
         Walk::Unsure => crate::path::field(d, name),
+    }
+}
+
+/// Most names [`fields`] reads in one walk.
+pub(crate) const MAX_FIELDS: usize = 64;
+
+/// [`field`] for each of `names` (distinct; at most [`MAX_FIELDS`]) in one walk over `d`:
+/// `out[i]` becomes exactly `field(d, names[i])`. The walk stops once every name is found;
+/// from anything it does not read plainly (see [`field`]) on, the names not yet found are
+/// answered by [`crate::path::field`], as [`field`] answers them.
+pub(crate) fn fields<'a>(
+    d: &'a RawDocument,
+    names: &[impl AsRef<str>],
+    out: &mut [Option<RawBsonRef<'a>>],
+) {
+    let mut left: u64 = match names.len() {
+        0 => return,
+        n @ 1..MAX_FIELDS => (1u64 << n) - 1,
+        MAX_FIELDS => u64::MAX,
+        _ => {
+            for (name, o) in names.iter().zip(out.iter_mut()) {
+                *o = field(d, name.as_ref());
+            }
+            return;
+        }
+    };
+    let mut elements = Elements::new(d.as_bytes());
+    loop {
+        match elements.step() {
+            Step::Element(e) => {
+                if !e.key.is_ascii() {
+                    break;
+                }
+                for (i, (name, o)) in names.iter().zip(out.iter_mut()).enumerate() {
+                    if left & (1 << i) != 0 && e.key == name.as_ref().as_bytes() {
+                        left &= !(1 << i);
+                        *o = match value(e.kind, e.value) {
+                            Some(v) => Some(v),
+                            None => crate::path::field(d, name.as_ref()),
+                        };
+                    }
+                }
+                if left == 0 {
+                    return;
+                }
+                if !readable(e.kind, e.value) {
+                    break;
+                }
+            }
+            Step::End => {
+                for (i, o) in out.iter_mut().enumerate().take(names.len()) {
+                    if left & (1 << i) != 0 {
+                        *o = None;
+                    }
+                }
+                return;
+            }
+            Step::Unsure => break,
+        }
+    }
+    for (i, (name, o)) in names.iter().zip(out.iter_mut()).enumerate() {
+        if left & (1 << i) != 0 {
+            *o = crate::path::field(d, name.as_ref());
+        }
     }
 }
 
@@ -122,6 +189,21 @@ mod tests {
 
     use super::*;
 
+    /// [`fields`] over every subset of `names` in a few orders (and over all of them)
+    /// answers as [`field`] does name by name.
+    fn same_fields(d: &RawDocument, names: &[&str]) {
+        let mut sets: Vec<Vec<&str>> = vec![names.to_vec(), names.iter().rev().copied().collect()];
+        for w in 1..=3.min(names.len()) {
+            sets.extend(names.windows(w).map(<[&str]>::to_vec));
+        }
+        for set in sets {
+            let mut out = vec![Some(RawBsonRef::Null); set.len()];
+            fields(d, &set, &mut out);
+            let want: Vec<_> = set.iter().map(|n| field(d, n)).collect();
+            assert_eq!(out, want, "{set:?} in {:?}", d.as_bytes());
+        }
+    }
+
     /// Every kind of value, first and later fields, duplicates, absent names and malformed
     /// documents: the same answer as the generic walk.
     #[test]
@@ -146,6 +228,7 @@ mod tests {
             for n in names {
                 assert_eq!(field(d, n), crate::path::field(d, n), "{n} in {d:?}");
             }
+            same_fields(d, &names);
         }
         // Malformed: a bad length inside, a truncated string, a non-UTF-8 key, a bad type.
         let good = rawdoc! {"a": 1, "s": "xy", "z": 3};
@@ -171,6 +254,8 @@ mod tests {
                     d.as_bytes()
                 );
             }
+            same_fields(&d, &["a", "s", "z", "q"]);
+            same_fields(&d, &["z", "a"]);
         }
     }
 }

@@ -377,6 +377,29 @@ impl AccumulatorSpec {
         }
     }
 
+    /// The input's field path (see [`crate::expr::Expression::root_path`]) when the input is
+    /// a field path of the document consumed as it is; then
+    /// [`AccumulatorSpec::accumulate_path`] does what [`AccumulatorSpec::accumulate`] does,
+    /// given the path's first field.
+    pub(crate) fn input_path(&self) -> Option<&[String]> {
+        match (self.op, &self.input) {
+            (AccOp::Count | AccOp::Top | AccOp::Bottom | AccOp::TopN | AccOp::BottomN, _) => None,
+            (_, Some(e)) => e.root_path(),
+            (_, None) => None,
+        }
+    }
+
+    /// [`AccumulatorSpec::accumulate`] for an input with an [`AccumulatorSpec::input_path`]
+    /// `[name, rest…]`, given `first`, the document's first field called `name`.
+    pub(crate) fn accumulate_path(
+        &self,
+        first: Option<RawBsonRef<'_>>,
+        rest: &[String],
+        acc: &mut dyn Accumulator,
+    ) -> Result<()> {
+        Expression::with_path_value(first, rest, |v| acc.process(v, false))
+    }
+
     /// A fresh accumulator for the group whose `_id` is `id` (`n` may read the key's fields).
     pub fn create(&self, id: RawBsonRef<'_>) -> Result<Box<dyn Accumulator>> {
         let n = match &self.n {

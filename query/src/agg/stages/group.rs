@@ -5,6 +5,11 @@
 //! accumulators are [`crate::agg::accumulators`]; a missing result is output as null.
 //! Output order: first-seen group order, or key order after spilling.
 //!
+//! Reading a document: the `_id` and accumulator operands that are field paths (`$g`,
+//! `$c.region`) have their first fields read in one walk over the document
+//! ([`crate::expr::field::fields`]) and the rest of each path applied to that value as the
+//! evaluator applies it ([`Expression::with_path_value`]); other operands are evaluated.
+//!
 //! Memory: keys plus accumulator states are counted against [`Options::memory_limit`];
 //! beyond it the stage fails with 292 unless `allowDiskUse`, in which case the groups are
 //! sorted by key and spilled as partial states to a temporary file, and the runs are merged
@@ -39,6 +44,49 @@ pub struct Group {
     /// The accumulated fields.
     pub accumulators: Vec<AccumulatorSpec>,
     ext: ExprExtensions,
+    reads: Reads,
+}
+
+/// Most first fields read in one walk per document (more: every operand is evaluated).
+const READ_AT_ONCE: usize = 8;
+
+/// Where `$group`'s field-path operands take their values from (see the module docs).
+#[derive(Debug, Default)]
+struct Reads {
+    /// The distinct first fields of the field-path operands.
+    names: Vec<String>,
+    /// `_id`'s read: its first field's position in `names` and the rest of its path; `None`
+    /// when it is evaluated.
+    id: Option<(usize, Vec<String>)>,
+    /// Each accumulator's, likewise.
+    accs: Vec<Option<(usize, Vec<String>)>>,
+}
+
+impl Reads {
+    fn new(id: &Expression, accs: &[AccumulatorSpec]) -> Reads {
+        let mut names: Vec<String> = Vec::new();
+        let mut read = |path: Option<&[String]>| {
+            let (first, rest) = path?.split_first()?;
+            let i = match names.iter().position(|n| n == first) {
+                Some(i) => i,
+                None => {
+                    names.push(first.clone());
+                    names.len() - 1
+                }
+            };
+            Some((i, rest.to_vec()))
+        };
+        let id = read(id.root_path());
+        let accs: Vec<_> = accs.iter().map(|a| read(a.input_path())).collect();
+        if names.len() > READ_AT_ONCE {
+            return Reads {
+                names: Vec::new(),
+                id: None,
+                accs: vec![None; accs.len()],
+            };
+        }
+        Reads { names, id, accs }
+    }
 }
 
 impl Group {
@@ -48,11 +96,14 @@ impl Group {
         accumulators: Vec<AccumulatorSpec>,
         ext: &ExprExtensions,
     ) -> Result<Group> {
+        let id = ext.parse_expression(id_raw)?;
+        let reads = Reads::new(&id, &accumulators);
         Ok(Group {
-            id: ext.parse_expression(id_raw)?,
+            id,
             id_raw: RawBson::from(id_raw),
             accumulators,
             ext: ext.clone(),
+            reads,
         })
     }
 }
@@ -234,16 +285,26 @@ impl GroupStream {
             if n.is_multiple_of(1024) {
                 cx.host.check_interrupt()?;
             }
+            let reads = &stage.reads;
+            let mut firsts = [None; READ_AT_ONCE];
+            let firsts = firsts.get_mut(..reads.names.len()).unwrap_or_default();
+            crate::expr::field::fields(doc, &reads.names, firsts);
             // The key is encoded into one reused buffer and looked up by slice: a document
             // of a known group allocates nothing here.
-            let found = stage.id.with_value(doc, vars, |v| {
+            let mut group_of = |v: Option<RawBsonRef<'_>>| {
                 let v = v.unwrap_or(RawBsonRef::Null);
                 value_key_into(&mut kbuf, v);
                 match t.index.get(kbuf.as_slice()) {
                     Some(i) => Ok(*i),
                     None => Err(RawBson::from(v)),
                 }
-            })?;
+            };
+            let found = match &reads.id {
+                Some((i, rest)) => {
+                    Expression::with_path_value(firsts.get(*i).copied().flatten(), rest, group_of)
+                }
+                None => stage.id.with_value(doc, vars, &mut group_of)?,
+            };
             let gi = match found {
                 Ok(i) => i,
                 Err(id) => {
@@ -265,9 +326,19 @@ impl GroupStream {
             let Some(g) = t.groups.get_mut(gi) else {
                 return Ok(());
             };
-            for (spec, acc) in stage.accumulators.iter().zip(g.accs.iter_mut()) {
+            for ((spec, acc), read) in stage
+                .accumulators
+                .iter()
+                .zip(g.accs.iter_mut())
+                .zip(&reads.accs)
+            {
                 let before = acc.memory();
-                spec.accumulate(doc, acc.as_mut())?;
+                match read {
+                    Some((i, rest)) => {
+                        spec.accumulate_path(firsts.get(*i).copied().flatten(), rest, acc.as_mut())?
+                    }
+                    None => spec.accumulate(doc, acc.as_mut())?,
+                }
                 t.mem = (t.mem + acc.memory()).saturating_sub(before);
             }
             if t.mem > opts.memory_limit {
@@ -412,5 +483,119 @@ impl DocStream for GroupStream {
             Some((id, accs)) => Ok(Some(self.output(id, &accs)?)),
             None => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{Bson, RawDocumentBuf, doc, rawdoc};
+
+    use super::*;
+
+    /// Documents with the operands' fields missing, duplicated (the first counts), nested,
+    /// behind arrays, as arrays, and after keys and values the light walk does not read.
+    fn docs() -> Vec<RawDocumentBuf> {
+        let bin = Bson::Binary(bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: vec![1, 2],
+        });
+        let mut out: Vec<RawDocumentBuf> = [
+            doc! {},
+            doc! {"a": 1, "c": 2, "d": {"e": 3}},
+            doc! {"a": {"b": 1}, "c": "x"},
+            doc! {"a": {"b": {"c": 4}}, "d": [{"e": 1}, {"f": 1}, 5, {"e": [2]}]},
+            doc! {"a": [{"b": 1}, {"c": 2}, 5, {"b": [2, 3]}], "c": [1, 2]},
+            doc! {"a": [[{"b": 1}]], "c": null, "d": {"e": null}},
+            doc! {"é": 1, "a": 2.5, "c": 3_i64},
+            doc! {"x": bin.clone(), "a": 7, "d": {"e": bin}},
+            doc! {"c": {"$numberDecimal": 1}, "a": {"b": [{"c": 1}, {"c": [2]}]}},
+            doc! {"a": Bson::RegularExpression(bson::Regex {
+                pattern: "p".to_string().try_into().unwrap(),
+                options: "i".to_string().try_into().unwrap(),
+            }), "c": true},
+        ]
+        .iter()
+        .map(|d| RawDocumentBuf::try_from(d).unwrap())
+        .collect();
+        let mut dup = rawdoc! {"a": {"b": 1}, "c": 1};
+        dup.append(bson::raw::cstr!("a"), 99);
+        dup.append(bson::raw::cstr!("c"), 2);
+        out.push(dup);
+        let mut dup = rawdoc! {"d": 1};
+        dup.append(bson::raw::cstr!("d"), rawdoc! {"e": 2});
+        out.push(dup);
+        out
+    }
+
+    /// The one-walk reads give every field-path operand (of `_id` and of each accumulator)
+    /// what the expression evaluator gives it: the accumulators fed either way end equal,
+    /// and the key read either way is the same value.
+    #[test]
+    fn one_walk_reads_equal_the_evaluator() {
+        let ext = ExprExtensions::default();
+        let specs = [
+            rawdoc! {"_id": "$a.b", "p": {"$push": "$a"}, "q": {"$push": "$c"},
+            "r": {"$push": "$a.b.c"}, "s": {"$push": "$d.e"}, "t": {"$sum": "$c"},
+            "u": {"$push": "$missing"}, "v": {"$push": {"$ifNull": ["$c", "none"]}},
+            "w": {"$max": "$a.b"}, "n": {"$count": {}}},
+            rawdoc! {"_id": "$c", "p": {"$push": "$d"}, "q": {"$first": "$a"},
+            "r": {"$avg": "$a"}, "s": {"$addToSet": "$d.e"}},
+            rawdoc! {"_id": {"k": "$a"}, "p": {"$push": "$a.b"}},
+            rawdoc! {"_id": "$d.e", "p": {"$last": "$c"}},
+        ];
+        let vars = ext.variables();
+        let mut checked = 0;
+        for spec in specs {
+            let g = parse_group(&spec, &ext).unwrap();
+            let reads = &g.reads;
+            assert!(!reads.names.is_empty());
+            for doc in docs() {
+                let mut firsts = vec![Some(RawBsonRef::MaxKey); reads.names.len()];
+                crate::expr::field::fields(&doc, &reads.names, &mut firsts);
+                let first = |i: usize| firsts.get(i).copied().flatten();
+                if let Some((i, rest)) = &reads.id {
+                    let got =
+                        Expression::with_path_value(first(*i), rest, |v| v.map(RawBson::from));
+                    assert_eq!(got, g.id.evaluate(&doc, vars).unwrap(), "_id of {doc:?}");
+                    checked += 1;
+                }
+                for (a, read) in g.accumulators.iter().zip(&reads.accs) {
+                    let mut want = a.create(RawBsonRef::Null).unwrap();
+                    a.accumulate(&doc, want.as_mut()).unwrap();
+                    let mut got = a.create(RawBsonRef::Null).unwrap();
+                    match read {
+                        Some((i, rest)) => {
+                            a.accumulate_path(first(*i), rest, got.as_mut()).unwrap();
+                            checked += 1;
+                        }
+                        None => a.accumulate(&doc, got.as_mut()).unwrap(),
+                    }
+                    assert_eq!(
+                        got.value().unwrap(),
+                        want.value().unwrap(),
+                        "{} of {doc:?}",
+                        a.field
+                    );
+                }
+            }
+        }
+        assert!(checked > 100, "{checked}");
+    }
+
+    /// Operands that are not field paths of the document are evaluated, not read.
+    #[test]
+    fn only_field_paths_are_read() {
+        let ext = ExprExtensions::default();
+        let g = parse_group(
+            &rawdoc! {"_id": {"$toUpper": "$a"}, "n": {"$count": {}}, "s": {"$sum": 1},
+            "r": {"$push": "$$ROOT"}, "t": {"$top": {"sortBy": {"a": 1}, "output": "$a"}},
+            "m": {"$max": "$b"}},
+            &ext,
+        )
+        .unwrap();
+        assert!(g.reads.id.is_none());
+        let read: Vec<bool> = g.reads.accs.iter().map(Option::is_some).collect();
+        assert_eq!(read, [false, false, false, false, true]);
+        assert_eq!(g.reads.names, ["b"]);
     }
 }

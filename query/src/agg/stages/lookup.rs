@@ -8,9 +8,11 @@
 //!   a hash join ([`join`]) when the foreign collection fits the stage memory limit and a
 //!   table can reproduce the planned query's order: at once when no index could answer the
 //!   equality (the alternative is a collection scan per document), and, with one plain
-//!   index on `foreignField`, once the input has outgrown the foreign side (attempts at 16,
-//!   32, 64 … input documents, each reading at most [`INDEX_DOCS_PER_INPUT`] foreign
-//!   documents per input document so far). Otherwise, and for the values a table cannot
+//!   index on `foreignField`, once the input has outgrown the foreign side (a first attempt
+//!   once the input documents times [`INDEX_DOCS_PER_INPUT`] reach the collection's
+//!   document count, at least 16 of them; then at twice as many input documents each time;
+//!   each attempt reading at most [`INDEX_DOCS_PER_INPUT`] foreign documents per input
+//!   document so far). Otherwise, and for the values a table cannot
 //!   answer, one planned query per document (`plan::choose` with the plan cache, then the
 //!   execution), without building a sub-pipeline each time.
 //! - Followed by an `$unwind` of the `as` path, the stage absorbs it ([`Lookup::absorbing`],
@@ -611,7 +613,7 @@ impl LookupStream {
                 Order::Index(_) => JoinState::Waiting {
                     order,
                     seen: 0,
-                    next_try: INDEX_FIRST_TRY,
+                    next_try: self.first_try(meta, cx),
                 },
             };
         }
@@ -641,6 +643,32 @@ impl LookupStream {
             Err(NotBuilt::Never) => self.join = JoinState::Off,
         }
         Ok(())
+    }
+
+    /// The input documents to probe one by one before the first attempt at a table behind an
+    /// index: enough for the collection's document count (as the server counts it now; a
+    /// later attempt is still bounded by the documents seen) to fit [`INDEX_DOCS_PER_INPUT`]
+    /// per input document, and at least [`INDEX_FIRST_TRY`]; [`INDEX_FIRST_TRY`] when the
+    /// host does not count.
+    fn first_try(&self, meta: &cairn_storage::catalog::CollectionMeta, cx: &ExecCx<'_>) -> usize {
+        let spec = crate::agg::CollStatsSpec {
+            count: true,
+            ..Default::default()
+        };
+        let from = self.stage.from.as_deref().unwrap_or("");
+        let count = cx
+            .host
+            .coll_stats(&self.stage.db, from, Some(meta), &spec)
+            .ok()
+            .and_then(|d| match d.get("count").ok().flatten() {
+                Some(RawBsonRef::Int32(n)) => usize::try_from(n).ok(),
+                Some(RawBsonRef::Int64(n)) => usize::try_from(n).ok(),
+                _ => None,
+            });
+        match count {
+            Some(n) => n.div_ceil(INDEX_DOCS_PER_INPUT).max(INDEX_FIRST_TRY),
+            None => INDEX_FIRST_TRY,
+        }
     }
 
     /// The equality form's matches for `doc`, read from the collection directly (4568 past

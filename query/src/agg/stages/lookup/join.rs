@@ -13,7 +13,8 @@
 //! - [`Table::build`] reads the collection in `_id` (natural) order; each document goes into
 //!   the bucket of every value its foreign path reaches (array elements and the arrays
 //!   themselves, as an equality predicate sees them: [`crate::path::visit`] with
-//!   [`LeafArrays::Traverse`]) and into the null bucket when the path reaches a missing,
+//!   [`LeafArrays::Traverse`]; a one-field path to a non-array value is read with
+//!   [`crate::expr::field::field`], which reaches the same single value) and into the null bucket when the path reaches a missing,
 //!   null or undefined value (what `{$eq: null}` matches). It gives up, leaving the table
 //!   unbuilt, past a document count or the stage memory limit.
 //! - [`Table::positions`] answers one input document's values with the matching documents
@@ -216,7 +217,16 @@ impl Table {
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut null = false;
         let mut bad = false;
-        visit(&doc, foreign, LeafArrays::Traverse, |pv| {
+        // A one-field path to a value that is not an array reaches that value alone (or
+        // nothing): read it with the light walk instead of the general one.
+        let top = match foreign.parts() {
+            [name] => match crate::expr::field::field(&doc, name) {
+                Some(RawBsonRef::Array(_)) => None,
+                v => Some(v),
+            },
+            _ => None,
+        };
+        let mut each = |pv: crate::path::PathValue<'_>| {
             match pv.value {
                 None | Some(RawBsonRef::Null | RawBsonRef::Undefined) => null = true,
                 Some(v) => match encode_to_vec(v, false) {
@@ -228,7 +238,18 @@ impl Table {
                 },
             }
             ControlFlow::Continue(())
-        });
+        };
+        match top {
+            Some(value) => {
+                let _ = each(crate::path::PathValue {
+                    value,
+                    array_index: None,
+                });
+            }
+            None => {
+                visit(&doc, foreign, LeafArrays::Traverse, each);
+            }
+        }
         if bad {
             return Err(NotBuilt::Never);
         }
