@@ -885,7 +885,10 @@ async fn transaction_commit_retries_under_fail_command() {
 #[tokio::test]
 async fn on_primary_transactional_write() {
     let s = test_server();
-    let c = s.client().await;
+    // Error 91 (ShutdownInProgress) below makes the driver mark the server Unknown until its
+    // next heartbeat answers; with the default 10 s heartbeat that races the 10 s server
+    // selection timeout of the next operation on a loaded machine.
+    let c = s.client_with("heartbeatFrequencyMS=500").await;
     let coll = c.database("fp").collection::<Document>("opw");
     // The write commits, the connection closes before the reply, the driver retries and is
     // answered from the retryable-write record: one document.
