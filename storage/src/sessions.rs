@@ -170,6 +170,22 @@ impl WriteTxn<'_> {
         Ok(rec)
     }
 
+    /// Deletes the statement records of transaction `txn` (of every number when `None`) by a
+    /// scan of their prefix. Only the recorded number has live statements (each advance
+    /// deletes the previous ones), so callers name it: a prefix over the whole session would
+    /// wade through the tombstones of every earlier statement.
+    fn delete_statements(&mut self, lsid: &Lsid, txn: Option<i64>) -> Result<()> {
+        let keys: Vec<Vec<u8>> = self
+            .tx
+            .prefix(CATALOG_SPACE, &txn_prefix(lsid, txn))?
+            .map(|kv| kv.map(|(k, _)| k.to_vec()))
+            .collect::<std::result::Result<_, _>>()?;
+        for k in keys {
+            self.tx.delete(CATALOG_SPACE, &k)?;
+        }
+        Ok(())
+    }
+
     /// Deletes the statement keys of `before`'s transaction number when `txn` is another
     /// one, then writes the session record `{txn, committed, listed}`.
     fn advance_session_record(
@@ -190,21 +206,7 @@ impl WriteTxn<'_> {
                             .delete(CATALOG_SPACE, &stmt_key(lsid, b.rec.txn_number, first))?;
                     }
                 }
-                None => {
-                    // Only the recorded transaction number has live statements (each advance
-                    // deletes the previous ones), so the scan covers its prefix alone: a
-                    // prefix over the whole session would wade through the tombstones of
-                    // every earlier statement.
-                    let prefix = txn_prefix(lsid, Some(b.rec.txn_number));
-                    let old: Vec<Vec<u8>> = self
-                        .tx
-                        .prefix(CATALOG_SPACE, &prefix)?
-                        .map(|kv| kv.map(|(k, _)| k.to_vec()))
-                        .collect::<std::result::Result<_, _>>()?;
-                    for k in old {
-                        self.tx.delete(CATALOG_SPACE, &k)?;
-                    }
-                }
+                None => self.delete_statements(lsid, Some(b.rec.txn_number))?,
             }
         }
         let mut rec = RawDocumentBuf::new();
@@ -322,15 +324,7 @@ impl Store {
         self.write(crate::Durability::Buffered, |tx| -> Result<()> {
             // Only the recorded number has live statements (see `set_session_record`).
             let number = tx.session_record(lsid)?.map(|r| r.txn_number);
-            let prefix = txn_prefix(lsid, number);
-            let keys: Vec<Vec<u8>> = tx
-                .tx
-                .prefix(CATALOG_SPACE, &prefix)?
-                .map(|kv| kv.map(|(k, _)| k.to_vec()))
-                .collect::<std::result::Result<_, _>>()?;
-            for k in keys {
-                tx.tx.delete(CATALOG_SPACE, &k)?;
-            }
+            tx.delete_statements(lsid, number)?;
             tx.tx.delete(CATALOG_SPACE, &session_key(lsid))?;
             Ok(())
         })

@@ -155,13 +155,7 @@ impl Significand {
     /// [`Significand::from_u128`] by 128-bit division (the definition).
     fn from_u128_digits(c: u128, q: i32) -> Significand {
         let mut buf = [0u8; 40];
-        let mut i = buf.len();
-        let mut v = c;
-        while v > 0 && i > 0 {
-            i -= 1;
-            buf[i] = (v % 10) as u8;
-            v /= 10;
-        }
+        let i = write_digits(c, &mut buf);
         Significand::from_digit_slice(&buf[i..], q)
     }
 
@@ -169,15 +163,26 @@ impl Significand {
     /// of the 128-bit one).
     fn from_u64(c: u64, q: i32) -> Significand {
         let mut buf = [0u8; 20];
-        let mut i = buf.len();
-        let mut v = c;
-        while v > 0 && i > 0 {
-            i -= 1;
-            buf[i] = (v % 10) as u8;
-            v /= 10;
-        }
+        let i = write_digits(c, &mut buf);
         Significand::from_digit_slice(&buf[i..], q)
     }
+}
+
+/// Writes the decimal digits of `v` (one per byte, most significant first) at the end of
+/// `buf`; returns where they start. Generic so that a u64 divides natively.
+fn write_digits<T>(mut v: T, buf: &mut [u8]) -> usize
+where
+    T: Copy + PartialOrd + From<u8> + std::ops::Rem<Output = T> + std::ops::DivAssign,
+    T: TryInto<u8>,
+{
+    let (zero, ten) = (T::from(0), T::from(10));
+    let mut i = buf.len();
+    while v > zero && i > 0 {
+        i -= 1;
+        buf[i] = (v % ten).try_into().unwrap_or(0);
+        v /= ten;
+    }
+    i
 }
 
 /// A number in canonical form; see the module invariants. The variant order is the numeric
