@@ -138,6 +138,15 @@ fn parse_record(b: &[u8]) -> Result<SessionRecord> {
     parse_full(b).map(|f| f.rec)
 }
 
+/// `ids` as a BSON array of Int32.
+fn int32_array(ids: &[i32]) -> bson::RawArrayBuf {
+    let mut a = bson::RawArrayBuf::new();
+    for i in ids {
+        a.push(*i);
+    }
+    a
+}
+
 fn read_full(r: &dyn Read, lsid: &Lsid) -> Result<Option<FullRecord>> {
     match r.get(CATALOG_SPACE, &session_key(lsid))? {
         Some(b) => parse_full(&b).map(Some),
@@ -209,16 +218,23 @@ impl WriteTxn<'_> {
                 None => self.delete_statements(lsid, Some(b.rec.txn_number))?,
             }
         }
+        self.write_session_record(lsid, txn, committed, listed)
+    }
+
+    /// Writes the session record `{txnNumber: txn, committed, lastUse: now, stmts?: listed}`.
+    fn write_session_record(
+        &mut self,
+        lsid: &Lsid,
+        txn: i64,
+        committed: bool,
+        listed: Option<&[i32]>,
+    ) -> Result<()> {
         let mut rec = RawDocumentBuf::new();
         rec.append(cstr!("txnNumber"), txn);
         rec.append(cstr!("committed"), committed);
         rec.append(cstr!("lastUse"), bson::DateTime::now());
         if let Some(firsts) = listed {
-            let mut ids = bson::RawArrayBuf::new();
-            for f in firsts {
-                ids.push(*f);
-            }
-            rec.append(cstr!("stmts"), ids);
+            rec.append(cstr!("stmts"), int32_array(firsts));
         }
         self.tx
             .put(CATALOG_SPACE, &session_key(lsid), rec.as_bytes())?;
@@ -246,21 +262,13 @@ impl WriteTxn<'_> {
                 if let Some(mut listed) = b.listed {
                     listed.push(*first);
                     let listed = (listed.len() <= MAX_LISTED).then_some(listed);
-                    let b = FullRecord {
-                        rec: b.rec,
-                        listed: None,
-                    };
-                    self.advance_session_record(lsid, Some(b), txn, false, listed.as_deref())?;
+                    self.write_session_record(lsid, txn, false, listed.as_deref())?;
                 }
             }
             before => self.advance_session_record(lsid, before, txn, false, Some(&[*first]))?,
         }
-        let mut ids = bson::RawArrayBuf::new();
-        for s in stmts {
-            ids.push(*s);
-        }
         let mut rec = RawDocumentBuf::new();
-        rec.append(cstr!("s"), ids);
+        rec.append(cstr!("s"), int32_array(stmts));
         rec.append(cstr!("r"), result.to_owned());
         self.tx.put(CATALOG_SPACE, &key, rec.as_bytes())?;
         Ok(())
