@@ -278,9 +278,7 @@ impl OpMsg {
         // The body without its terminator (its length prefix is rewritten by `close`).
         out.extend_from_slice(body.get(..body.len().saturating_sub(1)).unwrap_or_default());
         for s in &self.sequences {
-            if s.identifier.as_bytes().contains(&0) {
-                return Err(WireError::BadCString("document sequence identifier"));
-            }
+            // An identifier with NUL is refused by `document_array` (`BadCString`).
             let mut start = 0;
             let docs = s.ends.iter().map(|&end| {
                 let d = s.bytes.get(start..end).unwrap_or_default();
