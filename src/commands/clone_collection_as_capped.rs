@@ -7,7 +7,7 @@
 
 use bson::{RawBsonRef, RawDocumentBuf};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, type_name};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, type_name};
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 
@@ -30,7 +30,7 @@ pub static COMMAND: Command = Command {
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let from = collection_arg(&inv.req)?.to_string();
+        let from = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         crate::views::check_not_view(inv.server, &db, &from)?;
         let to = match body.get("toCollection") {

@@ -36,7 +36,7 @@ use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::display;
 use cairn_storage::index::{IndexMeta, IndexState};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, type_name};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, type_name};
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 
@@ -187,7 +187,7 @@ async fn modify_view(
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         let (view_on, pipeline) = view_fields(body)?;
         if crate::views::is_view(inv.server, &db, &coll) {

@@ -9,7 +9,7 @@
 use bson::raw::cstr;
 use bson::{RawDocumentBuf, rawdoc};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed};
 use crate::blocking;
 use crate::error::CommandError;
 
@@ -65,7 +65,7 @@ pub fn storage_stats(
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
-        let name = collection_arg(&inv.req)?.to_string();
+        let name = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let scale = super::args::parse_scale(inv.req.body, "collStats")?;
         let db = inv.req.db.to_string();
         let ns = format!("{db}.{name}");

@@ -7,7 +7,7 @@
 
 use bson::{RawBsonRef, RawDocumentBuf};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed};
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 
@@ -30,7 +30,7 @@ pub static COMMAND: Command = Command {
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         crate::views::check_not_view(inv.server, &db, &coll)?;
         let size = match body.get("size").ok().flatten() {

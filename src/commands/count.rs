@@ -12,7 +12,7 @@ use bson::RawBsonRef;
 
 use super::args::append_number;
 use super::{
-    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_document, type_name,
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, opt_document, type_name,
 };
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
@@ -55,7 +55,7 @@ pub(crate) fn signed(body: &bson::RawDocument, field: &str) -> Result<i64, Comma
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         let query = opt_document(body, "count", "query")?;
         let filter = std::sync::Arc::new(

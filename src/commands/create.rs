@@ -21,7 +21,9 @@
 use bson::raw::CStr;
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, truthy, type_name};
+use super::{
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, truthy, type_name,
+};
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 
@@ -388,7 +390,7 @@ fn with_validator(
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
-        let name = collection_arg(&inv.req)?.to_string();
+        let name = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         let view = view_definition(inv.req.body)?;
         let opts = options(inv.req.body, &db)?;

@@ -24,7 +24,7 @@
 use bson::raw::cstr;
 use bson::{RawBsonRef, RawDocumentBuf};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, type_name};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, type_name};
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 
@@ -89,7 +89,7 @@ fn in_transaction(
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         crate::views::check_not_view(inv.server, &db, &coll)?;
         let specs = match body.get("indexes") {

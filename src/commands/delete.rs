@@ -17,7 +17,8 @@ use cairn_query::plan::Hint;
 
 use super::insert::write_reply;
 use super::{
-    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_strict_bool, type_name,
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, opt_strict_bool,
+    type_name,
 };
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
@@ -133,7 +134,7 @@ pub(crate) fn parse_statement(
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         super::insert::check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;

@@ -14,7 +14,7 @@ use cairn_query::path::{FieldPath, LeafArrays, values};
 use cairn_storage::compare::compare_values;
 
 use super::{
-    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_document, type_name,
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, opt_document, type_name,
 };
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
@@ -50,7 +50,7 @@ fn insert_sorted(set: &mut Vec<RawBson>, v: RawBsonRef<'_>, bytes: &mut usize) {
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         let key = match body.get("key") {
             Ok(Some(RawBsonRef::String(k))) => k.to_string(),

@@ -11,7 +11,7 @@
 
 use bson::{RawDocumentBuf, rawdoc};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed};
 use crate::blocking;
 
 /// `drop`.
@@ -32,7 +32,7 @@ pub static COMMAND: Command = Command {
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
-        let name = collection_arg(&inv.req)?.to_string();
+        let name = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         let store = inv.server.store.clone();
         let db_exists = store.catalog().in_database(&db).next().is_some();

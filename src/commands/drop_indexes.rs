@@ -9,7 +9,7 @@
 
 use bson::{RawBsonRef, rawdoc};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, type_name};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, type_name};
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 
@@ -31,7 +31,7 @@ pub static COMMAND: Command = Command {
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         crate::views::check_not_view(inv.server, &db, &coll)?;
         let meta = inv.server.store.collection(&db, &coll).ok_or_else(|| {

@@ -37,8 +37,8 @@ use cairn_query::plan::{Access, Hint, Plan, Query, choose_with};
 use cairn_query::sort::{SortSpec, Sorter};
 
 use super::{
-    CmdFuture, Command, Counter, Fields, Invocation, Request, collection_arg, opt_bool, opt_count,
-    opt_document, opt_strict_bool,
+    CmdFuture, Command, Counter, Fields, Invocation, Request, collection_arg_parsed, opt_bool,
+    opt_count, opt_document, opt_strict_bool,
 };
 use crate::blocking;
 use crate::cursor::{
@@ -420,7 +420,7 @@ fn check_view_options(body: &RawDocument) -> Result<(), CommandError> {
 /// not a view as the command's target sees it.
 async fn on_view(inv: &Invocation<'_>) -> Result<Option<RawDocumentBuf>, CommandError> {
     let body = inv.req.body;
-    let coll = collection_arg(&inv.req)?.to_string();
+    let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
     let db = inv.req.db.to_string();
     let (server, target) = (inv.server.clone(), inv.op.target.clone());
     let (d, c) = (db.clone(), coll.clone());

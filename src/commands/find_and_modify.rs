@@ -23,7 +23,7 @@ use cairn_storage::store::id_key;
 
 use super::update::write_applied;
 use super::{
-    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_document, truthy,
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, opt_document, truthy,
     type_name,
 };
 use crate::blocking;
@@ -103,7 +103,7 @@ fn flag(body: &RawDocument, field: &str) -> bool {
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         super::insert::check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;

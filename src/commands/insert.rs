@@ -24,7 +24,8 @@ use cairn_storage::StorageError;
 use cairn_storage::engine::EngineError;
 
 use super::{
-    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_strict_bool, type_name,
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, opt_strict_bool,
+    type_name,
 };
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
@@ -143,7 +144,7 @@ pub fn check_txn_write(
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let args = inv.parsed;
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;

@@ -4,7 +4,9 @@
 
 use bson::{RawArrayBuf, RawBsonRef, rawdoc};
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, ready, type_name};
+use super::{
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, ready, type_name,
+};
 use crate::error::{CommandError, ErrorCode};
 
 /// `killCursors`.
@@ -25,7 +27,7 @@ pub static COMMAND: Command = Command {
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     ready((|| {
-        collection_arg(&inv.req)?;
+        collection_arg_parsed(&inv.req, inv.parsed)?;
         let ids = match inv.req.body.get("cursors") {
             Ok(Some(RawBsonRef::Array(a))) => a,
             Ok(Some(other)) => {

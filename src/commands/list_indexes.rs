@@ -17,7 +17,8 @@ use cairn_storage::index::IndexState;
 
 use super::list_collections::listing_reply;
 use super::{
-    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_count, opt_document, ready,
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, opt_count,
+    opt_document, ready,
 };
 use crate::cursor::{Cursor, Source, session_of};
 use crate::error::{CommandError, ErrorCode};
@@ -40,7 +41,7 @@ pub static COMMAND: Command = Command {
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     ready((|| {
-        let coll = collection_arg(&inv.req)?;
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?;
         let db = inv.req.db;
         let batch_size = match opt_document(inv.req.body, "listIndexes", "cursor")? {
             Some(c) => opt_count(c, "listIndexes.cursor", "batchSize")?,

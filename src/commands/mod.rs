@@ -54,7 +54,8 @@ use crate::state::ServerState;
 pub use crate::auth::authorize::Authz;
 pub use crate::auth::privilege::ActionType;
 pub use args::{
-    collection_arg, opt_bool, opt_count, opt_document, opt_strict_bool, truthy, type_name,
+    collection_arg, collection_arg_parsed, opt_bool, opt_count, opt_document, opt_strict_bool,
+    truthy, type_name,
 };
 pub use parsed::{Args, Parsed};
 

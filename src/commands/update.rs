@@ -35,7 +35,8 @@ use cairn_storage::store::{FieldChange, id_key};
 use cairn_storage::{Durability, StorageError, Store, WriteTxn};
 
 use super::{
-    CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_strict_bool, type_name,
+    CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, opt_strict_bool,
+    type_name,
 };
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
@@ -508,7 +509,7 @@ fn changes_of(applied: &Applied) -> Result<Vec<FieldChange<'_>>, StorageError> {
 
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         super::insert::check_txn_write(inv.server, inv.op, &db, &coll)?;
         cairn_storage::namespace::check_write(&db, &coll).map_err(CommandError::from)?;

@@ -13,7 +13,7 @@
 
 use bson::rawdoc;
 
-use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg, opt_bool};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, collection_arg_parsed, opt_bool};
 use crate::blocking;
 use crate::error::{CommandError, ErrorCode};
 
@@ -44,7 +44,7 @@ pub static COMMAND: Command = Command {
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let coll = collection_arg(&inv.req)?.to_string();
+        let coll = collection_arg_parsed(&inv.req, inv.parsed)?.to_string();
         let db = inv.req.db.to_string();
         let flag = |f: &str| opt_bool(body, "validate", f).map(|b| b.unwrap_or(false));
         let full = flag("full")?;
