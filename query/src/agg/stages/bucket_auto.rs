@@ -3,14 +3,16 @@
 //! takes ⌊n / buckets⌉ documents, plus any following ones with the same value; its `_id` is
 //! `{min, max}` where `max` is the next bucket's `min` (the last bucket's own largest value).
 //! With `granularity` the boundaries are rounded to a preferred-number series (`R5 R10 R20
-//! R40 1-2-5 E6 E12 E24 E48 POWERSOF2`; the first `min` rounded down, each `max` up, and
+//! R40 R80 1-2-5 E6 E12 E24 E48 E96 E192 POWERSOF2`, MongoDB's tables and arithmetic: doubles
+//! for numbers, decimal arithmetic for Decimal128 values; the first `min` rounded down, each `max` up, and
 //! documents below a rounded boundary absorbed). Without `output` each bucket counts its
 //! documents. The sort spills to disk with `allowDiskUse` (292 otherwise).
 //!
 //! Errors: 40240 not an object, 40244 unknown option, 40246 missing `groupBy`/`buckets`,
 //! 40239 bad `groupBy`, 40241 non-positive `buckets`, 40242 not a 32-bit integer, 40243 not
 //! a number, 40245 `output` not an object, 40261 bad `granularity`, 40257/40258 values not
-//! numeric or negative with a granularity, 238 the series Cairn lacks (`R80 E96 E192`).
+//! numeric or negative with a granularity.
+//! An infinite value rounds to itself (MongoDB's rounding loop does not end on one).
 
 use std::any::Any;
 use std::cmp::Ordering;
@@ -28,35 +30,78 @@ use crate::error::{QueryError, Result};
 use crate::expr::{ExprExtensions, Expression};
 use crate::sort::{SortSpec, SortedDocs, Sorter};
 
-/// A preferred-number series (values in [1, 10)), or powers of two.
+/// A preferred-number series (MongoDB's integer tables, see [`R5`]), or powers of two.
 #[derive(Debug, Clone)]
 enum Granularity {
     Series(&'static str, &'static [f64]),
     PowersOf2,
 }
 
-const R5: &[f64] = &[1.0, 1.6, 2.5, 4.0, 6.3];
-const R10: &[f64] = &[1.0, 1.25, 1.6, 2.0, 2.5, 3.15, 4.0, 5.0, 6.3, 8.0];
+// MongoDB's preferred-number tables (granularity_rounder_preferred_numbers.cpp), as
+// integers scaled by a power of ten from 1: the rounding multiplies them by a multiplier
+// reached from 1 by repeated ×10 or ÷10, so the doubles it returns are exactly MongoDB's
+// (`112 × 1`, not `1.12 × 100 = 112.00000000000001`). The tables are MongoDB's own, not the
+// textbook series: its R40 has no 335 and its R80 lists forty values between the R40 ones.
+const R5: &[f64] = &[10.0, 16.0, 25.0, 40.0, 63.0];
+const R10: &[f64] = &[
+    100.0, 125.0, 160.0, 200.0, 250.0, 315.0, 400.0, 500.0, 630.0, 800.0,
+];
 const R20: &[f64] = &[
-    1.0, 1.12, 1.25, 1.4, 1.6, 1.8, 2.0, 2.24, 2.5, 2.8, 3.15, 3.55, 4.0, 4.5, 5.0, 5.6, 6.3, 7.1,
-    8.0, 9.0,
+    100.0, 112.0, 125.0, 140.0, 160.0, 180.0, 200.0, 224.0, 250.0, 280.0, 315.0, 355.0, 400.0,
+    450.0, 500.0, 560.0, 630.0, 710.0, 800.0, 900.0,
 ];
 const R40: &[f64] = &[
-    1.0, 1.06, 1.12, 1.18, 1.25, 1.32, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0, 2.12, 2.24, 2.36, 2.5,
-    2.65, 2.8, 3.0, 3.15, 3.35, 3.55, 3.75, 4.0, 4.25, 4.5, 4.75, 5.0, 5.3, 5.6, 6.0, 6.3, 6.7,
-    7.1, 7.5, 8.0, 8.5, 9.0, 9.5,
+    100.0, 106.0, 112.0, 118.0, 125.0, 132.0, 140.0, 150.0, 160.0, 170.0, 180.0, 190.0, 200.0,
+    212.0, 224.0, 236.0, 250.0, 265.0, 280.0, 300.0, 315.0, 355.0, 375.0, 400.0, 425.0, 450.0,
+    475.0, 500.0, 530.0, 560.0, 600.0, 630.0, 670.0, 710.0, 750.0, 800.0, 850.0, 900.0, 950.0,
 ];
-const ONE_TWO_FIVE: &[f64] = &[1.0, 2.0, 5.0];
-const E6: &[f64] = &[1.0, 1.5, 2.2, 3.3, 4.7, 6.8];
-const E12: &[f64] = &[1.0, 1.2, 1.5, 1.8, 2.2, 2.7, 3.3, 3.9, 4.7, 5.6, 6.8, 8.2];
+const R80: &[f64] = &[
+    103.0, 109.0, 115.0, 122.0, 128.0, 136.0, 145.0, 155.0, 165.0, 175.0, 185.0, 195.0, 206.0,
+    218.0, 230.0, 243.0, 258.0, 272.0, 290.0, 307.0, 325.0, 345.0, 365.0, 387.0, 412.0, 437.0,
+    462.0, 487.0, 515.0, 545.0, 575.0, 615.0, 650.0, 690.0, 730.0, 775.0, 825.0, 875.0, 925.0,
+    975.0,
+];
+const ONE_TWO_FIVE: &[f64] = &[10.0, 20.0, 50.0];
+const E6: &[f64] = &[10.0, 15.0, 22.0, 33.0, 47.0, 68.0];
+const E12: &[f64] = &[
+    10.0, 12.0, 15.0, 18.0, 22.0, 27.0, 33.0, 39.0, 47.0, 56.0, 68.0, 82.0,
+];
 const E24: &[f64] = &[
-    1.0, 1.1, 1.2, 1.3, 1.5, 1.6, 1.8, 2.0, 2.2, 2.4, 2.7, 3.0, 3.3, 3.6, 3.9, 4.3, 4.7, 5.1, 5.6,
-    6.2, 6.8, 7.5, 8.2, 9.1,
+    10.0, 11.0, 12.0, 13.0, 15.0, 16.0, 18.0, 20.0, 22.0, 24.0, 27.0, 30.0, 33.0, 36.0, 39.0, 43.0,
+    47.0, 51.0, 56.0, 62.0, 68.0, 75.0, 82.0, 91.0,
 ];
 const E48: &[f64] = &[
-    1.0, 1.05, 1.1, 1.15, 1.21, 1.27, 1.33, 1.4, 1.47, 1.54, 1.62, 1.69, 1.78, 1.87, 1.96, 2.05,
-    2.15, 2.26, 2.37, 2.49, 2.61, 2.74, 2.87, 3.01, 3.16, 3.32, 3.48, 3.65, 3.83, 4.02, 4.22, 4.42,
-    4.64, 4.87, 5.11, 5.36, 5.62, 5.9, 6.19, 6.49, 6.81, 7.15, 7.5, 7.87, 8.25, 8.66, 9.09, 9.53,
+    100.0, 105.0, 110.0, 115.0, 121.0, 127.0, 133.0, 140.0, 147.0, 154.0, 162.0, 169.0, 178.0,
+    187.0, 196.0, 205.0, 215.0, 226.0, 237.0, 249.0, 261.0, 274.0, 287.0, 301.0, 316.0, 332.0,
+    348.0, 365.0, 383.0, 402.0, 422.0, 442.0, 464.0, 487.0, 511.0, 536.0, 562.0, 590.0, 619.0,
+    649.0, 681.0, 715.0, 750.0, 787.0, 825.0, 866.0, 909.0, 953.0,
+];
+const E96: &[f64] = &[
+    100.0, 102.0, 105.0, 107.0, 110.0, 113.0, 115.0, 118.0, 121.0, 124.0, 127.0, 130.0, 133.0,
+    137.0, 140.0, 143.0, 147.0, 150.0, 154.0, 158.0, 162.0, 165.0, 169.0, 174.0, 178.0, 182.0,
+    187.0, 191.0, 196.0, 200.0, 205.0, 210.0, 215.0, 221.0, 226.0, 232.0, 237.0, 243.0, 249.0,
+    255.0, 261.0, 267.0, 274.0, 280.0, 287.0, 294.0, 301.0, 309.0, 316.0, 324.0, 332.0, 340.0,
+    348.0, 357.0, 365.0, 374.0, 383.0, 392.0, 402.0, 412.0, 422.0, 432.0, 442.0, 453.0, 464.0,
+    475.0, 487.0, 499.0, 511.0, 523.0, 536.0, 549.0, 562.0, 576.0, 590.0, 604.0, 619.0, 634.0,
+    649.0, 665.0, 681.0, 698.0, 715.0, 732.0, 750.0, 768.0, 787.0, 806.0, 825.0, 845.0, 866.0,
+    887.0, 909.0, 931.0, 953.0, 976.0,
+];
+const E192: &[f64] = &[
+    100.0, 101.0, 102.0, 104.0, 105.0, 106.0, 107.0, 109.0, 110.0, 111.0, 113.0, 114.0, 115.0,
+    117.0, 118.0, 120.0, 121.0, 123.0, 124.0, 126.0, 127.0, 129.0, 130.0, 132.0, 133.0, 135.0,
+    137.0, 138.0, 140.0, 142.0, 143.0, 145.0, 147.0, 149.0, 150.0, 152.0, 154.0, 156.0, 158.0,
+    160.0, 162.0, 164.0, 165.0, 167.0, 169.0, 172.0, 174.0, 176.0, 178.0, 180.0, 182.0, 184.0,
+    187.0, 189.0, 191.0, 193.0, 196.0, 198.0, 200.0, 203.0, 205.0, 208.0, 210.0, 213.0, 215.0,
+    218.0, 221.0, 223.0, 226.0, 229.0, 232.0, 234.0, 237.0, 240.0, 243.0, 246.0, 249.0, 252.0,
+    255.0, 258.0, 261.0, 264.0, 267.0, 271.0, 274.0, 277.0, 280.0, 284.0, 287.0, 291.0, 294.0,
+    298.0, 301.0, 305.0, 309.0, 312.0, 316.0, 320.0, 324.0, 328.0, 332.0, 336.0, 340.0, 344.0,
+    348.0, 352.0, 357.0, 361.0, 365.0, 370.0, 374.0, 379.0, 383.0, 388.0, 392.0, 397.0, 402.0,
+    407.0, 412.0, 417.0, 422.0, 427.0, 432.0, 437.0, 442.0, 448.0, 453.0, 459.0, 464.0, 470.0,
+    475.0, 481.0, 487.0, 493.0, 499.0, 505.0, 511.0, 517.0, 523.0, 530.0, 536.0, 542.0, 549.0,
+    556.0, 562.0, 569.0, 576.0, 583.0, 590.0, 597.0, 604.0, 612.0, 619.0, 626.0, 634.0, 642.0,
+    649.0, 657.0, 665.0, 673.0, 681.0, 690.0, 698.0, 706.0, 715.0, 723.0, 732.0, 741.0, 750.0,
+    759.0, 768.0, 777.0, 787.0, 796.0, 806.0, 816.0, 825.0, 835.0, 845.0, 856.0, 866.0, 876.0,
+    887.0, 898.0, 909.0, 920.0, 931.0, 942.0, 953.0, 965.0, 976.0, 988.0,
 ];
 
 impl Granularity {
@@ -72,11 +117,9 @@ impl Granularity {
             "E24" => Granularity::Series("E24", E24),
             "E48" => Granularity::Series("E48", E48),
             "POWERSOF2" => Granularity::PowersOf2,
-            "R80" | "E96" | "E192" => {
-                return Err(QueryError::NotImplemented(format!(
-                    "the {name} granularity of $bucketAuto is not supported by Cairn yet"
-                )));
-            }
+            "R80" => Granularity::Series("R80", R80),
+            "E96" => Granularity::Series("E96", E96),
+            "E192" => Granularity::Series("E192", E192),
             other => {
                 return Err(loc(
                     40257,
@@ -130,7 +173,7 @@ impl Granularity {
     /// two are integers (MongoDB computes them with `$pow: [2, n]`), series values doubles.
     fn round_up(&self, v: RawBsonRef<'_>) -> Result<RawBson> {
         let x = self.number(v)?;
-        if x == 0.0 {
+        if x == 0.0 || x.is_infinite() {
             return Ok(RawBson::from(v));
         }
         Ok(match self {
@@ -142,22 +185,17 @@ impl Granularity {
                 };
                 pow2(exp)
             }
-            Granularity::Series(_, s) => {
-                let mut mag = 10f64.powi(x.log10().floor() as i32);
-                loop {
-                    if let Some(c) = s.iter().map(|b| b * mag).find(|c| *c > x) {
-                        break RawBson::Double(c);
-                    }
-                    mag *= 10.0;
-                }
-            }
+            Granularity::Series(_, s) => match v {
+                RawBsonRef::Decimal128(d) => decimal_round(s, d, Direction::Up),
+                _ => RawBson::Double(series_up(s, x)),
+            },
         })
     }
 
     /// The largest series value strictly less than `v` (0 stays as it is).
     fn round_down(&self, v: RawBsonRef<'_>) -> Result<RawBson> {
         let x = self.number(v)?;
-        if x == 0.0 {
+        if x == 0.0 || x.is_infinite() {
             return Ok(RawBson::from(v));
         }
         Ok(match self {
@@ -169,17 +207,114 @@ impl Granularity {
                 };
                 pow2(exp)
             }
-            Granularity::Series(_, s) => {
-                let mut mag = 10f64.powi(x.log10().floor() as i32);
-                loop {
-                    if let Some(c) = s.iter().rev().map(|b| b * mag).find(|c| *c < x) {
-                        break RawBson::Double(c);
-                    }
-                    mag /= 10.0;
-                }
-            }
+            Granularity::Series(_, s) => match v {
+                RawBsonRef::Decimal128(d) => decimal_round(s, d, Direction::Down),
+                _ => RawBson::Double(series_down(s, x)),
+            },
         })
     }
+}
+
+/// Which way [`decimal_round`] rounds.
+#[derive(Clone, Copy)]
+enum Direction {
+    Up,
+    Down,
+}
+
+/// The smallest `s[i] × m` strictly above `x`, `m` a power of ten reached from 1 by ×10 or
+/// ÷10 steps, as MongoDB's `GranularityRounderPreferredNumbers::roundUp` computes it (`x`
+/// positive and finite).
+fn series_up(s: &[f64], x: f64) -> f64 {
+    let (first, last) = (s[0], s[s.len() - 1]);
+    let mut m = 1.0;
+    while x >= last * m {
+        m *= 10.0;
+    }
+    while x < first * m {
+        let previous_min = first * m;
+        m /= 10.0;
+        if x >= last * m {
+            return previous_min;
+        }
+    }
+    s.iter().map(|b| b * m).find(|c| x < *c).unwrap_or(last * m)
+}
+
+/// The largest `s[i] × m` strictly below `x` (`roundDown`; `x` positive and finite).
+fn series_down(s: &[f64], x: f64) -> f64 {
+    let (first, last) = (s[0], s[s.len() - 1]);
+    let mut m = 1.0;
+    while x <= first * m {
+        m /= 10.0;
+    }
+    while x > last * m {
+        let previous_max = last * m;
+        m *= 10.0;
+        if x <= first * m {
+            return previous_max;
+        }
+    }
+    s.iter()
+        .rev()
+        .map(|b| b * m)
+        .find(|c| *c < x)
+        .unwrap_or(first * m)
+}
+
+/// The series rounding of a Decimal128, in decimal arithmetic as MongoDB does it (so `1.6`
+/// comes back as the Decimal128 `1.6`, with the exponent the multiplications give it).
+fn decimal_round(s: &[f64], d: bson::Decimal128, dir: Direction) -> RawBson {
+    use cairn_storage::decimal::{self as dec, Decimal};
+    let x = Decimal::from_decimal128(d);
+    if !matches!(x, Decimal::Finite { .. }) || dec::is_zero(x) {
+        return RawBson::Decimal128(d);
+    }
+    let series: Vec<Decimal> = s.iter().map(|b| dec::from_i64(*b as i64)).collect();
+    let (first, last) = (series[0], series[series.len() - 1]);
+    let ten = dec::from_i64(10);
+    let lt = |a: Decimal, b: Decimal| dec::cmp(a, b) == Some(Ordering::Less);
+    let le =
+        |a: Decimal, b: Decimal| matches!(dec::cmp(a, b), Some(Ordering::Less | Ordering::Equal));
+    let mut m = dec::from_i64(1);
+    let out = match dir {
+        Direction::Up => 'up: {
+            while le(dec::mul(last, m), x) {
+                m = dec::mul(m, ten);
+            }
+            while lt(x, dec::mul(first, m)) {
+                let previous_min = dec::mul(first, m);
+                m = dec::div(m, ten);
+                if le(dec::mul(last, m), x) {
+                    break 'up previous_min;
+                }
+            }
+            series
+                .iter()
+                .map(|b| dec::mul(*b, m))
+                .find(|c| lt(x, *c))
+                .unwrap_or(dec::mul(last, m))
+        }
+        Direction::Down => 'down: {
+            while le(x, dec::mul(first, m)) {
+                m = dec::div(m, ten);
+            }
+            while lt(dec::mul(last, m), x) {
+                let previous_max = dec::mul(last, m);
+                m = dec::mul(m, ten);
+                if le(x, dec::mul(first, m)) {
+                    break 'down previous_max;
+                }
+            }
+            series
+                .iter()
+                .rev()
+                .map(|b| dec::mul(*b, m))
+                .find(|c| lt(*c, x))
+                .unwrap_or(dec::mul(first, m))
+        }
+    };
+    RawBson::Decimal128(dec::encode(out))
 }
 
 /// `2^exp` as `$pow` gives it: an int, a long past 2^31, a double for negative exponents.
@@ -569,5 +704,101 @@ impl DocStream for AutoStream {
             self.compute(input, cx)?;
         }
         Ok(self.out.pop_front())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec(s: &str) -> bson::Decimal128 {
+        s.parse().expect("decimal")
+    }
+
+    #[test]
+    fn tables_are_mongodbs() {
+        for (name, s) in [
+            ("R5", R5),
+            ("R10", R10),
+            ("R20", R20),
+            ("R40", R40),
+            ("R80", R80),
+            ("1-2-5", ONE_TWO_FIVE),
+            ("E6", E6),
+            ("E12", E12),
+            ("E24", E24),
+            ("E48", E48),
+            ("E96", E96),
+            ("E192", E192),
+        ] {
+            assert!(s.windows(2).all(|w| w[0] < w[1]), "{name} sorted");
+            assert!(s.iter().all(|v| v.fract() == 0.0), "{name} integers");
+            assert!(matches!(
+                Granularity::parse(name),
+                Ok(Granularity::Series(n, _)) if n == name
+            ));
+        }
+        assert_eq!(
+            (R40.len(), R80.len(), E96.len(), E192.len()),
+            (39, 40, 96, 192)
+        );
+        assert!(!R40.contains(&335.0), "MongoDB's R40 has no 335");
+    }
+
+    #[test]
+    fn doubles_round_with_mongodbs_arithmetic() {
+        // Inside the table's own decade: exact integers.
+        assert_eq!(series_up(R20, 112.0), 125.0);
+        assert_eq!(series_down(R20, 112.0), 100.0);
+        // A decade down: the table times 0.01 (reached by two ÷10 steps), not 1.12 × 1.
+        // (112 × 0.01 is 1.12 itself, so up goes to the next value.)
+        assert_eq!(series_up(R20, 1.12), 125.0 * (1.0 / 10.0 / 10.0));
+        assert_eq!(series_down(R20, 1.13), 112.0 * (1.0 / 10.0 / 10.0));
+        assert_eq!(series_up(R10, 0.3), 315.0 * (1.0 / 10.0 / 10.0 / 10.0));
+        // The textbook product would give 112.00000000000001.
+        assert_eq!(series_up(R20, 111.0), 112.0);
+        assert_ne!(1.12 * 100.0, 112.0);
+        // Between one decade's largest and the next one's smallest.
+        assert_eq!(series_up(R80, 100.0), 103.0);
+        assert_eq!(series_down(R80, 100.0), 97.5);
+        assert_eq!(series_up(E6, 0.8), 1.0);
+        assert_eq!(series_down(E6, 0.8), 0.68);
+        assert_eq!(series_up(E192, 988.0), 1000.0);
+        assert_eq!(series_up(E192, 987.5), 988.0);
+        // 976 × 0.1, as MongoDB computes it.
+        assert_eq!(series_down(E96, 100.0), 97.600_000_000_000_01);
+        // Tiny and huge values end.
+        assert!(series_up(E12, 5e-324) > 0.0);
+        assert!(series_down(E12, f64::MAX) < f64::MAX);
+    }
+
+    #[test]
+    fn decimals_round_in_decimal_arithmetic() {
+        let up = |s, v: &str| decimal_round(s, dec(v), Direction::Up);
+        let down = |s, v: &str| decimal_round(s, dec(v), Direction::Down);
+        assert_eq!(up(E6, "1.5"), RawBson::Decimal128(dec("2.2")));
+        assert_eq!(down(E6, "1.5"), RawBson::Decimal128(dec("1.0")));
+        assert_eq!(up(R80, "100"), RawBson::Decimal128(dec("103")));
+        assert_eq!(down(R80, "100"), RawBson::Decimal128(dec("97.5")));
+        assert_eq!(up(R20, "1.12"), RawBson::Decimal128(dec("1.25")));
+        // Zero and infinity come back as they are; extreme exponents end.
+        assert_eq!(up(E6, "0"), RawBson::Decimal128(dec("0")));
+        assert_eq!(up(E6, "Infinity"), RawBson::Decimal128(dec("Infinity")));
+        assert!(matches!(up(E6, "1E-6176"), RawBson::Decimal128(_)));
+        assert!(matches!(
+            down(E6, "9.999999999999999999999999999999999E+6144"),
+            RawBson::Decimal128(_)
+        ));
+    }
+
+    #[test]
+    fn infinity_is_its_own_rounding() {
+        let g = Granularity::parse("E6").expect("E6");
+        let inf = RawBsonRef::Double(f64::INFINITY);
+        assert_eq!(g.round_up(inf).expect("up"), RawBson::Double(f64::INFINITY));
+        assert_eq!(
+            g.round_down(inf).expect("down"),
+            RawBson::Double(f64::INFINITY)
+        );
     }
 }
