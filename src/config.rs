@@ -192,7 +192,8 @@ pub struct Config {
     )]
     pub compressors: Vec<String>,
 
-    /// Block cache size of the storage engine, in MiB.
+    /// Cache memory of the storage engine, in MiB: a quarter for the row cache, the rest for
+    /// the block cache.
     #[arg(
         long = "cache-size-mb",
         env = "CAIRN_CACHE_SIZE_MB",

@@ -377,11 +377,12 @@ pub fn render(s: &ServerState) -> String {
         &mut out,
         "cairn_storage_bytes",
         "gauge",
-        "Bytes of the database on disk, in write buffers, in the block cache, and pinned (filter and index blocks held outside the cache).",
+        "Bytes of the database on disk, in write buffers, in the block cache, in the row cache, and pinned (filter and index blocks held outside the block cache).",
         &[
             ("where=\"disk\"", e.disk_bytes as f64),
             ("where=\"writeBuffer\"", e.write_buffer_bytes as f64),
             ("where=\"blockCache\"", e.cache_bytes as f64),
+            ("where=\"rowCache\"", e.row_cache_bytes as f64),
             ("where=\"pinned\"", e.pinned_bytes as f64),
         ],
     );

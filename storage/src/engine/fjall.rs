@@ -24,7 +24,15 @@
 //! document); PostgreSQL's WAL is uncompressed by default too. Journals written compressed
 //! by an older build still replay (each entry records its own compression).
 //!
-//! Memory: the block cache is [`FjallOptions::cache_bytes`]. The write buffers (memtables,
+//! Row cache: a read-only snapshot's point read ([`FjallSnapshot::get`]) is answered from
+//! the [`RowCache`] when it may be, and fills it after a miss; every write transaction's
+//! commit takes part in its protocol (`row_cache` module docs), recording the hash of each
+//! key it writes ([`FjallTx::put`], [`FjallTx::delete`]). Write transactions read fjall
+//! only, so fjall tracks their reads for conflicts. Dropping a space removes its entries.
+//!
+//! Memory: [`FjallOptions::cache_bytes`] is shared by the row cache
+//! ([`FjallOptions::row_cache_bytes`], a quarter of it by default) and fjall's block cache
+//! (the rest). The write buffers (memtables,
 //! active and sealed, of every keyspace) are held to [`FjallOptions::write_buffer_bytes`]:
 //! fjall itself rotates a keyspace's memtable only when that one memtable reaches its own
 //! size limit (and bounds nothing across keyspaces), so after each commit the engine
@@ -32,7 +40,8 @@
 //! largest active memtables (their flushes run on fjall's workers; a keyspace with 4 sealed
 //! memtables queued makes its writers wait, fjall's own back-pressure). Each keyspace's
 //! memtable limit is half the budget (at most fjall's default 64 MiB). [`Engine::stats`]
-//! reports the block cache's fill and the filter and index blocks fjall pins outside it.
+//! reports the block cache's and the row cache's fill and the filter and index blocks fjall
+//! pins outside the block cache.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -46,6 +55,7 @@ use ::fjall::{
     OptimisticWriteTx, PersistMode, Readable,
 };
 
+use super::row_cache::RowCache;
 use super::{
     Bytes, CATALOG_SPACE, Engine, EngineError, KvIter, Read, Result, Snapshot, SpaceId, Tx,
 };
@@ -56,8 +66,11 @@ pub const FJALL_MAX_KEY: usize = 65_535;
 /// Options for opening the engine.
 #[derive(Debug, Clone)]
 pub struct FjallOptions {
-    /// Block cache size in bytes.
+    /// Cache memory in bytes: [`FjallOptions::row_cache_bytes`] of it for the row cache,
+    /// the rest for fjall's block cache.
     pub cache_bytes: u64,
+    /// The row cache's share of `cache_bytes` (0: no row cache).
+    pub row_cache_bytes: u64,
     /// Upper bound of the journal in bytes (fjall's `max_journaling_size`, at least 64 MiB):
     /// beyond it the write buffers pinning the oldest journal file are flushed, so crash
     /// recovery replays at most about this much.
@@ -68,11 +81,13 @@ pub struct FjallOptions {
 }
 
 impl FjallOptions {
-    /// The options for a block cache of `cache_bytes`, with the write-buffer budget that
-    /// goes with it ([`write_buffer_budget`]).
+    /// The options for caches of `cache_bytes` (a quarter for the row cache, the rest for
+    /// the block cache), with the write-buffer budget that goes with it
+    /// ([`write_buffer_budget`]).
     pub fn with_cache(cache_bytes: u64, journal_bytes: u64) -> FjallOptions {
         FjallOptions {
             cache_bytes,
+            row_cache_bytes: cache_bytes / 4,
             journal_bytes,
             write_buffer_bytes: write_buffer_budget(cache_bytes),
         }
@@ -103,6 +118,8 @@ struct Inner {
     /// every [`RELIEF_INTERVAL_MS`], so commits while the flushes run do not pile more on).
     last_relief: AtomicU64,
     opened: Instant,
+    /// The row cache (None when its size is 0).
+    rows: Option<RowCache>,
 }
 
 /// Least time between two rotations for the write-buffer budget.
@@ -140,8 +157,9 @@ fn parse_space_name(name: &str) -> Option<SpaceId> {
 impl FjallEngine {
     /// Opens (or creates) the database in `path`, reopening every existing space.
     pub fn open(path: &Path, opts: &FjallOptions) -> Result<FjallEngine> {
+        let row_cache_bytes = opts.row_cache_bytes.min(opts.cache_bytes);
         let db = OptimisticTxDatabase::builder(path)
-            .cache_size(opts.cache_bytes)
+            .cache_size(opts.cache_bytes - row_cache_bytes)
             .max_journaling_size(opts.journal_bytes.max(64 * 1024 * 1024))
             .journal_compression(::fjall::CompressionType::None)
             .open()
@@ -164,11 +182,12 @@ impl FjallEngine {
         }
         Ok(FjallEngine {
             inner: Arc::new(Inner {
-                db,
                 spaces: RwLock::new(spaces),
                 write_buffer_budget: budget,
                 last_relief: AtomicU64::new(0),
                 opened: Instant::now(),
+                rows: RowCache::new(row_cache_bytes, db.inner().visible_seqno()),
+                db,
             }),
         })
     }
@@ -264,6 +283,8 @@ pub struct FjallTx {
     /// The handle of the space last written (a batch writes runs of puts into a few spaces;
     /// this spares each put the space map's lock and a handle clone).
     last: Option<(SpaceId, OptimisticTxKeyspace)>,
+    /// The row-cache hash of every key written (empty without a row cache).
+    touched: Vec<u64>,
 }
 
 /// The handle of `space` for a write, kept in `last` (see [`FjallTx::last`]).
@@ -306,6 +327,9 @@ impl Tx for FjallTx {
         check_key(key)?;
         let ks = write_handle(&mut self.last, &self.inner, space)?;
         self.writes += 1;
+        if let Some(rows) = &self.inner.rows {
+            self.touched.push(rows.hash(ks.inner().id(), key));
+        }
         self.tx.insert(ks, key, value);
         Ok(())
     }
@@ -314,13 +338,33 @@ impl Tx for FjallTx {
         check_key(key)?;
         let ks = write_handle(&mut self.last, &self.inner, space)?;
         self.writes += 1;
+        if let Some(rows) = &self.inner.rows {
+            self.touched.push(rows.hash(ks.inner().id(), key));
+        }
         self.tx.remove(ks, key);
         Ok(())
     }
 
     fn commit(self: Box<Self>) -> Result<()> {
-        let FjallTx { tx, inner, .. } = *self;
-        match tx.commit() {
+        let FjallTx {
+            tx,
+            inner,
+            mut touched,
+            ..
+        } = *self;
+        // The row cache's commit bracket: entries removed and fills held off before fjall
+        // commits, released (with the watermark raised) after, also when it fails or unwinds.
+        let bracket = match &inner.rows {
+            Some(rows) if !touched.is_empty() => Some(CommitBracket {
+                mask: rows.begin_commit(&mut touched),
+                rows,
+                db: &inner.db,
+            }),
+            _ => None,
+        };
+        let result = tx.commit();
+        drop(bracket);
+        match result {
             Ok(Ok(())) => {
                 inner.relieve_write_buffers();
                 Ok(())
@@ -339,6 +383,20 @@ impl Tx for FjallTx {
     }
 }
 
+/// Ends a commit's part in the row cache protocol when dropped (after fjall's commit).
+struct CommitBracket<'a> {
+    rows: &'a RowCache,
+    db: &'a OptimisticTxDatabase,
+    mask: u64,
+}
+
+impl Drop for CommitBracket<'_> {
+    fn drop(&mut self) {
+        self.rows
+            .end_commit(self.mask, self.db.inner().visible_seqno());
+    }
+}
+
 /// A fjall snapshot.
 pub struct FjallSnapshot {
     snap: ::fjall::Snapshot,
@@ -348,7 +406,21 @@ pub struct FjallSnapshot {
 impl Read for FjallSnapshot {
     fn get(&self, space: SpaceId, key: &[u8]) -> Result<Option<Bytes>> {
         let ks = self.inner.handle(space)?;
-        Ok(self.snap.get(&ks, key).map_err(io)?.map(Bytes::from_fjall))
+        let Some(rows) = &self.inner.rows else {
+            return Ok(self.snap.get(&ks, key).map_err(io)?.map(Bytes::from_fjall));
+        };
+        let id = ks.inner().id();
+        let hash = rows.hash(id, key);
+        let seqno = self.snap.seqno();
+        if let Some(v) = rows.get(hash, id, key, seqno) {
+            return Ok(Some(v));
+        }
+        // The cached copy when stored (it holds only the value, where fjall's slice may hold
+        // its whole block).
+        Ok(self.snap.get(&ks, key).map_err(io)?.map(|v| {
+            rows.fill(hash, id, key, seqno, &v)
+                .unwrap_or_else(|| Bytes::from_fjall(v))
+        }))
     }
 
     fn range<'a>(
@@ -378,6 +450,7 @@ impl Engine for FjallEngine {
             writes: 0,
             reads: AtomicUsize::new(0),
             last: None,
+            touched: Vec::new(),
         }))
     }
 
@@ -418,6 +491,9 @@ impl Engine for FjallEngine {
             .map_err(|_| io("space map poisoned"))?
             .remove(&space);
         if let Some(ks) = removed {
+            if let Some(rows) = &self.inner.rows {
+                rows.remove_keyspace(ks.inner().id());
+            }
             self.inner
                 .db
                 .inner()
@@ -457,6 +533,7 @@ impl Engine for FjallEngine {
             compactions_completed: db.inner().compactions_completed() as u64,
             active_compactions: db.inner().active_compactions() as u64,
             cache_bytes: db.inner().cache_size(),
+            row_cache_bytes: self.inner.rows.as_ref().map_or(0, RowCache::used_bytes),
             pinned_bytes: self
                 .inner
                 .spaces
@@ -508,6 +585,168 @@ mod tests {
     fn conformance() {
         let (_d, e) = engine();
         super::super::memory::tests::conformance_suite(&e);
+    }
+
+    #[test]
+    fn conformance_without_the_row_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = FjallOptions {
+            row_cache_bytes: 0,
+            ..FjallOptions::default()
+        };
+        let e = FjallEngine::open(dir.path(), &opts).unwrap();
+        assert!(e.inner.rows.is_none());
+        super::super::memory::tests::conformance_suite(&e);
+        assert_eq!(e.stats().row_cache_bytes, 0);
+    }
+
+    fn put(e: &FjallEngine, space: SpaceId, key: &[u8], value: Option<&[u8]>) {
+        let mut tx = e.begin().unwrap();
+        match value {
+            Some(v) => tx.put(space, key, v).unwrap(),
+            None => tx.delete(space, key).unwrap(),
+        }
+        tx.commit().unwrap();
+    }
+
+    fn get(s: &dyn Snapshot, space: SpaceId, key: &[u8]) -> Option<Vec<u8>> {
+        s.get(space, key).unwrap().map(|b| b.to_vec())
+    }
+
+    #[test]
+    fn row_cache_keeps_snapshot_isolation() {
+        let (_d, e) = engine();
+        e.open_space(1).unwrap();
+        put(&e, 1, b"k", Some(b"v1"));
+        let s1 = e.snapshot().unwrap();
+        assert_eq!(get(&*s1, 1, b"k").as_deref(), Some(&b"v1"[..])); // miss, fills
+        assert!(e.stats().row_cache_bytes > 0);
+        assert_eq!(get(&*s1, 1, b"k").as_deref(), Some(&b"v1"[..])); // hit
+        put(&e, 1, b"k", Some(b"v2"));
+        // The old snapshot still sees the old value (the entry is gone; it may not refill).
+        assert_eq!(get(&*s1, 1, b"k").as_deref(), Some(&b"v1"[..]));
+        let s2 = e.snapshot().unwrap();
+        assert_eq!(get(&*s2, 1, b"k").as_deref(), Some(&b"v2"[..])); // miss, fills
+        assert_eq!(get(&*s2, 1, b"k").as_deref(), Some(&b"v2"[..])); // hit
+        // The entry of v2 is not valid for the older snapshot.
+        assert_eq!(get(&*s1, 1, b"k").as_deref(), Some(&b"v1"[..]));
+        // Deletes.
+        put(&e, 1, b"k", None);
+        assert_eq!(get(&*s2, 1, b"k").as_deref(), Some(&b"v2"[..]));
+        assert_eq!(get(&*s1, 1, b"k").as_deref(), Some(&b"v1"[..]));
+        let s3 = e.snapshot().unwrap();
+        assert_eq!(get(&*s3, 1, b"k"), None);
+        assert_eq!(get(&*s3, 1, b"k"), None);
+        // A write transaction reads fjall, not the cache, and fills nothing.
+        put(&e, 1, b"w", Some(b"x"));
+        let before = e.stats().row_cache_bytes;
+        let tx = e.begin().unwrap();
+        assert_eq!(tx.get(1, b"w").unwrap().as_deref(), Some(&b"x"[..]));
+        drop(tx);
+        assert_eq!(e.stats().row_cache_bytes, before);
+        // A dropped and re-created space starts empty, its old entries unreachable.
+        put(&e, 1, b"d", Some(b"old"));
+        let s4 = e.snapshot().unwrap();
+        assert_eq!(get(&*s4, 1, b"d").as_deref(), Some(&b"old"[..]));
+        assert_eq!(get(&*s4, 1, b"d").as_deref(), Some(&b"old"[..]));
+        drop(s4);
+        e.drop_space(1).unwrap();
+        e.open_space(1).unwrap();
+        let s5 = e.snapshot().unwrap();
+        assert_eq!(get(&*s5, 1, b"d"), None);
+        put(&e, 1, b"d", Some(b"new"));
+        let s6 = e.snapshot().unwrap();
+        assert_eq!(get(&*s6, 1, b"d").as_deref(), Some(&b"new"[..]));
+        assert_eq!(get(&*s6, 1, b"d").as_deref(), Some(&b"new"[..]));
+        assert_eq!(get(&*s5, 1, b"d"), None);
+    }
+
+    #[test]
+    fn row_cache_reads_are_consistent_under_concurrent_writes() {
+        // Each commit bumps the counter `c` to n and writes version n into one of KEYS keys,
+        // so in every snapshot the largest version equals the counter. Readers read through
+        // the row cache (every key and the counter, twice) while writers commit.
+        use std::sync::atomic::AtomicBool;
+        const KEYS: u64 = 4;
+        let (_d, e) = engine();
+        e.open_space(1).unwrap();
+        let key = |i: u64| format!("k{i}").into_bytes();
+        let version = |b: &[u8]| u64::from_be_bytes(b[..8].try_into().unwrap());
+        {
+            let mut tx = e.begin().unwrap();
+            tx.put(1, b"c", &0u64.to_be_bytes()).unwrap();
+            for i in 0..KEYS {
+                tx.put(1, &key(i), &0u64.to_be_bytes()).unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..2u64)
+            .map(|w| {
+                let (e, stop) = (e.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut commits = 0u64;
+                    let mut r = w;
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut tx = e.begin().unwrap();
+                        let n = version(&tx.get(1, b"c").unwrap().unwrap()) + 1;
+                        r = r
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let mut value = n.to_be_bytes().to_vec();
+                        value.extend_from_slice(&[w as u8; 24]);
+                        tx.put(1, b"c", &n.to_be_bytes()).unwrap();
+                        tx.put(1, &key((r >> 33) % KEYS), &value).unwrap();
+                        match tx.commit() {
+                            Ok(()) => commits += 1,
+                            Err(EngineError::Conflict) => {}
+                            Err(err) => panic!("{err}"),
+                        }
+                    }
+                    commits
+                })
+            })
+            .collect();
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (e, stop) = (e.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut checks = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let s = e.snapshot().unwrap();
+                        let read = || {
+                            let c = version(&s.get(1, b"c").unwrap().unwrap());
+                            let vs: Vec<u64> = (0..KEYS)
+                                .map(|i| version(&s.get(1, &key(i)).unwrap().unwrap()))
+                                .collect();
+                            (c, vs)
+                        };
+                        let (c, vs) = read();
+                        assert_eq!(
+                            vs.iter().max().copied(),
+                            Some(c),
+                            "versions {vs:?}, counter {c}"
+                        );
+                        assert_eq!(read(), (c, vs), "a repeated read differs");
+                        checks += 1;
+                    }
+                    checks
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        stop.store(true, Ordering::Relaxed);
+        let commits: u64 = writers.into_iter().map(|t| t.join().unwrap()).sum();
+        let checks: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
+        assert!(
+            commits > 100 && checks > 100,
+            "{commits} commits, {checks} checks"
+        );
+        // Quiet now: a snapshot fills the cache, and the next one hits.
+        let s = e.snapshot().unwrap();
+        let c = get(&*s, 1, b"c");
+        assert!(e.stats().row_cache_bytes > 0);
+        assert_eq!(get(&*e.snapshot().unwrap(), 1, b"c"), c);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::sync::Arc;
 pub mod fjall;
 pub mod group_commit;
 pub mod memory;
+pub mod row_cache;
 
 /// A space id. Space 0 is reserved for the catalog.
 pub type SpaceId = u64;
@@ -214,6 +215,9 @@ pub struct EngineStats {
     pub active_compactions: u64,
     /// Bytes the block cache holds now (at most its configured size).
     pub cache_bytes: u64,
+    /// Bytes the row cache holds now (keys, values and a fixed per-entry overhead; at most
+    /// its configured size).
+    pub row_cache_bytes: u64,
     /// Bytes of filter and index blocks the engine keeps pinned in memory outside the block
     /// cache (fjall pins level 0's filters and the index blocks of levels 0 and 1).
     pub pinned_bytes: u64,
