@@ -4,8 +4,9 @@
 //! # Map
 //! - [`Ops`] (in [`crate::state::ServerState::ops`]) holds every command in progress as an
 //!   [`Operation`] — opid, connection, command document, namespace, start time, session,
-//!   plan summary and the work counters commands report through [`record_plan`] and
-//!   [`record_work`] — and every open connection as a [`Connection`] (for `$all`, which also
+//!   plan summary and the work counters commands report through [`record_plan`] (or
+//!   [`record_chosen_plan`], whose summary is rendered only when read) and [`record_work`] —
+//!   and every open connection as a [`Connection`] (for `$all`, which also
 //!   lists idle connections).
 //! - The dispatcher [`Ops::start`]s an operation before a command runs and keeps the
 //!   [`Running`] guard, which removes it when the command ends (however it ends).
