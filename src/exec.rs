@@ -128,7 +128,7 @@ where
     let Some(plan) = plan else {
         return Ok(Visited::default());
     };
-    crate::ops::record_plan(crate::ops::plan_summary(&plan));
+    crate::ops::record_chosen_plan(&plan);
     let mut exec = Execution::new(plan, filter.clone(), false);
     let mut recorded = (0, 0);
     let mut record = |e: &Execution| {
@@ -214,7 +214,7 @@ pub fn scan_matching(
             }
         }
         let mut exec = chosen.exec;
-        crate::ops::record_plan(crate::ops::plan_summary(exec.plan()));
+        crate::ops::record_chosen_plan(exec.plan());
         let result = (|| {
             while !exec.is_exhausted() {
                 crate::deadline::check()?;
@@ -259,7 +259,7 @@ pub fn count_matching(
             true,
         )?;
         let mut exec = chosen.exec;
-        crate::ops::record_plan(crate::ops::plan_summary(exec.plan()));
+        crate::ops::record_chosen_plan(exec.plan());
         let result = (|| {
             while !exec.is_exhausted() && exec.stats.advanced < cap {
                 crate::deadline::check()?;

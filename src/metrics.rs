@@ -260,7 +260,7 @@ impl Metrics {
         let (keys, docs) = op.work();
         self.scanned.fetch_add(keys, Relaxed);
         self.scanned_objects.fetch_add(docs, Relaxed);
-        if op.plan_matches(|p| p.contains("COLLSCAN")) {
+        if op.scanned_collection() {
             self.collection_scans.fetch_add(1, Relaxed);
         }
         let Some(reply) = reply else {

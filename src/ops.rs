@@ -4,8 +4,9 @@
 //! # Map
 //! - [`Ops`] (in [`crate::state::ServerState::ops`]) holds every command in progress as an
 //!   [`Operation`] — opid, connection, command document, namespace, start time, session,
-//!   plan summary and the work counters commands report through [`record_plan`] and
-//!   [`record_work`] — and every open connection as a [`Connection`] (for `$all`, which also
+//!   plan summary and the work counters commands report through [`record_plan`] (or
+//!   [`record_chosen_plan`], whose summary is rendered only when read) and [`record_work`] —
+//!   and every open connection as a [`Connection`] (for `$all`, which also
 //!   lists idle connections).
 //! - The dispatcher [`Ops::start`]s an operation before a command runs and keeps the
 //!   [`Running`] guard, which removes it when the command ends (however it ends).
@@ -84,7 +85,7 @@ pub struct Operation {
     /// Wall-clock start (`ts`).
     pub started_at: SystemTime,
     killed: AtomicBool,
-    plan: Mutex<Option<String>>,
+    plan: Mutex<Option<PlanNote>>,
     keys_examined: AtomicU64,
     docs_examined: AtomicU64,
     /// Free-form progress message (`msg`).
@@ -102,17 +103,28 @@ impl Operation {
         self.killed.store(true, Ordering::Relaxed);
     }
 
-    /// Its plan summary, once it planned.
+    /// Its plan summary, once it planned (rendered from the recorded plan on demand).
     pub fn plan_summary(&self) -> Option<String> {
-        self.plan.lock().ok().and_then(|p| p.clone())
+        let note = self.plan.lock().ok()?.clone()?;
+        Some(match note {
+            PlanNote::Summary(s) => s,
+            PlanNote::Plan(p) => plan_summary(&p),
+        })
     }
 
-    /// Whether its `planSummary` is recorded and satisfies `f` (no copy of it is made).
-    pub fn plan_matches(&self, f: impl FnOnce(&str) -> bool) -> bool {
-        self.plan
-            .lock()
-            .ok()
-            .is_some_and(|p| p.as_deref().is_some_and(f))
+    /// Whether it recorded a plan.
+    pub fn has_plan(&self) -> bool {
+        self.plan.lock().ok().is_some_and(|p| p.is_some())
+    }
+
+    /// Whether its recorded plan has a `COLLSCAN` stage (its `planSummary` names one; read
+    /// from the plan itself, without rendering the summary).
+    pub fn scanned_collection(&self) -> bool {
+        self.plan.lock().ok().is_some_and(|p| match p.as_ref() {
+            Some(PlanNote::Summary(s)) => s.contains("COLLSCAN"),
+            Some(PlanNote::Plan(p)) => has_collscan(&p.access),
+            None => false,
+        })
     }
 
     /// Index keys and documents it has examined.
@@ -132,12 +144,42 @@ impl Operation {
     }
 }
 
+/// What an operation recorded of its plan: the `planSummary` itself, or the chosen plan,
+/// whose summary is rendered only when something reads it (`currentOp`, the profiler, the
+/// slow-query log), not for every query.
+#[derive(Debug, Clone)]
+enum PlanNote {
+    Summary(String),
+    Plan(Arc<cairn_query::plan::Plan>),
+}
+
 /// Records the plan the running operation chose (its `planSummary`).
 pub fn record_plan(summary: String) {
+    note_plan(PlanNote::Summary(summary));
+}
+
+/// Records the plan the running operation chose; its `planSummary` is
+/// [`plan_summary`] of it.
+pub fn record_chosen_plan(plan: &Arc<cairn_query::plan::Plan>) {
+    note_plan(PlanNote::Plan(plan.clone()));
+}
+
+fn note_plan(note: PlanNote) {
     if let Some(op) = crate::deadline::context().op
         && let Ok(mut p) = op.plan.lock()
     {
-        *p = Some(summary);
+        *p = Some(note);
+    }
+}
+
+/// Whether [`plan_summary`] of an access names a `COLLSCAN` (a collection scan, or one as an
+/// `$or` branch).
+fn has_collscan(a: &cairn_query::plan::Access) -> bool {
+    use cairn_query::plan::Access;
+    match a {
+        Access::Docs { bounds: None, .. } => true,
+        Access::Or(branches) => branches.iter().any(has_collscan),
+        _ => false,
     }
 }
 
@@ -211,9 +253,9 @@ pub fn record_source_work(source: &crate::cursor::Source, seen: &mut (u64, u64))
         record_work(now.0.saturating_sub(seen.0), now.1.saturating_sub(seen.1));
         *seen = now;
         if let Some(op) = crate::deadline::context().op
-            && !op.plan_matches(|_| true)
+            && !op.has_plan()
         {
-            record_plan(plan_summary(exec.plan()));
+            record_chosen_plan(exec.plan());
         }
     }
 }
@@ -803,6 +845,54 @@ mod tests {
         assert_eq!(u.commands.count, 1);
         t.forget("d.");
         assert!(t.snapshot().is_empty());
+    }
+
+    /// The structural COLLSCAN check (the collection-scan counter's) agrees with the rendered
+    /// `planSummary`.
+    #[test]
+    fn collscan_check_agrees_with_the_summary() {
+        use cairn_query::index::IndexBounds;
+        use cairn_query::plan::{Access, IndexAccess, Plan};
+        let index = cairn_storage::index::IndexMeta {
+            name: "a_1".into(),
+            spec: rawdoc! {"v": 2, "key": {"a": 1}, "name": "a_1"},
+            ..cairn_storage::index::IndexMeta::id_index()
+        };
+        let ixscan = Access::Index(IndexAccess {
+            index,
+            bounds: IndexBounds::full(&[]),
+            ranges: Vec::new(),
+            reverse: false,
+            check_entries: false,
+            min_max: false,
+        });
+        let collscan = Plan::collscan(false).access;
+        let id_range = Access::Docs {
+            ranges: Vec::new(),
+            reverse: false,
+            bounds: Some(IndexBounds::full(&[])),
+        };
+        let accesses = [
+            Access::Eof,
+            Access::IdPoint { key: vec![1] },
+            collscan.clone(),
+            id_range.clone(),
+            ixscan.clone(),
+            Access::Or(vec![ixscan.clone(), id_range]),
+            Access::Or(vec![ixscan, collscan]),
+        ];
+        for access in accesses {
+            let plan = Plan {
+                access,
+                ..Plan::eof()
+            };
+            let summary = plan_summary(&plan);
+            assert_eq!(
+                has_collscan(&plan.access),
+                summary.contains("COLLSCAN"),
+                "{summary}"
+            );
+        }
     }
 
     #[test]

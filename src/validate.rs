@@ -379,7 +379,7 @@ fn find_inconsistencies(
                 Some(d) => e.append(bson::raw::cstr!("idKey"), id_doc(d)),
                 None => e.append(bson::raw::cstr!("idKey"), RawDocumentBuf::new()),
             }
-            e.append(bson::raw::cstr!("indexKey"), index_key(idx, &hit.values));
+            e.append(bson::raw::cstr!("indexKey"), index_key(idx, hit.values()));
             push_capped(&mut extra, e);
         }
         Ok(())
@@ -554,7 +554,7 @@ mod tests {
             .unwrap();
         let victim = hits
             .iter()
-            .find(|h| h.values.get_i32("0").ok() == Some(14))
+            .find(|h| h.values().get_i32("0").ok() == Some(14))
             .unwrap()
             .clone();
         let mut tx = s.engine().begin().unwrap();
@@ -562,7 +562,7 @@ mod tests {
         let mut bogus = victim.key_part().to_vec();
         bogus.extend_from_slice(&id_key(RawBsonRef::Int32(999)).unwrap());
         let mut value = (victim.key_len as u32).to_be_bytes().to_vec();
-        value.extend_from_slice(victim.values.as_bytes());
+        value.extend_from_slice(victim.values().as_bytes());
         tx.put(idx.space, &bogus, &value).unwrap();
         tx.commit().unwrap();
 
@@ -602,7 +602,7 @@ mod tests {
         let mut moved = hit.key_part().to_vec();
         moved.extend_from_slice(&id_key(RawBsonRef::Int32(3)).unwrap());
         let mut value = (hit.key_len as u32).to_be_bytes().to_vec();
-        value.extend_from_slice(hit.values.as_bytes());
+        value.extend_from_slice(hit.values().as_bytes());
         tx.put(idx.space, &moved, &value).unwrap();
         tx.commit().unwrap();
         let r = validate(&s, &keygen(), &meta, true).unwrap();

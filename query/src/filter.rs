@@ -375,11 +375,11 @@ impl Filter {
 
     /// The `$near`/`$nearSphere` of the filter, with its path.
     pub fn near(&self) -> Option<(&FieldPath, &Arc<NearQuery>)> {
-        let top: Vec<&Expr> = match &self.root {
-            Expr::And(cs) => cs.iter().collect(),
-            e => vec![e],
+        let top: &[Expr] = match &self.root {
+            Expr::And(cs) => cs,
+            e => std::slice::from_ref(e),
         };
-        top.into_iter().find_map(|e| match e {
+        top.iter().find_map(|e| match e {
             Expr::Path(PathExpr {
                 path,
                 pred: Predicate::Near(n),

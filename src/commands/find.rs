@@ -604,7 +604,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                     false,
                     &|f| blocking::escalate(f),
                 )?;
-                crate::ops::record_plan(crate::ops::plan_summary(chosen.exec.plan()));
+                crate::ops::record_chosen_plan(chosen.exec.plan());
                 let bounded = point || (small && short_plan(chosen.exec.plan(), r.sort.is_some()));
                 let rest = || -> Result<_, CommandError> {
                     Ok(match &r.sort {

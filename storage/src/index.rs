@@ -150,6 +150,58 @@ impl IndexMeta {
     /// first field of each name decides, and nothing past a malformed element is read (where
     /// `RawDocument::get` errs).
     pub fn options(&self) -> SpecOptions<'_> {
+        self.plain_options()
+            .unwrap_or_else(|| self.walked_options())
+    }
+
+    /// [`IndexMeta::options`] of the usual specification — `v`, `key`, `name` and other
+    /// numbers, strings and documents, none of `hidden`, `sparse`, `partialFilterExpression` —
+    /// by the light element walk ([`crate::elements`]), checking what `RawDocument::get`
+    /// checks on its way (UTF-8 keys, value lengths, framed documents) without building each
+    /// value. `None` for anything else, which [`IndexMeta::walked_options`] answers.
+    fn plain_options(&self) -> Option<SpecOptions<'_>> {
+        use crate::elements::{Elements, Step};
+        let mut key_pattern = None;
+        let mut walk = Elements::new(self.spec.as_bytes());
+        loop {
+            let e = match walk.step() {
+                Step::Element(e) => e,
+                Step::End => {
+                    return Some(SpecOptions {
+                        key_pattern: key_pattern.flatten(),
+                        ..SpecOptions::default()
+                    });
+                }
+                Step::Unsure => return None,
+            };
+            match e.key {
+                b"hidden" | b"sparse" | b"partialFilterExpression" => return None,
+                _ => {
+                    std::str::from_utf8(e.key).ok()?;
+                }
+            }
+            match e.kind {
+                // Double, int32, int64.
+                0x01 | 0x10 | 0x12 => {}
+                // A string (its bytes are not read, as `RawDocument::get` does not read them
+                // on its way past): a length prefix and at least the NUL.
+                0x02 if e.value.len() >= 5 => {}
+                0x03 => {
+                    if e.key == b"key" && key_pattern.is_none() {
+                        key_pattern = Some(Some(RawDocument::from_bytes(e.value).ok()?));
+                    }
+                }
+                _ => return None,
+            }
+            if e.key == b"key" && key_pattern.is_none() {
+                // The first `key` is not a document: no key pattern.
+                key_pattern = Some(None);
+            }
+        }
+    }
+
+    /// [`IndexMeta::options`] by the bson crate's iterator (any specification).
+    fn walked_options(&self) -> SpecOptions<'_> {
         let mut o = SpecOptions::default();
         // Which of key, hidden, sparse, partialFilterExpression were met.
         let mut seen = [false; 4];
@@ -516,6 +568,11 @@ mod tests {
             rawdoc! {"key": 1, "key": {"a": 1}, "sparse": false, "sparse": true},
             rawdoc! {"partialFilterExpression": "x", "partialFilterExpression": {"a": 1}},
             rawdoc! {},
+            // Specifications the light walk reads (or leaves to the iterator).
+            rawdoc! {"v": 2_i64, "key": {"a": 1, "b": -1.0}, "name": "a_1_b_-1", "unique": true},
+            rawdoc! {"name": "x", "key": "a", "key": {"a": 1}},
+            rawdoc! {"v": 2, "collation": {"locale": "fr"}, "key": {"a": "text"}, "w": 1.5},
+            rawdoc! {"v": 2, "key": {"a": 1}, "expireAfterSeconds": bson::RawBson::Null},
         ];
         // A malformed element ends the walk: only the fields before it are read.
         let mut bytes = rawdoc! {"key": {"a": 1}, "s": "x", "hidden": true}.into_bytes();
@@ -523,6 +580,15 @@ mod tests {
         assert_eq!(bytes[at], 2);
         bytes[at] = 100;
         specs.push(RawDocumentBuf::from_bytes(bytes).unwrap());
+        // An invalid UTF-8 key before `key` ends the walk; a string's bytes are not read.
+        for (mut bytes, at) in [
+            (rawdoc! {"nome": "é", "key": {"a": 1}}.into_bytes(), 6),
+            (rawdoc! {"name": "é", "key": {"a": 1}}.into_bytes(), 14),
+        ] {
+            assert!(bytes[at] == b'o' || bytes[at] == 0xC3, "{bytes:?}");
+            bytes[at] = 0xFF;
+            specs.push(RawDocumentBuf::from_bytes(bytes).unwrap());
+        }
         for spec in specs {
             let m = m(spec);
             assert_eq!(

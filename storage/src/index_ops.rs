@@ -63,13 +63,18 @@ pub struct IndexHit {
     pub key: Bytes,
     /// Where the key part ends (the document key starts).
     pub key_len: usize,
-    /// The values document `{"0": v1, …}`.
-    pub values: RawDocumentBuf,
+    /// The stored value: the key part's length (4 bytes), then the values document, whose
+    /// framing [`IndexHit::parse`] checked (it is read in place, not copied).
+    value: Bytes,
 }
+
+/// The values of an entry whose value is not a document (never: [`IndexHit::parse`] checks).
+static NO_VALUES: std::sync::LazyLock<RawDocumentBuf> =
+    std::sync::LazyLock::new(RawDocumentBuf::new);
 
 impl IndexHit {
     /// Parses an index space entry.
-    pub fn parse(key: Bytes, value: &[u8]) -> Result<IndexHit> {
+    pub fn parse(key: Bytes, value: Bytes) -> Result<IndexHit> {
         let bad = || StorageError::Corrupt("index entry".into());
         let len = value
             .get(..4)
@@ -79,13 +84,20 @@ impl IndexHit {
         if len > key.len() {
             return Err(bad());
         }
-        let values = RawDocumentBuf::from_bytes(value.get(4..).ok_or_else(bad)?.to_vec())
-            .map_err(|_| bad())?;
+        RawDocument::from_bytes(value.get(4..).ok_or_else(bad)?).map_err(|_| bad())?;
         Ok(IndexHit {
             key,
             key_len: len,
-            values,
+            value,
         })
+    }
+
+    /// The values document `{"0": v1, …}`.
+    pub fn values(&self) -> &RawDocument {
+        match self.value.get(4..).map(RawDocument::from_bytes) {
+            Some(Ok(d)) => d,
+            _ => &NO_VALUES,
+        }
     }
 
     /// The key part (`K1…Kn`).
@@ -448,7 +460,7 @@ pub fn index_scan(
         )?;
         for kv in it {
             let (k, v) = kv?;
-            out.push(IndexHit::parse(k, &v)?);
+            out.push(IndexHit::parse(k, v)?);
             if out.len() >= limit {
                 return Ok(out);
             }

@@ -61,8 +61,8 @@ fn entries(store: &Store, name: &str) -> Vec<(RawDocumentBuf, i32)> {
         let doc = read
             .get_by_key(&meta, h.doc_key())
             .unwrap()
-            .unwrap_or_else(|| panic!("dangling entry {:02x?} values {:?}", &*h.key, h.values));
-        (h.values.clone(), doc.get_i32("_id").unwrap())
+            .unwrap_or_else(|| panic!("dangling entry {:02x?} values {:?}", &*h.key, h.values()));
+        (h.values().to_owned(), doc.get_i32("_id").unwrap())
     })
     .collect()
 }

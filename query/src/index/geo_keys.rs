@@ -52,6 +52,9 @@ pub const CANT_EXTRACT: i32 = 16755;
 
 /// The index plugin named by a key pattern's string values, when it is a geo one.
 pub fn geo_plugin(pattern: &RawDocument) -> Option<&'static str> {
+    if numbers_only(pattern) {
+        return None;
+    }
     for (_, v) in pattern.iter().flatten() {
         match v {
             RawBsonRef::String("2dsphere") => return Some("2dsphere"),
@@ -60,6 +63,21 @@ pub fn geo_plugin(pattern: &RawDocument) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// Whether every value of a key pattern is a number (double, int32, int64) — the usual
+/// ascending and descending patterns, which name no plugin — read by the light element walk
+/// ([`cairn_storage::elements`]); false for anything else (then the bson iterator decides).
+pub(crate) fn numbers_only(pattern: &RawDocument) -> bool {
+    use cairn_storage::elements::{Elements, Step};
+    let mut walk = Elements::new(pattern.as_bytes());
+    loop {
+        match walk.step() {
+            Step::Element(e) if matches!(e.kind, 0x01 | 0x10 | 0x12) => {}
+            Step::End => return true,
+            _ => return false,
+        }
+    }
 }
 
 /// The entries of `doc` for a geo index.
@@ -510,6 +528,34 @@ fn two_d_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The numbers-only shortcut never changes what the bson iterator finds.
+    #[test]
+    fn geo_plugin_shortcut_reads_as_the_iterator() {
+        let by_iter = |p: &RawDocument| {
+            p.iter().flatten().find_map(|(_, v)| match v {
+                RawBsonRef::String("2dsphere") => Some("2dsphere"),
+                RawBsonRef::String("2d") => Some("2d"),
+                _ => None,
+            })
+        };
+        let mut patterns = vec![
+            bson::rawdoc! {"a": 1, "b": -1.0_f64, "c": 1_i64},
+            bson::rawdoc! {"a": 1, "loc": "2dsphere"},
+            bson::rawdoc! {"loc": "2d", "a": 1},
+            bson::rawdoc! {"a": "hashed"},
+            bson::rawdoc! {"a": true, "loc": "2d"},
+            bson::rawdoc! {},
+        ];
+        // A key that is not UTF-8 ends the iterator's walk before the geo field.
+        let mut bytes = bson::rawdoc! {"a": 1, "loc": "2d"}.into_bytes();
+        bytes[5] = 0xFF;
+        patterns.push(RawDocumentBuf::from_bytes(bytes).unwrap());
+        for p in &patterns {
+            assert_eq!(geo_plugin(p), by_iter(p), "{p:?}");
+        }
+        assert!(numbers_only(&patterns[0]) && !numbers_only(&patterns[1]));
+    }
 
     #[test]
     fn cell_ids_nest() {

@@ -719,7 +719,7 @@ impl Execution {
             let complete = hits.len() < room;
             let inside: Vec<bool> = hits
                 .iter()
-                .map(|h| !ia.check_entries || ia.bounds.contains_values(&h.values))
+                .map(|h| !ia.check_entries || ia.bounds.contains_values(h.values()))
                 .collect();
             // The documents of the hits that may be returned, read as one batch (in key
             // order by the source) and consumed below in index order.
@@ -761,7 +761,7 @@ impl Execution {
                     if self.count_only {
                         self.stats.advanced += 1;
                     } else {
-                        let doc = covered_document(&ia.index, &h.values)?;
+                        let doc = covered_document(&ia.index, h.values())?;
                         self.emit(doc, sink);
                     }
                 } else {
@@ -991,7 +991,7 @@ impl Execution {
                     resume = Some(h.key.to_vec());
                     self.stats.keys_examined += 1;
                     sink.work += 1;
-                    if !bounds.contains_values(&h.values) {
+                    if !bounds.contains_values(h.values()) {
                         continue;
                     }
                     self.stats.keys_advanced += 1;

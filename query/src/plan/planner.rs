@@ -739,6 +739,22 @@ fn may_help(q: &Query<'_>, lead: &str) -> bool {
         || may_bound(q.filter.expr(), lead)
 }
 
+/// The first field of a key pattern, as the bson iterator reads it (`None` when the first
+/// element is malformed); a numeric first element (ascending or descending) is read by the
+/// light element walk ([`cairn_storage::elements`]) without building its value.
+fn leading_field(pattern: &RawDocument) -> Option<&str> {
+    use cairn_storage::elements::{Elements, Step};
+    match Elements::new(pattern.as_bytes()).step() {
+        Step::Element(e) if matches!(e.kind, 0x01 | 0x10 | 0x12) => std::str::from_utf8(e.key).ok(),
+        Step::End => None,
+        _ => pattern
+            .iter()
+            .next()
+            .and_then(|e| e.ok())
+            .map(|(k, _)| k.as_str()),
+    }
+}
+
 /// A `2d`/`2dsphere` index (`opts`: its [`IndexMeta::options`]): its entries are cells, not
 /// values, so it answers no ordinary predicate (and is sparse).
 fn is_geo(opts: &SpecOptions<'_>) -> bool {
@@ -799,11 +815,7 @@ pub fn candidates(meta: &CollectionMeta, q: &Query<'_>) -> Result<Vec<Plan>> {
         }
     }
     for (idx, opts) in usable(meta, q) {
-        let lead = opts
-            .key_pattern
-            .and_then(|p| p.iter().next())
-            .and_then(|e| e.ok())
-            .map(|(k, _)| k.as_str());
+        let lead = opts.key_pattern.and_then(leading_field);
         if let Some(lead) = lead
             && !may_help(q, lead)
             && !is_geo(&opts)
@@ -917,4 +929,41 @@ pub fn shape(q: &Query<'_>) -> String {
         None => {}
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    /// The light walk's leading field is the bson iterator's, numeric or not, malformed or not.
+    #[test]
+    fn leading_field_reads_as_the_iterator() {
+        let by_iter = |p: &RawDocument| {
+            p.iter()
+                .next()
+                .and_then(|e| e.ok())
+                .map(|(k, _)| k.as_str().to_string())
+        };
+        let mut patterns = vec![
+            rawdoc! {"a": 1, "b": -1},
+            rawdoc! {"a.b": -1.0_f64},
+            rawdoc! {"a": 1_i64},
+            rawdoc! {"loc": "2dsphere", "a": 1},
+            rawdoc! {"h": "hashed"},
+            rawdoc! {"a": bson::Decimal128::from_bytes([0; 16])},
+            rawdoc! {},
+        ];
+        // A key that is not UTF-8, before a number and before a string.
+        for mut bytes in [
+            rawdoc! {"a": 1}.into_bytes(),
+            rawdoc! {"a": "x"}.into_bytes(),
+        ] {
+            bytes[5] = 0xFF;
+            patterns.push(RawDocumentBuf::from_bytes(bytes).unwrap());
+        }
+        for p in &patterns {
+            assert_eq!(leading_field(p).map(str::to_string), by_iter(p), "{p:?}");
+        }
+    }
 }
