@@ -58,8 +58,16 @@ pub(crate) fn fields<'a>(
                 if !e.key.is_ascii() {
                     break;
                 }
-                for (i, (name, o)) in names.iter().zip(out.iter_mut()).enumerate() {
-                    if left & (1 << i) != 0 && e.key == name.as_ref().as_bytes() {
+                // Only the names not found yet, their first byte compared before the rest.
+                let mut rest = left;
+                while rest != 0 {
+                    let i = rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    let (Some(name), Some(o)) = (names.get(i), out.get_mut(i)) else {
+                        continue;
+                    };
+                    let n = name.as_ref().as_bytes();
+                    if n.len() == e.key.len() && n.first() == e.key.first() && n == e.key {
                         left &= !(1 << i);
                         *o = match value(e.kind, e.value) {
                             Some(v) => Some(v),
