@@ -120,6 +120,17 @@ impl AggRequest {
         server: &ServerState,
         wrapped: bool,
     ) -> Result<AggRequest, CommandError> {
+        Self::parse_args(req, req.body, server, wrapped)
+    }
+
+    /// [`AggRequest::parse`] reading the body's fields through `args` (the dispatcher's
+    /// [`super::Parsed`] table answers each lookup without walking the body again).
+    pub fn parse_args<'a>(
+        req: &Request<'a>,
+        args: impl super::Args<'a>,
+        server: &ServerState,
+        wrapped: bool,
+    ) -> Result<AggRequest, CommandError> {
         let body = req.body;
         let db = req.db.to_string();
         let coll = match body.iter().next() {
@@ -156,7 +167,7 @@ impl AggRequest {
                 ));
             }
         };
-        let pipeline = match body.get("pipeline") {
+        let pipeline = match args.arg("pipeline") {
             Ok(Some(RawBsonRef::Array(a))) => a.to_owned(),
             Ok(Some(other)) => {
                 return Err(CommandError::wrong_type(
@@ -166,16 +177,16 @@ impl AggRequest {
                 ));
             }
             Ok(None) => return Err(CommandError::missing_field("aggregate.pipeline")),
-            Err(e) => return Err(invalid_bson(e)),
+            Err(e) => return Err(e),
         };
-        let explain = opt_strict_bool(body, "aggregate", "explain")?.unwrap_or(false);
+        let explain = opt_strict_bool(args, "aggregate", "explain")?.unwrap_or(false);
         if wrapped && explain {
             return Err(CommandError::new(
                 ErrorCode::FailedToParse,
                 "explain cannot explain itself.",
             ));
         }
-        let batch_size = match body.get("cursor") {
+        let batch_size = match args.arg("cursor") {
             Ok(None) => {
                 if !explain && !wrapped {
                     return Err(CommandError::new(
@@ -201,13 +212,13 @@ impl AggRequest {
                     "cursor field must be missing or an object",
                 ));
             }
-            Err(e) => return Err(invalid_bson(e)),
+            Err(e) => return Err(e),
         };
-        let allow_disk_use = opt_strict_bool(body, "aggregate", "allowDiskUse")?
+        let allow_disk_use = opt_strict_bool(args, "aggregate", "allowDiskUse")?
             .unwrap_or(server.config.allow_disk_use_by_default);
         let bypass =
-            opt_strict_bool(body, "aggregate", "bypassDocumentValidation")?.unwrap_or(false);
-        if let Some(c) = super::opt_document(body, "aggregate", "collation")?
+            opt_strict_bool(args, "aggregate", "bypassDocumentValidation")?.unwrap_or(false);
+        if let Some(c) = super::opt_document(args, "aggregate", "collation")?
             && !matches!(c.get("locale"), Ok(Some(RawBsonRef::String("simple"))))
         {
             return Err(CommandError::new(
@@ -215,10 +226,10 @@ impl AggRequest {
                 "collations other than simple are not supported by Cairn yet",
             ));
         }
-        let hint = super::args::parse_hint(body, "aggregate")?;
+        let hint = super::args::parse_hint(args, "aggregate")?;
         let lang =
-            crate::lang::Lang::for_command(body, "aggregate", crate::lang::cluster_time(server))?;
-        let durability = crate::write_concern::WriteConcern::from_command(body)?.durability();
+            crate::lang::Lang::for_command(args, "aggregate", crate::lang::cluster_time(server))?;
+        let durability = crate::write_concern::WriteConcern::from_command(args)?.durability();
         Ok(AggRequest {
             db,
             coll,
@@ -986,7 +997,7 @@ impl Start {
 fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
     Box::pin(async move {
         let body = inv.req.body;
-        let r = AggRequest::parse(&inv.req, inv.server, false)?;
+        let r = AggRequest::parse_args(&inv.req, inv.parsed, inv.server, false)?;
         let ns = r.ns();
         if r.explain {
             let server = inv.server.clone();

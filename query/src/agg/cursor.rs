@@ -527,7 +527,11 @@ impl CursorStage {
         }
         if let Some(names) = &self.top_level {
             // An inclusion of top-level fields keeps them in document order, whatever their
-            // type: a copy of those elements (what the projection would build).
+            // type: a copy of those elements (what the projection would build), their bytes
+            // copied in one light walk when it reads the document plainly.
+            if let Some(out) = crate::expr::field::copy_top_level(&d, names) {
+                return Ok(out);
+            }
             let mut out = RawDocumentBuf::new();
             for el in d.iter() {
                 let (k, v) = el.map_err(|e| crate::error::QueryError::BadValue(e.to_string()))?;

@@ -5,12 +5,15 @@
 //! [`with_top_level`] does the top-level case of setting one field in one pass over the raw
 //! bytes: the other elements are copied as they are, byte for byte, and the new value is
 //! written straight into the output (a document, or an array of documents), never built
-//! apart first.
+//! apart first. Its elements come from [`RawElements`], which reads them with the light walk
+//! of [`cairn_storage::elements`] and hands over to the bson crate's iterator at anything that
+//! walk does not read plainly.
 //!
 //! Invariant: never panics; recursion is bounded by the path length.
 
 use bson::raw::CStr;
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use cairn_storage::elements::{Elements, Step};
 
 use crate::error::{QueryError, Result};
 
@@ -26,9 +29,20 @@ pub(crate) enum NewValue<'a, I: Iterator<Item = &'a RawDocument>> {
 
 /// The elements of a document or array as `(key, element type byte, value bytes)`, read from
 /// the raw bytes (malformed input: an error item, then the end).
+///
+/// The elements are read by the light walk ([`cairn_storage::elements`]) while it reads them
+/// plainly: an ASCII key, a value it sizes, and for a string (code, symbol) the length of at
+/// least one and the NUL the bson crate's element iterator checks — so each element is the one
+/// that iterator gives. At anything else the walk hands over to that iterator, which skips the
+/// elements already given and reports what it finds.
 pub(crate) struct RawElements<'a> {
-    bytes: &'a [u8],
-    iter: bson::raw::RawIter<'a>,
+    doc: &'a RawDocument,
+    /// The light walk, until it hands over.
+    light: Option<Elements<'a>>,
+    /// Elements the light walk gave.
+    given: usize,
+    /// The generic walk, once the light one handed over.
+    iter: Option<bson::raw::RawIter<'a>>,
     off: usize,
 }
 
@@ -36,10 +50,60 @@ impl<'a> RawElements<'a> {
     /// The elements of `doc`.
     pub(crate) fn new(doc: &'a RawDocument) -> RawElements<'a> {
         RawElements {
-            bytes: doc.as_bytes(),
-            iter: doc.iter_elements(),
+            doc,
+            light: Some(Elements::new(doc.as_bytes())),
+            given: 0,
+            iter: None,
             off: 4,
         }
+    }
+
+    /// The elements of `doc` read by the generic walk alone.
+    #[cfg(test)]
+    fn generic(doc: &'a RawDocument) -> RawElements<'a> {
+        RawElements {
+            doc,
+            light: None,
+            given: 0,
+            iter: Some(doc.iter_elements()),
+            off: 4,
+        }
+    }
+
+    /// The next element as the light walk reads it: `Some(None)` at the end, `None` once it
+    /// has handed over to the generic walk.
+    fn light_next(&mut self) -> Option<Option<RawElement<'a>>> {
+        let w = self.light.as_mut()?;
+        let start = w.offset();
+        match w.step() {
+            Step::End => return Some(None),
+            Step::Element(e)
+                if e.key.is_ascii()
+                    && (!matches!(e.kind, 0x02 | 0x0D | 0x0E)
+                        || (e.value.len() >= 5 && e.value.last() == Some(&0))) =>
+            {
+                if let (Ok(key), Some(raw)) = (
+                    std::str::from_utf8(e.key),
+                    self.doc.as_bytes().get(start..w.offset()),
+                ) {
+                    self.given += 1;
+                    return Some(Some(RawElement {
+                        key,
+                        raw,
+                        value_at: 2 + key.len(),
+                    }));
+                }
+            }
+            _ => {}
+        }
+        self.light = None;
+        self.off = start;
+        let mut iter = self.doc.iter_elements();
+        for _ in 0..self.given {
+            iter.next();
+        }
+        self.iter = Some(iter);
+        None
     }
 }
 
@@ -69,14 +133,17 @@ impl<'a> Iterator for RawElements<'a> {
     type Item = Result<RawElement<'a>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let el = match self.iter.next()? {
+        if let Some(el) = self.light_next() {
+            return el.map(Ok);
+        }
+        let el = match self.iter.as_mut()?.next()? {
             Ok(el) => el,
             Err(e) => return Some(Err(QueryError::BadValue(e.to_string()))),
         };
         let k = el.key().as_str();
         let value_at = 2 + k.len();
         let len = value_at + el.size();
-        let Some(raw) = self.bytes.get(self.off..self.off + len) else {
+        let Some(raw) = self.doc.as_bytes().get(self.off..self.off + len) else {
             return Some(Err(QueryError::BadValue("malformed document".into())));
         };
         self.off += len;
@@ -260,6 +327,56 @@ mod tests {
     use bson::{RawArrayBuf, RawBson, rawdoc};
 
     use super::*;
+
+    /// One element as owned parts (key, bytes, value offset), or the error's text.
+    type Item = std::result::Result<(String, Vec<u8>, usize), String>;
+
+    /// What a walk gives, comparable: each element's key, bytes and value offset, or the
+    /// error.
+    fn items(it: RawElements<'_>) -> Vec<Item> {
+        it.map(|r| {
+            r.map(|e| (e.key.to_string(), e.raw.to_vec(), e.value_at))
+                .map_err(|e| format!("{e:?}"))
+        })
+        .collect()
+    }
+
+    /// The light walk gives the elements (and errors) the generic walk gives: every type,
+    /// non-ASCII keys and strings, and every one-byte corruption of a small document.
+    #[test]
+    fn raw_elements_read_lightly_equal_the_generic_walk() {
+        let full = bson::doc! {"a": 1, "b": 2_i64, "c": 2.5, "d": "str", "e": true, "f": null,
+        "g": {"x": 1}, "h": [1, "y"], "i": bson::oid::ObjectId::new(), "s": "",
+        "j": bson::DateTime::from_millis(5), "k": bson::Decimal128::from_bytes([1; 16]),
+        "l": bson::Timestamp { time: 1, increment: 2 }, "m": bson::Bson::MinKey,
+        "n": bson::Bson::MaxKey, "o": bson::Bson::Undefined, "u": "ü",
+        "r": bson::Bson::Symbol("s".into()), "t": bson::Bson::JavaScriptCode("c".into()),
+        "q": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1, 2] },
+        "é": 1, "z": "last"};
+        let full = RawDocumentBuf::try_from(&full).unwrap();
+        let plain = rawdoc! {"a": 1, "s": "xy", "b": true, "d": {"e": [1]}, "n": null, "z": 3};
+        assert_eq!(items(RawElements::new(&plain)).len(), 6);
+        let mut docs = vec![rawdoc! {}, full, plain.clone()];
+        for i in 4..plain.as_bytes().len() {
+            for byte in [0u8, 1, 4, 5, 0x80, 0xFF, 0x7F, 0x02, 0x03, 0x10] {
+                let mut b = plain.as_bytes().to_vec();
+                if let Some(x) = b.get_mut(i) {
+                    *x = byte;
+                }
+                if let Ok(d) = RawDocumentBuf::from_bytes(b) {
+                    docs.push(d);
+                }
+            }
+        }
+        for d in &docs {
+            assert_eq!(
+                items(RawElements::new(d)),
+                items(RawElements::generic(d)),
+                "{:?}",
+                d.as_bytes()
+            );
+        }
+    }
 
     /// The raw builder gives what `set_nested` gives: the field replaced in place (its first
     /// occurrence) or appended, other fields copied byte for byte, arrays indexed "0", "1", …

@@ -4,7 +4,8 @@
 //! element before the one wanted.
 //!
 //! [`fields`] reads several top-level fields in one such walk (a `$group` reads its key's and
-//! its accumulators' fields this way).
+//! its accumulators' fields this way), and [`copy_top_level`] copies the elements of some
+//! top-level fields (the `$cursor` stage's projection of top-level dependencies).
 //!
 //! Invariant: [`field`] returns exactly what [`crate::path::field`] returns (the first field
 //! of that name, `None` when absent or when malformed BSON ends the search first): anything
@@ -12,7 +13,7 @@
 //! byte it does not size, a length that does not fit — is answered by that function instead.
 //! Never panics.
 
-use bson::{RawBsonRef, RawDocument};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::elements::{Elements, Step};
 
 /// The first field called `name` in `d` (see the module docs).
@@ -57,8 +58,16 @@ pub(crate) fn fields<'a>(
                 if !e.key.is_ascii() {
                     break;
                 }
-                for (i, (name, o)) in names.iter().zip(out.iter_mut()).enumerate() {
-                    if left & (1 << i) != 0 && e.key == name.as_ref().as_bytes() {
+                // Only the names not found yet, their first byte compared before the rest.
+                let mut rest = left;
+                while rest != 0 {
+                    let i = rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    let (Some(name), Some(o)) = (names.get(i), out.get_mut(i)) else {
+                        continue;
+                    };
+                    let n = name.as_ref().as_bytes();
+                    if n.len() == e.key.len() && n.first() == e.key.first() && n == e.key {
                         left &= !(1 << i);
                         *o = match value(e.kind, e.value) {
                             Some(v) => Some(v),
@@ -89,6 +98,38 @@ pub(crate) fn fields<'a>(
             *o = crate::path::field(d, name.as_ref());
         }
     }
+}
+
+/// The elements of `d` whose keys are among `names`, in document order (duplicates too), as
+/// one document: exactly what copying them during the generic walk over `d` builds (a
+/// top-level inclusion's copy). Every element is read as the generic walk reads it (see
+/// [`field`]); `None` when something is not read plainly (a non-ASCII key, a type or length
+/// this walk does not size, a value the generic walk would refuse), and the caller then takes
+/// the generic walk, which also reports malformed bytes. The copied elements keep their bytes.
+pub(crate) fn copy_top_level(d: &RawDocument, names: &[String]) -> Option<RawDocumentBuf> {
+    let bytes = d.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len().min(256));
+    out.extend_from_slice(&[0; 4]);
+    let mut elements = Elements::new(bytes);
+    loop {
+        let start = elements.offset();
+        match elements.step() {
+            Step::Element(e) => {
+                if !e.key.is_ascii() || !readable(e.kind, e.value) {
+                    return None;
+                }
+                if names.iter().any(|n| n.as_bytes() == e.key) {
+                    out.extend_from_slice(bytes.get(start..elements.offset())?);
+                }
+            }
+            Step::End => break,
+            Step::Unsure => return None,
+        }
+    }
+    out.push(0);
+    let len = i32::try_from(out.len()).ok()?.to_le_bytes();
+    out.get_mut(..4)?.copy_from_slice(&len);
+    RawDocumentBuf::from_bytes(out).ok()
 }
 
 /// What [`field_or_array`] found.
@@ -147,13 +188,30 @@ fn walk<'a>(b: &'a [u8], name: &[u8]) -> Walk<'a> {
     }
 }
 
-/// Whether the generic walk reads the value of type `kind` in `v` without an error.
+/// Whether the generic walk reads the value of type `kind` in `v` without an error, for `v`
+/// as [`Elements::step`] sized it: a double, an int32, an int64 or a null is then exactly its
+/// width, and an embedded document exactly its declared length ending in NUL (what
+/// `RawDocument::from_bytes` checks), so [`value`] would read them; a boolean's byte and a
+/// string's terminator and UTF-8 are still checked.
 fn readable(kind: u8, v: &[u8]) -> bool {
     match kind {
-        0x01 | 0x10 | 0x12 | 0x08 | 0x0A | 0x02 | 0x03 => value(kind, v).is_some(),
-        0x0D | 0x0E => value(0x02, v).is_some(),
+        0x08 => matches!(v, [0 | 1]),
+        0x02 | 0x0D | 0x0E => string_ok(v),
         _ => true,
     }
+}
+
+/// A string value's bytes (length prefix, bytes, NUL) without the prefix and the NUL; `None`
+/// when the NUL is missing.
+fn string_body(v: &[u8]) -> Option<&[u8]> {
+    let (nul, body) = v.get(4..)?.split_last()?;
+    (*nul == 0).then_some(body)
+}
+
+/// Whether [`value`] reads the string value `v`: its NUL is there and its bytes are UTF-8
+/// (ASCII, the common case, checked a word at a time without the UTF-8 validator).
+fn string_ok(v: &[u8]) -> bool {
+    string_body(v).is_some_and(|b| b.is_ascii() || std::str::from_utf8(b).is_ok())
 }
 
 /// The value of type `kind` in `v` (exactly its bytes); `None` for what the generic walk
@@ -169,14 +227,8 @@ fn value(kind: u8, v: &[u8]) -> Option<RawBsonRef<'_>> {
             _ => return None,
         },
         0x0A => RawBsonRef::Null,
-        0x02 => {
-            // Length (including the NUL), the bytes, the NUL.
-            let (nul, body) = v.get(4..)?.split_last()?;
-            if *nul != 0 {
-                return None;
-            }
-            RawBsonRef::String(std::str::from_utf8(body).ok()?)
-        }
+        // Length (including the NUL), the bytes, the NUL.
+        0x02 => RawBsonRef::String(std::str::from_utf8(string_body(v)?).ok()?),
         0x03 => RawBsonRef::Document(RawDocument::from_bytes(v).ok()?),
         // No borrowed array can be made from bytes here: the generic walk reads arrays.
         _ => return None,
@@ -204,6 +256,41 @@ mod tests {
         }
     }
 
+    /// The copy the generic walk builds: every element read, those named appended.
+    fn generic_copy(d: &RawDocument, names: &[String]) -> Option<RawDocumentBuf> {
+        let mut out = RawDocumentBuf::new();
+        for el in d.iter() {
+            let (k, v) = el.ok()?;
+            if names.iter().any(|n| n == k.as_str()) {
+                out.append(k, v);
+            }
+        }
+        Some(out)
+    }
+
+    /// [`copy_top_level`] of several name sets: when it answers, the generic walk builds the
+    /// same bytes; it answers for `plain` documents.
+    fn same_copy(d: &RawDocument, names: &[&str], plain: bool) {
+        let all: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut sets = vec![all.clone(), Vec::new()];
+        sets.extend(all.chunks(2).map(<[String]>::to_vec));
+        sets.extend(all.iter().map(|n| vec![n.clone(), "zz".to_string()]));
+        for set in sets {
+            let got = copy_top_level(d, &set);
+            if plain {
+                assert!(got.is_some(), "{set:?} in {:?}", d.as_bytes());
+            }
+            if let Some(got) = got {
+                assert_eq!(
+                    Some(got.as_bytes()),
+                    generic_copy(d, &set).as_ref().map(|g| g.as_bytes()),
+                    "{set:?} in {:?}",
+                    d.as_bytes()
+                );
+            }
+        }
+    }
+
     /// Every kind of value, first and later fields, duplicates, absent names and malformed
     /// documents: the same answer as the generic walk.
     #[test]
@@ -219,19 +306,35 @@ mod tests {
         "é": 1, "t": ""};
         let mut dup = RawDocumentBuf::try_from(&full).unwrap();
         dup.append(bson::raw::cstr!("a"), "dup");
-        let docs = vec![rawdoc! {}, RawDocumentBuf::try_from(&full).unwrap(), dup];
+        // Non-ASCII strings (and code, symbols) before the names read plainly.
+        let utf8 = bson::doc! {"u": "ü日本", "s": bson::Bson::Symbol("é".into()),
+        "c": bson::Bson::JavaScriptCode("ß".into()), "e": false, "v": "x", "a": 1};
+        let docs = vec![
+            rawdoc! {},
+            RawDocumentBuf::try_from(&full).unwrap(),
+            dup,
+            RawDocumentBuf::try_from(&utf8).unwrap(),
+        ];
         let names = [
             "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q",
-            "r", "s", "é", "t", "zz", "",
+            "r", "s", "é", "t", "u", "v", "zz", "",
         ];
         for d in &docs {
             for n in names {
                 assert_eq!(field(d, n), crate::path::field(d, n), "{n} in {d:?}");
             }
             same_fields(d, &names);
+            same_copy(d, &names, false);
         }
+        // Documents with only the types the walk sizes are copied by it.
+        for d in [&docs[0], &docs[3]] {
+            same_copy(d, &["u", "s", "c", "e", "v", "a"], true);
+        }
+        let mut dup = rawdoc! {"a": 1, "b": {"x": [1, 2]}, "n": null, "t": 5_i64};
+        dup.append(bson::raw::cstr!("a"), "again");
+        same_copy(&dup, &["a", "b", "n", "t"], true);
         // Malformed: a bad length inside, a truncated string, a non-UTF-8 key, a bad type.
-        let good = rawdoc! {"a": 1, "s": "xy", "z": 3};
+        let good = rawdoc! {"a": 1, "s": "xy", "b": true, "d": 2.5, "z": 3};
         let mut variants: Vec<Vec<u8>> = Vec::new();
         for i in 4..good.as_bytes().len() - 1 {
             for byte in [0u8, 0x80, 0xFF, 0x7F, 0x02, 0x10] {
@@ -246,7 +349,7 @@ mod tests {
             let Ok(d) = RawDocumentBuf::from_bytes(b) else {
                 continue;
             };
-            for n in ["a", "s", "z", "q"] {
+            for n in ["a", "s", "b", "d", "z", "q"] {
                 assert_eq!(
                     field(&d, n),
                     crate::path::field(&d, n),
@@ -254,7 +357,8 @@ mod tests {
                     d.as_bytes()
                 );
             }
-            same_fields(&d, &["a", "s", "z", "q"]);
+            same_fields(&d, &["a", "s", "b", "d", "z", "q"]);
+            same_copy(&d, &["a", "s", "b", "d", "z", "q"], false);
             same_fields(&d, &["z", "a"]);
         }
     }

@@ -372,7 +372,11 @@ impl AccumulatorSpec {
                 let v = self.input(doc)?;
                 acc.process(v.as_ref().map(RawBson::as_raw_bson_ref), false)
             }
-            (_, Some(e)) => e.with_value(doc, self.ext.variables(), |v| acc.process(v, false))?,
+            // A constant input (`$sum: 1`) is what evaluating it gives, without the evaluator.
+            (_, Some(e)) => match e.constant() {
+                Some(c) => acc.process(c.map(RawBson::as_raw_bson_ref), false),
+                None => e.with_value(doc, self.ext.variables(), |v| acc.process(v, false))?,
+            },
             (_, None) => acc.process(None, false),
         }
     }
@@ -670,4 +674,47 @@ fn percentiles(p: RawBsonRef<'_>, ext: &ExprExtensions) -> Result<Vec<f64>> {
         return Err(bad(cairn_storage::display::value(c.as_raw_bson_ref())));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{RawBson, rawdoc};
+
+    use super::*;
+
+    /// An accumulator whose input is a constant (`$sum: 1`, `$$REMOVE`, a folded expression)
+    /// is fed what evaluating the input gives ([`AccumulatorSpec::input`]), per document.
+    #[test]
+    fn constant_inputs_feed_what_evaluation_gives() {
+        let ext = ExprExtensions::default();
+        let statements = [
+            rawdoc! {"s": {"$sum": 1}},
+            rawdoc! {"s": {"$sum": 2.5}},
+            rawdoc! {"s": {"$avg": {"$add": [1, 2]}}},
+            rawdoc! {"s": {"$push": "$$REMOVE"}},
+            rawdoc! {"s": {"$push": {"$literal": "$x"}}},
+            rawdoc! {"s": {"$first": null}},
+            rawdoc! {"s": {"$addToSet": {"a": 1}}},
+            rawdoc! {"s": {"$max": "$x"}},
+        ];
+        let docs = [rawdoc! {}, rawdoc! {"x": 3}, rawdoc! {"x": "s"}];
+        let mut constants = 0;
+        for st in statements {
+            let (k, v) = st.iter().next().unwrap().unwrap();
+            let spec = AccumulatorSpec::parse_statement(k.as_str(), v, &ext).unwrap();
+            if spec.input.as_ref().is_some_and(|e| e.constant().is_some()) {
+                constants += 1;
+            }
+            let mut got = spec.create(bson::RawBsonRef::Null).unwrap();
+            let mut want = spec.create(bson::RawBsonRef::Null).unwrap();
+            for d in &docs {
+                spec.accumulate(d, got.as_mut()).unwrap();
+                let v = spec.input(d).unwrap();
+                want.process(v.as_ref().map(RawBson::as_raw_bson_ref), false)
+                    .unwrap();
+            }
+            assert_eq!(got.value().unwrap(), want.value().unwrap(), "{st:?}");
+        }
+        assert_eq!(constants, 7);
+    }
 }
