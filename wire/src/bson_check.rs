@@ -44,15 +44,22 @@ fn skip_cstring(buf: &[u8], at: usize, limit: usize) -> Result<usize> {
     let region = buf
         .get(at..limit)
         .ok_or_else(|| invalid("truncated C string"))?;
-    let nul = region
-        .iter()
-        .position(|&b| b == 0)
-        .ok_or_else(|| invalid("unterminated C string"))?;
-    check_utf8(
-        region.get(..nul).unwrap_or_default(),
-        "C string is not valid UTF-8",
-    )?;
-    Ok(at + nul + 1)
+    // One pass finds the NUL and whether any byte before it is not ASCII (only then is the
+    // text decoded).
+    let mut high = 0u8;
+    for (nul, &b) in region.iter().enumerate() {
+        if b == 0 {
+            if high >= 0x80 {
+                check_utf8(
+                    region.get(..nul).unwrap_or_default(),
+                    "C string is not valid UTF-8",
+                )?;
+            }
+            return Ok(at + nul + 1);
+        }
+        high |= b;
+    }
+    Err(invalid("unterminated C string"))
 }
 
 /// Position just past a BSON string (int32 length incl. NUL, bytes, NUL) starting at `at`.
