@@ -474,7 +474,9 @@ impl Connection {
         let op = self.client.last_op.take();
         match &result {
             Some((reply, _)) => {
-                let ok = reply.get_f64("ok").unwrap_or(0.0) == 1.0;
+                // Read from the reply only when a line is written (tracing evaluates a
+                // field only for an enabled event).
+                let ok = || reply.get_f64("ok").unwrap_or(0.0) == 1.0;
                 // A database's profile filter decides instead of slowms/sampleRate.
                 let slow = match self.client.slow_log.take() {
                     Some(decided) => decided,
@@ -488,11 +490,11 @@ impl Connection {
                     let read = plan.is_some() || keys > 0 || docs > 0;
                     info!(id = 51803, ns = %format!("{db}.$cmd"), command = %name,
                           planSummary = plan.as_deref(), keysExamined = read.then_some(keys),
-                          docsExamined = read.then_some(docs), durationMillis = millis, ok,
-                          "Slow query");
+                          docsExamined = read.then_some(docs), durationMillis = millis,
+                          ok = ok(), "Slow query");
                 } else {
                     debug!(ns = %format!("{db}.$cmd"), command = %name,
-                           durationMillis = millis, ok, "command");
+                           durationMillis = millis, ok = ok(), "command");
                 }
             }
             None => debug!(command = %name, "client disconnected while the command waited"),

@@ -369,10 +369,36 @@ pub const GENERIC_ARGUMENTS: &[&str] = &[
     "writeConcern",
 ];
 
-fn index() -> &'static HashMap<&'static str, &'static Command> {
-    static INDEX: OnceLock<HashMap<&'static str, &'static Command>> = OnceLock::new();
+/// FNV-1a, the command index's hash: every command looks its name up (a few bytes, from a
+/// fixed table, so flooding is not a concern), and SipHash's setup cost several times what
+/// hashing a short name with FNV does.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type Index = HashMap<&'static str, &'static Command, std::hash::BuildHasherDefault<Fnv>>;
+
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let mut m = HashMap::new();
+        let mut m = Index::default();
         for c in REGISTRY {
             m.insert(c.name, *c);
             for a in c.aliases {
@@ -483,6 +509,10 @@ pub fn envelope<'a>(body: &Parsed<'a>) -> Result<(&'a str, &'a str), CommandErro
     Ok((db, name))
 }
 
+/// Bytes a successful reply gains after its body besides the tail: `ok: 1.0` (12),
+/// `$clusterTime` (101) and `operationTime` (23), rounded up.
+const REPLY_TRAILER: usize = 160;
+
 /// Runs one command document and returns the complete reply (with `ok` and the cluster-time
 /// gossip a router adds to every reply), plus the next body for exhaust streaming.
 pub async fn dispatch(
@@ -507,7 +537,13 @@ pub async fn dispatch_parsed(
     let (result, tail) = run(server, client, body, exhaust_allowed, &mut op, &mut effects).await;
     match result {
         Ok(reply) => {
-            let mut out = ok_reply(reply.body);
+            // Room for `ok`, the gossip and the tail, so appending them does not grow the
+            // buffer step by step.
+            let mut bytes = reply.body.into_bytes();
+            bytes.reserve(REPLY_TRAILER + tail.as_bytes().len());
+            // (The same bytes, so still a document.)
+            let body = RawDocumentBuf::from_bytes(bytes).unwrap_or_default();
+            let mut out = ok_reply(body);
             crate::session::append_gossip(&mut out, server, op.at_cluster_time);
             crate::error::append_all(&mut out, &tail);
             (out, reply.more_to_come)

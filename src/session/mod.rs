@@ -108,6 +108,42 @@ fn not_in_txn(msg: impl Into<String>) -> CommandError {
 /// Parses an `lsid` document (`{id: UUID, uid?: BinData}`) as MongoDB's IDL does, under
 /// the field path `ctx` (e.g. `OperationSessionInfo.lsid`).
 pub fn parse_lsid(v: RawBsonRef<'_>, ctx: &str) -> Result<Lsid, CommandError> {
+    if let RawBsonRef::Document(d) = v
+        && let Some(lsid) = plain_lsid(d)
+    {
+        return Ok(lsid);
+    }
+    parse_lsid_walked(v, ctx)
+}
+
+/// The `lsid` every driver sends, `{id: <UUID>}` and nothing else, read straight from its 30
+/// bytes; `None` for any other shape (which [`parse_lsid_walked`] reads, a test checks both
+/// agree).
+fn plain_lsid(d: &RawDocument) -> Option<Lsid> {
+    match d.as_bytes() {
+        [
+            30,
+            0,
+            0,
+            0,
+            0x05,
+            b'i',
+            b'd',
+            0,
+            16,
+            0,
+            0,
+            0,
+            0x04,
+            id @ ..,
+            0,
+        ] => <Lsid>::try_from(id).ok(),
+        _ => None,
+    }
+}
+
+/// [`parse_lsid`] by walking the document, for every shape.
+fn parse_lsid_walked(v: RawBsonRef<'_>, ctx: &str) -> Result<Lsid, CommandError> {
     let RawBsonRef::Document(d) = v else {
         return Err(CommandError::wrong_type(ctx, type_name(&v), "object"));
     };
@@ -553,23 +589,9 @@ fn gossip_in(server: &ServerState, body: &Parsed<'_>) -> Result<(), CommandError
             "object",
         ));
     };
-    let t = match d.get("clusterTime") {
-        Ok(Some(RawBsonRef::Timestamp(t))) => t,
-        Ok(Some(other)) => {
-            return Err(CommandError::new(
-                ErrorCode::TypeMismatch,
-                format!(
-                    "\"clusterTime\" had the wrong type. Expected timestamp, found {}",
-                    type_name(&other)
-                ),
-            ));
-        }
-        _ => {
-            return Err(CommandError::new(
-                ErrorCode::NoSuchKey,
-                "Missing expected field \"clusterTime\"",
-            ));
-        }
+    let t = match leading_cluster_time(d) {
+        Some(t) => t,
+        None => cluster_time_field(d)?,
     };
     let wall = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -587,6 +609,40 @@ fn gossip_in(server: &ServerState, body: &Parsed<'_>) -> Result<(), CommandError
     }
     server.store.clock.advance_to(t);
     Ok(())
+}
+
+/// The `clusterTime` of a gossiped `$clusterTime` document when it is the first field (as
+/// drivers send it), read straight from the bytes; `None` for any other shape, which
+/// [`cluster_time_field`] reads (a test checks both agree).
+fn leading_cluster_time(d: &RawDocument) -> Option<Timestamp> {
+    let rest = d.as_bytes().get(4..)?.strip_prefix(b"\x11clusterTime\0")?;
+    // Eight bytes of value, then at least the document's terminator.
+    if rest.len() < 9 {
+        return None;
+    }
+    let (increment, time) = (rest.get(..4)?, rest.get(4..8)?);
+    Some(Timestamp {
+        time: u32::from_le_bytes(time.try_into().ok()?),
+        increment: u32::from_le_bytes(increment.try_into().ok()?),
+    })
+}
+
+/// The `clusterTime` field of a gossiped `$clusterTime` document, or MongoDB's error.
+fn cluster_time_field(d: &RawDocument) -> Result<Timestamp, CommandError> {
+    match d.get("clusterTime") {
+        Ok(Some(RawBsonRef::Timestamp(t))) => Ok(t),
+        Ok(Some(other)) => Err(CommandError::new(
+            ErrorCode::TypeMismatch,
+            format!(
+                "\"clusterTime\" had the wrong type. Expected timestamp, found {}",
+                type_name(&other)
+            ),
+        )),
+        _ => Err(CommandError::new(
+            ErrorCode::NoSuchKey,
+            "Missing expected field \"clusterTime\"",
+        )),
+    }
 }
 
 fn check_not_future(server: &ServerState, t: Timestamp, which: &str) -> Result<(), CommandError> {
@@ -1180,6 +1236,88 @@ pub fn kill(server: &ServerState, lsids: &[Lsid]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leading_cluster_time_agrees_with_the_field() {
+        let docs = [
+            rawdoc! {
+                "clusterTime": Timestamp { time: 1_700_000_000, increment: 9 },
+                "signature": {
+                    "hash": bson::Binary { subtype: BinarySubtype::Generic, bytes: vec![0u8; 20] },
+                    "keyId": 0i64,
+                },
+            },
+            rawdoc! {"clusterTime": Timestamp { time: 5, increment: 6 }},
+            rawdoc! {"signature": 1, "clusterTime": Timestamp { time: 5, increment: 6 }},
+            rawdoc! {"clusterTime": 5i64},
+        ];
+        let mut fast = 0;
+        for d in &docs {
+            let mut variants = vec![d.as_bytes().to_vec()];
+            for i in 4..d.as_bytes().len() - 1 {
+                for b in [0u8, 1, 0x11, 0x12, b'c', b'T', 0xff] {
+                    let mut m = d.as_bytes().to_vec();
+                    m[i] = b;
+                    variants.push(m);
+                }
+            }
+            for bytes in variants {
+                let Ok(doc) = RawDocument::from_bytes(&bytes) else {
+                    continue;
+                };
+                if let Some(t) = leading_cluster_time(doc) {
+                    fast += 1;
+                    assert_eq!(cluster_time_field(doc).ok(), Some(t), "{bytes:?}");
+                }
+            }
+        }
+        assert!(fast > 2, "the direct read took the driver's shape");
+    }
+
+    #[test]
+    fn plain_lsid_agrees_with_the_walk() {
+        let uuid = |subtype, n: usize| bson::Binary {
+            subtype,
+            bytes: (1..=n as u8).collect(),
+        };
+        let docs = [
+            rawdoc! {"id": uuid(BinarySubtype::Uuid, 16)},
+            rawdoc! {"id": uuid(BinarySubtype::Uuid, 15)},
+            rawdoc! {"id": uuid(BinarySubtype::UuidOld, 16)},
+            rawdoc! {"id": uuid(BinarySubtype::Uuid, 16), "uid": uuid(BinarySubtype::Generic, 32)},
+            rawdoc! {"id": uuid(BinarySubtype::Uuid, 16), "x": 1},
+            rawdoc! {"ie": uuid(BinarySubtype::Uuid, 16)},
+            rawdoc! {"id": "not binary"},
+        ];
+        let describe = |r: Result<Lsid, CommandError>| r.map_err(|e| (e.code.code(), e.message));
+        let mut fast = 0;
+        for d in &docs {
+            // The document, and every single-byte change of it that is still a document.
+            let mut variants = vec![d.as_bytes().to_vec()];
+            for i in 4..d.as_bytes().len() - 1 {
+                for b in [0u8, 1, 2, 3, 4, 5, 0x10, b'i', b'd', 0xff] {
+                    let mut m = d.as_bytes().to_vec();
+                    m[i] = b;
+                    variants.push(m);
+                }
+            }
+            for bytes in variants {
+                let Ok(doc) = RawDocument::from_bytes(&bytes) else {
+                    continue;
+                };
+                let v = RawBsonRef::Document(doc);
+                if plain_lsid(doc).is_some() {
+                    fast += 1;
+                }
+                assert_eq!(
+                    describe(parse_lsid(v, "ctx")),
+                    describe(parse_lsid_walked(v, "ctx")),
+                    "{bytes:?}"
+                );
+            }
+        }
+        assert!(fast > 1, "the direct read took the driver's shape");
+    }
 
     #[test]
     fn gossip_from_the_template_is_the_documents() {

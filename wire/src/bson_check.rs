@@ -29,18 +29,37 @@ fn read_i32(buf: &[u8], at: usize) -> Result<i32> {
     }
 }
 
+/// Checks that `s` is UTF-8. Keys and most strings are ASCII, which `is_ascii` confirms
+/// several bytes at a time without the general decoder's per-call setup.
+fn check_utf8(s: &[u8], what: &str) -> Result<()> {
+    if s.is_ascii() || std::str::from_utf8(s).is_ok() {
+        Ok(())
+    } else {
+        Err(invalid(what))
+    }
+}
+
 /// Position just past the NUL terminating the C string starting at `at` (checked UTF-8).
 fn skip_cstring(buf: &[u8], at: usize, limit: usize) -> Result<usize> {
     let region = buf
         .get(at..limit)
         .ok_or_else(|| invalid("truncated C string"))?;
-    let nul = region
-        .iter()
-        .position(|&b| b == 0)
-        .ok_or_else(|| invalid("unterminated C string"))?;
-    let s = region.get(..nul).unwrap_or_default();
-    std::str::from_utf8(s).map_err(|_| invalid("C string is not valid UTF-8"))?;
-    Ok(at + nul + 1)
+    // One pass finds the NUL and whether any byte before it is not ASCII (only then is the
+    // text decoded).
+    let mut high = 0u8;
+    for (nul, &b) in region.iter().enumerate() {
+        if b == 0 {
+            if high >= 0x80 {
+                check_utf8(
+                    region.get(..nul).unwrap_or_default(),
+                    "C string is not valid UTF-8",
+                )?;
+            }
+            return Ok(at + nul + 1);
+        }
+        high |= b;
+    }
+    Err(invalid("unterminated C string"))
 }
 
 /// Position just past a BSON string (int32 length incl. NUL, bytes, NUL) starting at `at`.
@@ -59,7 +78,7 @@ fn skip_string(buf: &[u8], at: usize, limit: usize) -> Result<usize> {
         .ok_or_else(|| invalid("truncated string"))?;
     match bytes.split_last() {
         Some((0, body)) => {
-            std::str::from_utf8(body).map_err(|_| invalid("string is not valid UTF-8"))?;
+            check_utf8(body, "string is not valid UTF-8")?;
             Ok(end)
         }
         _ => Err(invalid("string is not NUL-terminated")),
@@ -258,6 +277,39 @@ mod tests {
         // invalid UTF-8 in a key
         let b = [8, 0, 0, 0, 0x0A, 0xff, 0, 0];
         assert!(validate(&b, 200).is_err());
+    }
+
+    #[test]
+    fn utf8_check_agrees_with_the_decoder() {
+        let texts: [&[u8]; 9] = [
+            b"plain",
+            "héllo wörld".as_bytes(),
+            "日本語 and ascii".as_bytes(),
+            b"abc\x80def",
+            b"\xc3",
+            b"\xc0\xaf",
+            b"\xed\xa0\x80",
+            b"long ascii prefix before a bad byte \xff",
+            b"",
+        ];
+        for t in texts {
+            let utf8 = std::str::from_utf8(t).is_ok();
+            // As a key (of a null element).
+            let mut key = vec![0, 0, 0, 0, 0x0A];
+            key.extend_from_slice(t);
+            key.extend_from_slice(&[0, 0]);
+            let n = key.len() as i32;
+            key[..4].copy_from_slice(&n.to_le_bytes());
+            assert_eq!(validate(&key, 200).is_ok(), utf8, "key {t:?}");
+            // As a string value.
+            let mut string = vec![0, 0, 0, 0, 0x02, b'a', 0];
+            string.extend_from_slice(&(t.len() as i32 + 1).to_le_bytes());
+            string.extend_from_slice(t);
+            string.extend_from_slice(&[0, 0]);
+            let n = string.len() as i32;
+            string[..4].copy_from_slice(&n.to_le_bytes());
+            assert_eq!(validate(&string, 200).is_ok(), utf8, "string {t:?}");
+        }
     }
 
     #[test]
