@@ -7,6 +7,8 @@
 //! a length that does not fit, a missing terminator — it stops with [`Step::Unsure`], and the
 //! caller answers with the bson crate's validating iterator instead. So a caller's fast path
 //! never decides anything on bytes this walk did not read plainly. Never panics.
+//!
+//! A key's terminating NUL is searched for eight bytes at a time.
 
 /// One element: its type byte, its key and its value, as bytes of the document walked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,23 +52,27 @@ impl<'a> Elements<'a> {
 
     /// The next element (see [`Step`]). After `End` or `Unsure` it keeps answering the same.
     pub fn step(&mut self) -> Step<'a> {
-        // `body`: the bytes before the document's last byte, which must be its terminator.
-        let Some((&last, body)) = self.bytes.split_last() else {
+        let bytes = self.bytes;
+        let off = self.off;
+        // `end`: the offset of the document's last byte, which must be its terminator; the
+        // elements lie in `bytes[4..end]`.
+        let Some(end) = bytes.len().checked_sub(1) else {
             return Step::Unsure;
         };
-        let Some(rest) = body.get(self.off..) else {
+        let Some(rest) = bytes.get(off..end) else {
             return Step::Unsure;
         };
         let Some((&kind, after)) = rest.split_first() else {
-            return if last == 0 { Step::End } else { Step::Unsure };
+            return if bytes.get(end) == Some(&0) {
+                Step::End
+            } else {
+                Step::Unsure
+            };
         };
-        let Some(key_len) = after.iter().position(|&c| c == 0) else {
+        let Some(key_len) = nul_at(after) else {
             return Step::Unsure;
         };
-        let Some((key, tail)) = after.split_at_checked(key_len) else {
-            return Step::Unsure;
-        };
-        let Some(r) = tail.get(1..) else {
+        let (Some(key), Some(r)) = (after.get(..key_len), after.get(key_len + 1..)) else {
             return Step::Unsure;
         };
         let Some(len) = value_len(kind, r) else {
@@ -75,7 +81,7 @@ impl<'a> Elements<'a> {
         let Some(value) = r.get(..len) else {
             return Step::Unsure;
         };
-        self.off += 1 + key_len + 1 + len;
+        self.off = off + 1 + key_len + 1 + len;
         Step::Element(Element { kind, key, value })
     }
 
@@ -92,6 +98,26 @@ impl<'a> Elements<'a> {
     }
 }
 
+/// The offset of the first NUL in `s`, eight bytes at a time: in each little-endian word,
+/// `(v - 0x01..01) & !v & 0x80..80` has its lowest set bit in the first zero byte (a borrow
+/// only reaches past a zero byte, so no byte before the first zero is flagged).
+fn nul_at(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let mut at = 0usize;
+    let mut rest = s;
+    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
+        let v = u64::from_le_bytes(*word);
+        let zeros = v.wrapping_sub(ONES) & !v & HIGHS;
+        if zeros != 0 {
+            return Some(at + (zeros.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+        rest = tail;
+    }
+    rest.iter().position(|&c| c == 0).map(|p| at + p)
+}
+
 fn i32_at(b: &[u8], at: usize) -> Option<i32> {
     let s: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
     Some(i32::from_le_bytes(s))
@@ -100,6 +126,7 @@ fn i32_at(b: &[u8], at: usize) -> Option<i32> {
 /// The length of a value of type `kind` at the start of `r`: `None` for a type not sized
 /// here (binary, regular expressions, DBPointer, code with scope, unknown bytes), a length
 /// that is negative or longer than `r`, or an embedded document not ending in NUL.
+#[inline]
 pub fn value_len(kind: u8, r: &[u8]) -> Option<usize> {
     let len = match kind {
         0x01 | 0x09 | 0x11 | 0x12 => 8,
@@ -189,5 +216,86 @@ mod tests {
         let s = b.len() - 8;
         bad[s] = 0x7F;
         assert_eq!(walk(&bad).1, Step::Unsure);
+    }
+
+    /// The walk's step before it searched keys a word at a time: the reference for
+    /// `same_steps_as_the_bytewise_walk`.
+    fn reference_step<'a>(bytes: &'a [u8], off: &mut usize) -> Step<'a> {
+        let Some((&last, body)) = bytes.split_last() else {
+            return Step::Unsure;
+        };
+        let Some(rest) = body.get(*off..) else {
+            return Step::Unsure;
+        };
+        let Some((&kind, after)) = rest.split_first() else {
+            return if last == 0 { Step::End } else { Step::Unsure };
+        };
+        let Some(key_len) = after.iter().position(|&c| c == 0) else {
+            return Step::Unsure;
+        };
+        let Some((key, tail)) = after.split_at_checked(key_len) else {
+            return Step::Unsure;
+        };
+        let Some(r) = tail.get(1..) else {
+            return Step::Unsure;
+        };
+        let Some(len) = value_len(kind, r) else {
+            return Step::Unsure;
+        };
+        let Some(value) = r.get(..len) else {
+            return Step::Unsure;
+        };
+        *off += 1 + key_len + 1 + len;
+        Step::Element(Element { kind, key, value })
+    }
+
+    /// The steps of both walks over `b`, until both have answered `End` or `Unsure` twice.
+    fn assert_same_steps(b: &[u8]) {
+        let mut w = Elements::new(b);
+        let mut off = 4usize;
+        let mut finals = 0;
+        while finals < 2 {
+            let (got, want) = (w.step(), reference_step(b, &mut off));
+            assert_eq!(got, want, "{b:?}");
+            assert_eq!(w.offset(), off);
+            if !matches!(got, Step::Element(_)) {
+                finals += 1;
+            }
+        }
+    }
+
+    /// Every one-byte change (all 256 values at every offset) and every cut of a few
+    /// documents — long and non-ASCII keys, nested documents, strings — gives the same steps
+    /// as the byte-wise walk.
+    #[test]
+    fn same_steps_as_the_bytewise_walk() {
+        let docs = [
+            rawdoc! {"a": 1, "s": "xy"},
+            rawdoc! {"a_rather_long_key_name": 1.5, "é": {"x": [1, 2_i64]}, "": null,
+            "seven77": "s", "eight888": true, "n": bson::oid::ObjectId::from_bytes([0; 12])},
+            rawdoc! {"k\u{1}\u{80}\u{ff}k": "\u{0}\u{1}", "x": {"": {"y": ""}}, "z": []},
+        ];
+        for d in &docs {
+            let b = d.as_bytes();
+            assert_same_steps(b);
+            for cut in 0..b.len() {
+                assert_same_steps(&b[..cut]);
+                let mut bad = b.to_vec();
+                for v in 0..=255u8 {
+                    bad[cut] = v;
+                    assert_same_steps(&bad);
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time NUL search finds the first NUL the byte-wise one finds,
+        /// over bytes near the trick's edges (0, 1, 0x7F, 0x80, 0x81, 0xFF).
+        #[test]
+        fn nul_at_is_the_first_nul(s in proptest::collection::vec(
+            proptest::sample::select(vec![0u8, 1, 2, 0x7F, 0x80, 0x81, 0xFE, 0xFF, b'a']), 0..40)) {
+            proptest::prop_assert_eq!(nul_at(&s), s.iter().position(|&c| c == 0));
+        }
     }
 }

@@ -193,7 +193,7 @@ fn walk<'a>(b: &'a [u8], name: &[u8]) -> Walk<'a> {
 /// width, and an embedded document exactly its declared length ending in NUL (what
 /// `RawDocument::from_bytes` checks), so [`value`] would read them; a boolean's byte and a
 /// string's terminator and UTF-8 are still checked.
-fn readable(kind: u8, v: &[u8]) -> bool {
+pub(crate) fn readable(kind: u8, v: &[u8]) -> bool {
     match kind {
         0x08 => matches!(v, [0 | 1]),
         0x02 | 0x0D | 0x0E => string_ok(v),
@@ -216,7 +216,7 @@ fn string_ok(v: &[u8]) -> bool {
 
 /// The value of type `kind` in `v` (exactly its bytes); `None` for what the generic walk
 /// should read.
-fn value(kind: u8, v: &[u8]) -> Option<RawBsonRef<'_>> {
+pub(crate) fn value(kind: u8, v: &[u8]) -> Option<RawBsonRef<'_>> {
     Some(match kind {
         0x01 => RawBsonRef::Double(f64::from_le_bytes(v.try_into().ok()?)),
         0x10 => RawBsonRef::Int32(i32::from_le_bytes(v.try_into().ok()?)),

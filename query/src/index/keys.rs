@@ -46,10 +46,12 @@ use bson::raw::CStr;
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::Result;
 use cairn_storage::display;
+use cairn_storage::elements::{Elements, Step};
 use cairn_storage::index::{IndexEntry, IndexKeyGen, IndexKeys, IndexMeta};
 use cairn_storage::keys::encode_value;
 
 use super::{IndexError, KeyComponent, KeyKind, code, hash, key_components, spec};
+use crate::expr::field;
 use crate::filter::Filter;
 
 /// Arrays nested deeper than this along the indexed paths are refused.
@@ -290,7 +292,40 @@ struct Elt<'d> {
 /// The first field called `name` in `d`, with its name. Only that field's value is read:
 /// the fields before it are stepped over by name (a document's values were checked when it
 /// was received).
+///
+/// The document is walked by [`Elements`] while every key is ASCII and every value one the
+/// generic walk reads too ([`field::readable`]), the found value read by [`field::value`];
+/// anything else is answered by [`field_elt_generic`], so the answer is always its answer.
 fn field_elt<'d>(d: &'d RawDocument, name: &str) -> Option<Elt<'d>> {
+    let mut elements = Elements::new(d.as_bytes());
+    loop {
+        match elements.step() {
+            Step::Element(e) => {
+                if !e.key.is_ascii() {
+                    break;
+                }
+                if e.key == name.as_bytes() {
+                    if let (Ok(name), Some(value)) =
+                        (std::str::from_utf8(e.key), field::value(e.kind, e.value))
+                    {
+                        return Some(Elt { name, value });
+                    }
+                    break;
+                }
+                if !field::readable(e.kind, e.value) {
+                    break;
+                }
+            }
+            Step::End => return None,
+            Step::Unsure => break,
+        }
+    }
+    field_elt_generic(d, name)
+}
+
+/// [`field_elt`] by the bson crate's iterator: each key checked as UTF-8, each element's
+/// length checked, the found value read.
+fn field_elt_generic<'d>(d: &'d RawDocument, name: &str) -> Option<Elt<'d>> {
     for el in d.iter_elements() {
         let el = el.ok()?;
         let k = el.key().as_str();
@@ -667,5 +702,70 @@ mod tests {
         );
         let dotted = key_components(&rawdoc! {"a.b": 1});
         assert!(flat_keys(&dotted, false, &rawdoc! {"a": {"b": 1}}).is_none());
+    }
+
+    /// The light walk's [`field_elt`] answers exactly as the bson iterator's
+    /// ([`field_elt_generic`]) — name and value — for present, absent, duplicate and
+    /// non-ASCII names, arrays, types the light walk does not size, and every one-byte change
+    /// (all 256 values at every offset) of each document that still frames.
+    #[test]
+    fn field_elt_answers_as_the_bson_iterator() {
+        let docs = [
+            rawdoc! {"_id": 1, "a": 5, "b": "x", "a": 6.5, "c": {"d": [1, "y"]}, "e": [],
+            "f": true, "g": null, "h": 7_i64},
+            rawdoc! {"é": 1, "a": "ü", "ключ": {"x": 1}, "b": [[1], {"c": 2}]},
+            rawdoc! {"o": bson::oid::ObjectId::from_bytes([1; 12]), "t": bson::DateTime::from_millis(3),
+            "bin": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![0, 1] },
+            "a": "after binary", "u": bson::RawBson::Undefined},
+            rawdoc! {"a_long_key_of_many_bytes": "", "a": bson::Decimal128::from_bytes([2; 16])},
+        ];
+        let names = [
+            "_id",
+            "a",
+            "b",
+            "c",
+            "e",
+            "f",
+            "g",
+            "h",
+            "é",
+            "ключ",
+            "o",
+            "t",
+            "bin",
+            "u",
+            "",
+            "zz",
+            "a_long_key_of_many_bytes",
+        ];
+        // As text: a corrupted double may be a NaN.
+        let answer = |e: Option<Elt<'_>>| format!("{:?}", e.map(|e| (e.name, e.value)));
+        let same = |d: &RawDocument| {
+            for name in names {
+                assert_eq!(
+                    answer(field_elt(d, name)),
+                    answer(field_elt_generic(d, name)),
+                    "{name} in {:?}",
+                    d.as_bytes()
+                );
+            }
+        };
+        let mut found = 0;
+        for d in &docs {
+            same(d);
+            found += names.iter().filter(|n| field_elt(d, n).is_some()).count();
+            let b = d.as_bytes();
+            for at in 4..b.len() - 1 {
+                let mut bad = b.to_vec();
+                for v in 0..=255u8 {
+                    bad[at] = v;
+                    if let Ok(d) = RawDocument::from_bytes(&bad) {
+                        same(d);
+                    }
+                }
+            }
+        }
+        // Sanity: the documents answer most names (the comparison is not all `None`).
+        assert_eq!(found, 19);
     }
 }
