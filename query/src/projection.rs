@@ -291,15 +291,22 @@ enum Ast {
 /// exclusions of `_id` appears.
 fn simple_inclusion_paths(tree: &AstTree, prefix: &str, out: &mut Vec<String>) -> bool {
     for (k, node) in &tree.children {
-        let path = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
+        let path = || {
+            if prefix.is_empty() {
+                k.clone()
+            } else {
+                let mut p = String::with_capacity(prefix.len() + 1 + k.len());
+                p.push_str(prefix);
+                p.push('.');
+                p.push_str(k);
+                p
+            }
         };
         match node {
-            Ast::Bool(true) => out.push(path),
+            Ast::Bool(true) => out.push(path()),
             Ast::Bool(false) => {}
             Ast::Inner(t) => {
+                let path = path();
                 if !simple_inclusion_paths(t, &path, out) {
                     return false;
                 }
@@ -964,40 +971,43 @@ fn build_exec(
 ) {
     for (name, node) in &tree.children {
         prefix.push(name.clone());
-        let path = prefix.clone();
+        // The path is borrowed from `prefix`; only the root ops own a copy.
+        let path = &prefix[..];
         match node {
             Ast::Inner(t) => build_exec(t, prefix, kind, root, ops, has_expr),
             Ast::Bool(v) => {
                 let skip = kind == ProjectionKind::Inclusion && path == ["_id"] && !*v;
                 if !skip {
-                    root.add_projection(&path);
+                    root.add_projection(path);
                 }
             }
             Ast::Positional => {
-                root.add_projection(&path);
-                ops.push(RootOp::Positional { path });
+                root.add_projection(path);
+                ops.push(RootOp::Positional {
+                    path: path.to_vec(),
+                });
             }
             Ast::Slice { skip, limit } => {
                 if kind == ProjectionKind::Inclusion {
-                    root.add_projection(&path);
+                    root.add_projection(path);
                 }
                 ops.push(RootOp::Slice {
-                    path,
+                    path: path.to_vec(),
                     skip: *skip,
                     limit: *limit,
                 });
             }
             Ast::ElemMatch(f) => root.add_expression(
-                &path,
+                path,
                 Computed::ElemMatch {
                     filter: Arc::clone(f),
                     field: name.clone(),
                 },
             ),
-            Ast::Literal(v) => root.add_expression(&path, Computed::Literal(v.clone())),
+            Ast::Literal(v) => root.add_expression(path, Computed::Literal(v.clone())),
             Ast::Expr(e) => {
                 *has_expr = true;
-                root.add_expression(&path, Computed::Expr(Arc::clone(e)));
+                root.add_expression(path, Computed::Expr(Arc::clone(e)));
             }
         }
         prefix.pop();

@@ -92,6 +92,8 @@ pub struct SortSpec {
     fields: Vec<SortField>,
     /// Bit `i` set when field `i` is descending.
     desc: u32,
+    /// True when some field's path is dotted (not a top-level name).
+    dotted: bool,
     natural: Option<bool>,
 }
 
@@ -109,6 +111,7 @@ impl SortSpec {
             return Ok(SortSpec {
                 fields: Vec::new(),
                 desc: 0,
+                dotted: false,
                 natural: Some(forward),
             });
         }
@@ -147,9 +150,11 @@ impl SortSpec {
                 ascending: direction > 0,
             });
         }
+        let dotted = fields.iter().any(|f| f.path.contains('.'));
         Ok(SortSpec {
             fields,
             desc,
+            dotted,
             natural: None,
         })
     }
@@ -167,9 +172,11 @@ impl SortSpec {
                 desc |= 1 << i;
             }
         }
+        let dotted = fields.iter().any(|f| f.path.contains('.'));
         Ok(SortSpec {
             fields,
             desc,
+            dotted,
             natural: None,
         })
     }
@@ -238,12 +245,19 @@ impl SortSpec {
     /// array (then [`SortSpec::key`] would take its general walk, or fail on parallel
     /// arrays). Each field is read by [`crate::expr::field::field`], a walk over the raw
     /// bytes; every field is read before answering, so that an array anywhere still sends
-    /// the document to the general walk (and its errors).
+    /// the document to the general walk (and its errors) — except the last field once the
+    /// earlier ones (none an array) have decided: an array there alone raises no error
+    /// (parallel arrays need two) and only changes the key's last component, which the
+    /// comparison never reaches.
     pub(crate) fn compare_with_key(&self, doc: &RawDocument, key: &SortKey) -> Option<Ordering> {
         let mut result = Ordering::Equal;
+        let last = self.fields.len().saturating_sub(1);
+        if self.dotted {
+            return None;
+        }
         for (i, (f, kv)) in self.fields.iter().zip(&key.values).enumerate() {
-            if f.path.contains('.') {
-                return None;
+            if i == last && result != Ordering::Equal {
+                break;
             }
             let v = match crate::expr::field::field(doc, &f.path) {
                 Some(RawBsonRef::Array(_)) => return None,
@@ -251,7 +265,7 @@ impl SortSpec {
                 None => RawBsonRef::Null,
             };
             if result == Ordering::Equal {
-                result = directed(self.desc, i, compare_values(v, kv.as_raw_bson_ref()));
+                result = directed(self.desc, i, compare_key_value(v, kv));
             }
         }
         Some(result.then(self.fields.len().cmp(&key.values.len())))
@@ -273,6 +287,16 @@ impl SortSpec {
     /// Compares two documents by their sort keys, failing when a key cannot be computed.
     pub fn try_compare(&self, a: &RawDocument, b: &RawDocument) -> Result<Ordering> {
         Ok(self.key(a)?.cmp(&self.key(b)?))
+    }
+}
+
+/// [`compare_values`] of `v` and the key value `kv`, with two int32s or two int64s compared
+/// directly (what `compare_values` answers for them: same type, numeric order).
+fn compare_key_value(v: RawBsonRef<'_>, kv: &RawBson) -> Ordering {
+    match (v, kv) {
+        (RawBsonRef::Int32(a), RawBson::Int32(b)) => a.cmp(b),
+        (RawBsonRef::Int64(a), RawBson::Int64(b)) => a.cmp(b),
+        _ => compare_values(v, kv.as_raw_bson_ref()),
     }
 }
 
@@ -846,6 +870,81 @@ mod tests {
             .iter()
             .map(|v| display::value(v.as_raw_bson_ref()))
             .collect()
+    }
+
+    /// `compare_with_key`'s answers are exactly the built keys' order, and a document it
+    /// answers for has a key (no parallel-arrays error skipped).
+    #[test]
+    fn compare_with_key_matches_built_keys() {
+        let docs = [
+            rawdoc! {"a": 1, "b": 2, "c": 3},
+            rawdoc! {"a": 1, "b": 3},
+            rawdoc! {"a": 2_i64, "b": [5, 1], "c": 0},
+            rawdoc! {"a": 1.5, "b": [], "c": [1]},
+            rawdoc! {"a": [0, 9], "b": 1},
+            rawdoc! {"b": 2, "c": [4, 2]},
+            rawdoc! {"a": i32::MIN, "b": i64::MAX, "c": "x"},
+            rawdoc! {"a": i32::MAX, "b": i64::MIN, "c": null},
+            rawdoc! {"a": 1_i64, "b": 2_i64, "c": [3, [1]]},
+            rawdoc! {"a": "s", "b": [1, 2], "c": [3, 4]},
+            rawdoc! {"a": 2, "b": 2.0, "c": 2_i64},
+            rawdoc! {"a": 2, "b": {"x": [1, 2]}},
+        ];
+        let specs = [
+            rawdoc! {"a": 1},
+            rawdoc! {"a": -1},
+            rawdoc! {"a": 1, "b": 1},
+            rawdoc! {"a": -1, "b": 1},
+            rawdoc! {"b": 1, "c": -1},
+            rawdoc! {"a": 1, "b": -1, "c": 1},
+            rawdoc! {"c": -1, "a": 1, "b": 1},
+            rawdoc! {"a": 1, "b.x": 1},
+        ];
+        let mut answered = 0;
+        for spec in &specs {
+            let spec = SortSpec::parse(spec).unwrap();
+            for other in &docs {
+                let Ok(key) = spec.key(other) else { continue };
+                for doc in &docs {
+                    if let Some(c) = spec.compare_with_key(doc, &key) {
+                        answered += 1;
+                        let built = spec.key(doc).unwrap();
+                        assert_eq!(c, built.cmp(&key), "{spec:?} {doc:?} vs {other:?}");
+                    }
+                }
+            }
+        }
+        assert!(answered > 200, "{answered}");
+    }
+
+    /// `compare_key_value` answers as `compare_values`.
+    #[test]
+    fn compare_key_value_matches_compare_values() {
+        let values = [
+            RawBson::Int32(i32::MIN),
+            RawBson::Int32(-1),
+            RawBson::Int32(0),
+            RawBson::Int32(7),
+            RawBson::Int32(i32::MAX),
+            RawBson::Int64(i64::MIN),
+            RawBson::Int64(-1),
+            RawBson::Int64(7),
+            RawBson::Int64(i64::MAX),
+            RawBson::Double(7.0),
+            RawBson::Double(f64::NAN),
+            RawBson::Null,
+            RawBson::String("7".into()),
+        ];
+        for a in &values {
+            for b in &values {
+                let expected = compare_values(a.as_raw_bson_ref(), b.as_raw_bson_ref());
+                assert_eq!(
+                    compare_key_value(a.as_raw_bson_ref(), b),
+                    expected,
+                    "{a:?} {b:?}"
+                );
+            }
+        }
     }
 
     #[test]
