@@ -1237,6 +1237,20 @@ pub fn kill(server: &ServerState, lsids: &[Lsid]) {
 mod tests {
     use super::*;
 
+    /// `doc` and each copy of it with one byte of its body (length and terminator kept)
+    /// replaced by one of `values`: the inputs of the shortcut-against-walk tests.
+    fn one_byte_variants(doc: &[u8], values: &[u8]) -> Vec<Vec<u8>> {
+        let mut variants = vec![doc.to_vec()];
+        for i in 4..doc.len() - 1 {
+            for &b in values {
+                let mut m = doc.to_vec();
+                m[i] = b;
+                variants.push(m);
+            }
+        }
+        variants
+    }
+
     #[test]
     fn leading_cluster_time_agrees_with_the_field() {
         let docs = [
@@ -1253,15 +1267,7 @@ mod tests {
         ];
         let mut fast = 0;
         for d in &docs {
-            let mut variants = vec![d.as_bytes().to_vec()];
-            for i in 4..d.as_bytes().len() - 1 {
-                for b in [0u8, 1, 0x11, 0x12, b'c', b'T', 0xff] {
-                    let mut m = d.as_bytes().to_vec();
-                    m[i] = b;
-                    variants.push(m);
-                }
-            }
-            for bytes in variants {
+            for bytes in one_byte_variants(d.as_bytes(), &[0u8, 1, 0x11, 0x12, b'c', b'T', 0xff]) {
                 let Ok(doc) = RawDocument::from_bytes(&bytes) else {
                     continue;
                 };
@@ -1292,16 +1298,8 @@ mod tests {
         let describe = |r: Result<Lsid, CommandError>| r.map_err(|e| (e.code.code(), e.message));
         let mut fast = 0;
         for d in &docs {
-            // The document, and every single-byte change of it that is still a document.
-            let mut variants = vec![d.as_bytes().to_vec()];
-            for i in 4..d.as_bytes().len() - 1 {
-                for b in [0u8, 1, 2, 3, 4, 5, 0x10, b'i', b'd', 0xff] {
-                    let mut m = d.as_bytes().to_vec();
-                    m[i] = b;
-                    variants.push(m);
-                }
-            }
-            for bytes in variants {
+            let bytes_tried = [0u8, 1, 2, 3, 4, 5, 0x10, b'i', b'd', 0xff];
+            for bytes in one_byte_variants(d.as_bytes(), &bytes_tried) {
                 let Ok(doc) = RawDocument::from_bytes(&bytes) else {
                     continue;
                 };

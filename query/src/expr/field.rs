@@ -19,7 +19,7 @@ use cairn_storage::elements::{Elements, Step};
 /// The first field called `name` in `d` (see the module docs).
 pub(crate) fn field<'a>(d: &'a RawDocument, name: &str) -> Option<RawBsonRef<'a>> {
     match walk(d.as_bytes(), name.as_bytes()) {
-        Walk::Found(v, kind) => match value(kind, v) {
+        Walk::Found(v, kind, _) => match value(kind, v) {
             Some(v) => Some(v),
             None => crate::path::field(d, name),
         },
@@ -142,7 +142,7 @@ pub(crate) enum Found<'a> {
 
 /// [`field`], with an array given as its bytes (read by this walk without the generic one).
 pub(crate) fn field_or_array<'a>(d: &'a RawDocument, name: &str) -> Found<'a> {
-    if let Walk::Found(v, 0x04) = walk(d.as_bytes(), name.as_bytes())
+    if let Walk::Found(v, 0x04, _) = walk(d.as_bytes(), name.as_bytes())
         && let Ok(a) = RawDocument::from_bytes(v)
     {
         return Found::Array(a);
@@ -156,16 +156,18 @@ pub(crate) fn field_or_array<'a>(d: &'a RawDocument, name: &str) -> Found<'a> {
     }
 }
 
-enum Walk<'a> {
-    /// The value's bytes and its type.
-    Found(&'a [u8], u8),
+pub(crate) enum Walk<'a> {
+    /// The value's bytes, its type and the element's key (as bytes of the document).
+    Found(&'a [u8], u8, &'a [u8]),
     /// No such field, every element read plainly.
     Absent,
     /// Leave it to the generic walk.
     Unsure,
 }
 
-fn walk<'a>(b: &'a [u8], name: &[u8]) -> Walk<'a> {
+/// The first element called `name` in the framed document `b` by the light walk (see the
+/// module docs for when it answers [`Walk::Unsure`]).
+pub(crate) fn walk<'a>(b: &'a [u8], name: &[u8]) -> Walk<'a> {
     let mut elements = Elements::new(b);
     loop {
         match elements.step() {
@@ -174,7 +176,7 @@ fn walk<'a>(b: &'a [u8], name: &[u8]) -> Walk<'a> {
                     return Walk::Unsure;
                 }
                 if e.key == name {
-                    return Walk::Found(e.value, e.kind);
+                    return Walk::Found(e.value, e.kind, e.key);
                 }
                 // The generic walk reads every value before the one wanted, and stops at one
                 // it cannot read: so must this one.
@@ -193,7 +195,7 @@ fn walk<'a>(b: &'a [u8], name: &[u8]) -> Walk<'a> {
 /// width, and an embedded document exactly its declared length ending in NUL (what
 /// `RawDocument::from_bytes` checks), so [`value`] would read them; a boolean's byte and a
 /// string's terminator and UTF-8 are still checked.
-pub(crate) fn readable(kind: u8, v: &[u8]) -> bool {
+fn readable(kind: u8, v: &[u8]) -> bool {
     match kind {
         0x08 => matches!(v, [0 | 1]),
         0x02 | 0x0D | 0x0E => string_ok(v),

@@ -46,7 +46,6 @@ use bson::raw::CStr;
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::Result;
 use cairn_storage::display;
-use cairn_storage::elements::{Elements, Step};
 use cairn_storage::index::{IndexEntry, IndexKeyGen, IndexKeys, IndexMeta};
 use cairn_storage::keys::encode_value;
 
@@ -293,32 +292,18 @@ struct Elt<'d> {
 /// the fields before it are stepped over by name (a document's values were checked when it
 /// was received).
 ///
-/// The document is walked by [`Elements`] while every key is ASCII and every value one the
-/// generic walk reads too ([`field::readable`]), the found value read by [`field::value`];
+/// The document is walked by [`field::walk`] (while every key is ASCII and every value one the
+/// generic walk reads too), the found value read by [`field::value`];
 /// anything else is answered by [`field_elt_generic`], so the answer is always its answer.
 fn field_elt<'d>(d: &'d RawDocument, name: &str) -> Option<Elt<'d>> {
-    let mut elements = Elements::new(d.as_bytes());
-    loop {
-        match elements.step() {
-            Step::Element(e) => {
-                if !e.key.is_ascii() {
-                    break;
-                }
-                if e.key == name.as_bytes() {
-                    if let (Ok(name), Some(value)) =
-                        (std::str::from_utf8(e.key), field::value(e.kind, e.value))
-                    {
-                        return Some(Elt { name, value });
-                    }
-                    break;
-                }
-                if !field::readable(e.kind, e.value) {
-                    break;
-                }
+    match field::walk(d.as_bytes(), name.as_bytes()) {
+        field::Walk::Found(value, kind, key) => {
+            if let (Ok(name), Some(value)) = (std::str::from_utf8(key), field::value(kind, value)) {
+                return Some(Elt { name, value });
             }
-            Step::End => return None,
-            Step::Unsure => break,
         }
+        field::Walk::Absent => return None,
+        field::Walk::Unsure => {}
     }
     field_elt_generic(d, name)
 }
