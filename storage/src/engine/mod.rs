@@ -72,6 +72,9 @@ pub struct Bytes(Repr);
 enum Repr {
     Fjall(::fjall::Slice),
     Shared(Arc<[u8]>),
+    /// The bytes of a shared buffer from an offset on (a row cache entry holds its key and
+    /// value in one allocation and hands out the value part).
+    Tail(Arc<[u8]>, usize),
 }
 
 impl Bytes {
@@ -83,6 +86,11 @@ impl Bytes {
     pub fn copy_from(b: &[u8]) -> Bytes {
         Bytes(Repr::Shared(Arc::from(b)))
     }
+
+    /// The bytes of `buf` from `start` on (empty when `start` is past its end).
+    pub(crate) fn tail(buf: Arc<[u8]>, start: usize) -> Bytes {
+        Bytes(Repr::Tail(buf, start))
+    }
 }
 
 impl Deref for Bytes {
@@ -91,6 +99,7 @@ impl Deref for Bytes {
         match &self.0 {
             Repr::Fjall(s) => s,
             Repr::Shared(a) => a,
+            Repr::Tail(a, start) => a.get(*start..).unwrap_or_default(),
         }
     }
 }

@@ -49,12 +49,13 @@
 //! fjall's conflict detection.
 //!
 //! Memory: each shard holds at most its share of the configured bytes, counting per entry
-//! the key, the value and [`ENTRY_OVERHEAD`] (the entry, two heap allocations and the map's
+//! the key, the value and [`ENTRY_OVERHEAD`] (the entry, its heap allocation and the map's
 //! slot). A value fjall returns can be a slice of a whole data block, so the cache keeps its
-//! own copy of exactly the value's bytes. A size of 0 disables the cache.
+//! own copy of exactly the key's and the value's bytes, in one allocation (a hit then reads
+//! the map's slot and that one block). A size of 0 disables the cache.
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::Bytes;
 
@@ -65,12 +66,24 @@ const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 /// Bytes counted per entry beyond its key and value.
 pub const ENTRY_OVERHEAD: u64 = 128;
 
+/// One cached value: the key and the value in one allocation (`buf` is the key's bytes
+/// then the value's), so a hit reads one heap block besides the map's slot.
 #[derive(Clone)]
 struct Entry {
     keyspace: u64,
-    key: Box<[u8]>,
-    value: Bytes,
     valid_from: u64,
+    key_len: usize,
+    buf: Arc<[u8]>,
+}
+
+impl Entry {
+    fn key(&self) -> &[u8] {
+        self.buf.get(..self.key_len).unwrap_or_default()
+    }
+
+    fn value(&self) -> Bytes {
+        Bytes::tail(self.buf.clone(), self.key_len)
+    }
 }
 
 #[derive(Clone)]
@@ -78,7 +91,7 @@ struct Weigher;
 
 impl quick_cache::Weighter<u64, Entry> for Weigher {
     fn weight(&self, _hash: &u64, e: &Entry) -> u64 {
-        (e.key.len() + e.value.len()) as u64 + ENTRY_OVERHEAD
+        e.buf.len() as u64 + ENTRY_OVERHEAD
     }
 }
 
@@ -163,7 +176,7 @@ impl RowCache {
     pub fn get(&self, hash: u64, keyspace: u64, key: &[u8], seqno: u64) -> Option<Bytes> {
         let shard = self.lock(Self::shard_index(hash))?;
         let e = shard.map.get(&hash)?;
-        (e.keyspace == keyspace && *e.key == *key && seqno >= e.valid_from).then(|| e.value.clone())
+        (e.keyspace == keyspace && e.key() == key && seqno >= e.valid_from).then(|| e.value())
     }
 
     /// Stores `value`, read from fjall by a snapshot at `seqno`, when the protocol allows it
@@ -180,18 +193,17 @@ impl RowCache {
         if shard.pending != 0 || seqno < shard.watermark {
             return None;
         }
-        let entry_value = Bytes::copy_from(value);
-        let valid_from = shard.watermark;
-        shard.map.insert(
-            hash,
-            Entry {
-                keyspace,
-                key: key.into(),
-                value: entry_value.clone(),
-                valid_from,
-            },
-        );
-        Some(entry_value)
+        // One allocation of exactly the key and the value (the iterator knows its length).
+        let buf: Arc<[u8]> = key.iter().chain(value).copied().collect();
+        let entry = Entry {
+            keyspace,
+            valid_from: shard.watermark,
+            key_len: key.len(),
+            buf,
+        };
+        let value = entry.value();
+        shard.map.insert(hash, entry);
+        Some(value)
     }
 
     /// Step 1 before fjall's commit: removes the entries under `hashes` (sorted and
