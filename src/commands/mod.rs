@@ -369,31 +369,10 @@ pub const GENERIC_ARGUMENTS: &[&str] = &[
     "writeConcern",
 ];
 
-/// FNV-1a, the command index's hash: every command looks its name up (a few bytes, from a
-/// fixed table, so flooding is not a concern), and SipHash's setup cost several times what
-/// hashing a short name with FNV does.
-#[derive(Default)]
-struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-type Index = HashMap<&'static str, &'static Command, std::hash::BuildHasherDefault<Fnv>>;
+/// The command index, hashed with foldhash as the storage engine's space map and the plan
+/// cache are: every command looks its name up (a few bytes, from a fixed table, so flooding
+/// is not a concern), and SipHash's setup cost several times the lookup.
+type Index = HashMap<&'static str, &'static Command, foldhash::fast::FixedState>;
 
 fn index() -> &'static Index {
     static INDEX: OnceLock<Index> = OnceLock::new();
