@@ -50,10 +50,9 @@ fn skip_cstring(buf: &[u8], at: usize, limit: usize) -> Result<usize> {
     for (nul, &b) in region.iter().enumerate() {
         if b == 0 {
             if high >= 0x80 {
-                check_utf8(
-                    region.get(..nul).unwrap_or_default(),
-                    "C string is not valid UTF-8",
-                )?;
+                // Not ASCII (the scan just found out): only the decoder can tell.
+                std::str::from_utf8(region.get(..nul).unwrap_or_default())
+                    .map_err(|_| invalid("C string is not valid UTF-8"))?;
             }
             return Ok(at + nul + 1);
         }
