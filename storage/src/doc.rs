@@ -758,8 +758,16 @@ fn cstring(bytes: &[u8]) -> Result<(&str, usize), Bad> {
     Ok((text, n + 1))
 }
 
-/// Length of the BSON string (i32 length, UTF-8 bytes, `0x00`) at the start of `bytes`.
-fn string_len(bytes: &[u8]) -> Result<usize, Bad> {
+/// Length of the cstring at the start of `bytes`, including the `0x00`, its text not checked.
+fn cstring_len(bytes: &[u8]) -> Result<usize, Bad> {
+    crate::elements::nul_at(bytes)
+        .map(|n| n + 1)
+        .ok_or_else(|| bad("unterminated cstring"))
+}
+
+/// Length of the BSON string (i32 length, UTF-8 bytes, `0x00`) at the start of `bytes`; the
+/// text is checked to be UTF-8 only when `UTF8`.
+fn string_len_with<const UTF8: bool>(bytes: &[u8]) -> Result<usize, Bad> {
     let len = read_len(bytes, 0)?;
     if len < 1 {
         return Err(bad("string length below 1"));
@@ -770,7 +778,9 @@ fn string_len(bytes: &[u8]) -> Result<usize, Bad> {
         .ok_or_else(|| bad("string overruns its buffer"))?;
     match body.split_last() {
         Some((0, text)) => {
-            std::str::from_utf8(text).map_err(|_| bad("string is not UTF-8"))?;
+            if UTF8 {
+                std::str::from_utf8(text).map_err(|_| bad("string is not UTF-8"))?;
+            }
             Ok(total)
         }
         _ => Err(bad("string not NUL-terminated")),
@@ -794,6 +804,11 @@ fn doc_len(bytes: &[u8]) -> Result<usize, Bad> {
 /// inside it still to be walked (an embedded document or array, or a code-with-scope scope;
 /// its framing is checked, its contents are not).
 fn value_len(ty: u8, rest: &[u8]) -> Result<(usize, Option<&[u8]>), Bad> {
+    value_len_with::<true>(ty, rest)
+}
+
+/// [`value_len`], checking the text of strings and regexes is UTF-8 only when `UTF8`.
+fn value_len_with<const UTF8: bool>(ty: u8, rest: &[u8]) -> Result<(usize, Option<&[u8]>), Bad> {
     let fixed = |n: usize| {
         if rest.len() >= n {
             Ok((n, None))
@@ -812,7 +827,7 @@ fn value_len(ty: u8, rest: &[u8]) -> Result<(usize, Option<&[u8]>), Bad> {
             Some(b) => Err(bad(format!("boolean byte {b:#04x}"))),
             None => Err(bad("truncated boolean")),
         },
-        0x02 | 0x0D | 0x0E => Ok((string_len(rest)?, None)),
+        0x02 | 0x0D | 0x0E => Ok((string_len_with::<UTF8>(rest)?, None)),
         0x03 | 0x04 => {
             let n = doc_len(rest)?;
             Ok((n, rest.get(..n)))
@@ -837,12 +852,19 @@ fn value_len(ty: u8, rest: &[u8]) -> Result<(usize, Option<&[u8]>), Bad> {
             Ok((total, None))
         }
         0x0B => {
-            let (_, pattern) = cstring(rest)?;
-            let (_, options) = cstring(rest.get(pattern..).unwrap_or_default())?;
+            let cstring_len = |b| {
+                if UTF8 {
+                    cstring(b).map(|(_, n)| n)
+                } else {
+                    cstring_len(b)
+                }
+            };
+            let pattern = cstring_len(rest)?;
+            let options = cstring_len(rest.get(pattern..).unwrap_or_default())?;
             Ok((pattern + options, None))
         }
         0x0C => {
-            let n = string_len(rest)?;
+            let n = string_len_with::<UTF8>(rest)?;
             let total = n + 12;
             if rest.len() < total {
                 return Err(bad("truncated DBPointer"));
@@ -857,7 +879,7 @@ fn value_len(ty: u8, rest: &[u8]) -> Result<(usize, Option<&[u8]>), Bad> {
             let whole = rest
                 .get(..total)
                 .ok_or_else(|| bad("code with scope overruns its buffer"))?;
-            let code = string_len(whole.get(4..).unwrap_or_default())?;
+            let code = string_len_with::<UTF8>(whole.get(4..).unwrap_or_default())?;
             let scope = whole.get(4 + code..).unwrap_or_default();
             if doc_len(scope)? != scope.len() {
                 return Err(bad("code with scope length disagrees with its parts"));
@@ -903,6 +925,92 @@ fn next_element<'d>(doc: &'d [u8], pos: &mut usize) -> Result<Option<Element<'d>
         value,
         nested,
     }))
+}
+
+/// One element as [`next_raw_element`] reads it: the name as bytes.
+struct RawElement<'d> {
+    ty: u8,
+    name: &'d [u8],
+    value: &'d [u8],
+    nested: Option<&'d [u8]>,
+}
+
+/// [`next_element`], the name as bytes; names and the text of values are checked to be UTF-8
+/// only when `UTF8` (every other check is made either way).
+fn next_raw_element<'d, const UTF8: bool>(
+    doc: &'d [u8],
+    pos: &mut usize,
+) -> Result<Option<RawElement<'d>>, Bad> {
+    let body_end = doc.len().saturating_sub(1);
+    if *pos == body_end {
+        return Ok(None);
+    }
+    let body = doc
+        .get(*pos..body_end)
+        .ok_or_else(|| bad("element overruns its document"))?;
+    let (&ty, after_ty) = body
+        .split_first()
+        .ok_or_else(|| bad("element overruns its document"))?;
+    let name_len = if UTF8 {
+        cstring(after_ty)?.1
+    } else {
+        cstring_len(after_ty)?
+    };
+    let name = after_ty.get(..name_len - 1).unwrap_or_default();
+    let rest = after_ty.get(name_len..).unwrap_or_default();
+    let (len, nested) = value_len_with::<UTF8>(ty, rest)?;
+    let value = rest
+        .get(..len)
+        .ok_or_else(|| bad("value overruns its document"))?;
+    *pos += 1 + name_len + len;
+    Ok(Some(RawElement {
+        ty,
+        name,
+        value,
+        nested,
+    }))
+}
+
+/// [`next_raw_element`] without UTF-8 checks, by the light walk of [`crate::elements`] where
+/// it reads the element plainly and makes every check [`next_raw_element`] makes (a boolean's
+/// byte, a string's length and terminator); anything else is read by [`next_raw_element`].
+fn next_received_element<'d>(
+    doc: &'d [u8],
+    pos: &mut usize,
+) -> Result<Option<RawElement<'d>>, Bad> {
+    let mut walk = crate::elements::Elements::at(doc, *pos);
+    if let crate::elements::Step::Element(e) = walk.step() {
+        let plain = match e.kind {
+            0x08 => matches!(e.value, [0 | 1]),
+            0x02 | 0x0D | 0x0E => e.value.len() >= 5 && e.value.last() == Some(&0),
+            _ => true,
+        };
+        if plain {
+            *pos = walk.offset();
+            return Ok(Some(RawElement {
+                ty: e.kind,
+                name: e.key,
+                value: e.value,
+                nested: (e.kind == KIND_OBJECT || e.kind == KIND_ARRAY).then_some(e.value),
+            }));
+        }
+    }
+    next_raw_element::<false>(doc, pos)
+}
+
+/// Whether the framed document `doc` may have a top-level field called `name`: `false` only
+/// when its elements read to the end and none has that name (names compared as bytes, not
+/// checked for UTF-8), so a caller may skip looking the field up.
+pub(crate) fn may_have_field(doc: &[u8], name: &[u8]) -> bool {
+    let mut pos = 4;
+    loop {
+        match next_raw_element::<false>(doc, &mut pos) {
+            Ok(Some(e)) if e.name == name => return true,
+            Ok(Some(_)) => {}
+            Ok(None) => return false,
+            Err(_) => return true,
+        }
+    }
 }
 
 /// The bytes of the first element of the framed document `doc` (type, name, value), when it
@@ -1084,7 +1192,9 @@ struct Encoder<'l, 'p> {
 /// within the limit, no duplicate field name in any object) and every array's element names
 /// are already the canonical `"0"`, `"1"`, … — so the walk would copy every byte unchanged.
 /// `false` sends the document through the walk, which rewrites names or reports the error.
-fn packs_verbatim(doc: &[u8], limits: &Limits) -> bool {
+/// Without `UTF8` the names and strings are taken to be UTF-8 (see
+/// [`encode_received_document`]) and only the other checks are made.
+fn packs_verbatim<const UTF8: bool>(doc: &[u8], limits: &Limits) -> bool {
     struct Frame<'d> {
         doc: &'d [u8],
         pos: usize,
@@ -1102,10 +1212,15 @@ fn packs_verbatim(doc: &[u8], limits: &Limits) -> bool {
         depth: 1,
         names_base: 0,
     });
-    let mut names: Vec<&str> = Vec::with_capacity(32);
+    let mut names: Vec<&[u8]> = Vec::with_capacity(32);
     let mut digits = itoa::Buffer::new();
     while let Some(f) = stack.last_mut() {
-        let e = match next_element(f.doc, &mut f.pos) {
+        let next = if UTF8 {
+            next_raw_element::<true>(f.doc, &mut f.pos)
+        } else {
+            next_received_element(f.doc, &mut f.pos)
+        };
+        let e = match next {
             Err(_) => return false,
             Ok(Some(e)) => e,
             Ok(None) => {
@@ -1122,7 +1237,7 @@ fn packs_verbatim(doc: &[u8], limits: &Limits) -> bool {
             }
         };
         if f.array {
-            if e.name != digits.format(f.index) {
+            if e.name != digits.format(f.index).as_bytes() {
                 return false;
             }
             f.index = match f.index.checked_add(1) {
@@ -1173,10 +1288,34 @@ pub fn encode_document_with(
     encode_document_after(id_key, doc, limits, &never_spilled)
 }
 
+/// [`encode_document_with`] for a document whose field names and strings are known to be
+/// UTF-8 — one the wire layer validated on receipt (`cairn_wire::bson_check` checks every
+/// name and string) or one built from Rust strings: a document stored packed as it is is not
+/// checked for UTF-8 again (every other check is made). A document whose text is not UTF-8
+/// is still refused when it is walked (spilled, or with array names to rewrite).
+pub fn encode_received_document(
+    id_key: &[u8],
+    doc: &RawDocument,
+    limits: &Limits,
+) -> Result<EncodedDoc, DocError> {
+    encode_document_impl::<false>(id_key, doc, limits, &never_spilled)
+}
+
 /// Encodes a document that replaces a stored one: `was_spilled(key)` says whether the stored
 /// version held a spilled container at `key` (e.g. from [`spilled_keys`]), for the
 /// threshold's hysteresis.
 pub fn encode_document_after(
+    id_key: &[u8],
+    doc: &RawDocument,
+    limits: &Limits,
+    was_spilled: &dyn Fn(&[u8]) -> bool,
+) -> Result<EncodedDoc, DocError> {
+    encode_document_impl::<true>(id_key, doc, limits, was_spilled)
+}
+
+/// [`encode_document_after`]; the packed fast path checks names and strings are UTF-8 only
+/// when `UTF8` (see [`encode_received_document`]).
+fn encode_document_impl<const UTF8: bool>(
     id_key: &[u8],
     doc: &RawDocument,
     limits: &Limits,
@@ -1200,7 +1339,7 @@ pub fn encode_document_after(
     }
     check_key_len(id_key, limits.max_key_len)?;
     let packed_root = packs(limits, bytes.len(), id_key, was_spilled);
-    if packed_root && packs_verbatim(bytes, limits) {
+    if packed_root && packs_verbatim::<UTF8>(bytes, limits) {
         // The packed value is the kind byte and the document as it is (see
         // `packs_verbatim`): what the walk below would write, in one copy.
         let mut v = Vec::with_capacity(1 + bytes.len());
@@ -2104,6 +2243,102 @@ impl DocAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Documents of every type, nested, with canonical and other array names, a duplicate
+    /// name and a code-with-scope, and each one's variants with one byte changed (some still
+    /// well-formed, some not, some with text that is not UTF-8).
+    fn scan_cases() -> Vec<Vec<u8>> {
+        use bson::{Binary, Bson, JavaScriptCodeWithScope, Regex, Timestamp, doc, spec};
+        let docs = [
+            doc! {"_id": 1, "s": "héllo", "o": {"a": [1, "x", {"b": true}], "c": null}},
+            doc! {
+                "_id": "k", "d": 1.5, "bin": Binary { subtype: spec::BinarySubtype::Generic, bytes: vec![1, 2] },
+                "old": Binary { subtype: spec::BinarySubtype::BinaryOld, bytes: vec![2, 0, 0, 0, 7, 8] },
+                "u": Bson::Undefined, "oid": bson::oid::ObjectId::from_bytes([3; 12]), "t": false,
+                "date": bson::DateTime::from_millis(7), "re": Regex { pattern: "a.é".try_into().unwrap(), options: "i".try_into().unwrap() },
+                "code": Bson::JavaScriptCode("f()".into()), "sym": Bson::Symbol("s".into()),
+                "cws": JavaScriptCodeWithScope { code: "g".into(), scope: doc! {"z": 1} },
+                "i": 5_i32, "ts": Timestamp { time: 1, increment: 2 }, "l": 7_i64,
+                "dec": bson::Decimal128::from_bytes([0; 16]), "min": Bson::MinKey, "max": Bson::MaxKey,
+            },
+        ];
+        let mut cases = Vec::new();
+        for d in docs {
+            let b = bson::RawDocumentBuf::try_from(&d).unwrap().into_bytes();
+            for i in 0..b.len() {
+                for v in [0u8, 1, b'1', 0x7f, 0x80, 0xc3, 0xff] {
+                    let mut c = b.clone();
+                    c[i] = v;
+                    cases.push(c);
+                }
+            }
+            cases.push(b);
+        }
+        let mut dup = bson::RawDocumentBuf::new();
+        dup.append(bson::raw::cstr!("a"), 1);
+        dup.append(bson::raw::cstr!("a"), 2);
+        cases.push(dup.into_bytes());
+        // `{a: [1]}` with the element named "x".
+        cases.push(vec![
+            20, 0, 0, 0, 0x04, b'a', 0, 12, 0, 0, 0, 0x10, b'x', 0, 1, 0, 0, 0, 0, 0,
+        ]);
+        cases
+    }
+
+    #[test]
+    fn packs_verbatim_without_utf8_checks_agrees_on_utf8_text() {
+        let limits = Limits::packing(MAX_PACK_THRESHOLD);
+        let (mut agreed, mut differed) = (0, 0);
+        for c in scan_cases() {
+            let checked = packs_verbatim::<true>(&c, &limits);
+            let unchecked = packs_verbatim::<false>(&c, &limits);
+            // The unchecked scan makes a subset of the checks.
+            assert!(!checked || unchecked, "{c:?}");
+            if validate_document(&c).is_ok() {
+                // Well-formed with UTF-8 text (what the wire layer lets through): the same.
+                assert_eq!(checked, unchecked, "{c:?}");
+                agreed += 1;
+            } else if checked != unchecked {
+                differed += 1;
+            }
+        }
+        assert!(agreed > 100 && differed > 0, "{agreed} {differed}");
+    }
+
+    #[test]
+    fn received_documents_encode_as_checked_ones() {
+        for threshold in [0, 64, MAX_PACK_THRESHOLD] {
+            let limits = Limits::packing(threshold);
+            for c in scan_cases() {
+                let Ok(d) = RawDocument::from_bytes(&c) else {
+                    continue;
+                };
+                if validate_document(&c).is_err() {
+                    continue;
+                }
+                let a = encode_document_with(b"k", d, &limits);
+                let b = encode_received_document(b"k", d, &limits);
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "{c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn may_have_field_is_false_only_without_the_field() {
+        for c in scan_cases() {
+            let Ok(d) = RawDocument::from_bytes(&c) else {
+                continue;
+            };
+            if validate_document(&c).is_err() {
+                continue;
+            }
+            for name in ["_id", "s", "o", "a", "zz", "cws", ""] {
+                if !may_have_field(&c, name.as_bytes()) {
+                    assert!(matches!(d.get(name), Ok(None)), "{name} {c:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn varints_round_trip_and_reject_bad_encodings() {

@@ -45,6 +45,12 @@ impl<'a> Elements<'a> {
         Elements { bytes, off: 4 }
     }
 
+    /// A walk from the element at offset `off` of the framed document `bytes` (an offset
+    /// another walk over it reached).
+    pub fn at(bytes: &'a [u8], off: usize) -> Self {
+        Elements { bytes, off }
+    }
+
     /// The offset of the next element in the document's bytes.
     pub fn offset(&self) -> usize {
         self.off
@@ -101,7 +107,7 @@ impl<'a> Elements<'a> {
 /// The offset of the first NUL in `s`, eight bytes at a time: in each little-endian word,
 /// `(v - 0x01..01) & !v & 0x80..80` has its lowest set bit in the first zero byte (a borrow
 /// only reaches past a zero byte, so no byte before the first zero is flagged).
-fn nul_at(s: &[u8]) -> Option<usize> {
+pub(crate) fn nul_at(s: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
     let mut at = 0usize;

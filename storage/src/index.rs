@@ -126,7 +126,10 @@ impl IndexMeta {
 
     /// A boolean option as MongoDB reads it (`BSONElement::trueValue`: `sparse: 1` is set).
     fn flag(&self, name: &str) -> bool {
-        self.spec.get(name).ok().flatten().is_some_and(true_value)
+        // Most specifications have none of the flags: one scan of the names says so (writers
+        // ask `is_unique` of every index on every write).
+        crate::doc::may_have_field(self.spec.as_bytes(), name.as_bytes())
+            && self.spec.get(name).ok().flatten().is_some_and(true_value)
     }
 
     /// `unique: true` (always true for `_id_`).

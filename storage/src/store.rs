@@ -8,7 +8,7 @@
 //!    this transaction conflict instead of writing into a dropped collection.
 //! 3. [`WriteTxn::insert`] encodes `_id` with [`crate::keys`] (the document key), reads that
 //!    key (an insert must read what it could collide with: fjall's blind writes never
-//!    conflict), encodes the nodes with [`crate::doc::encode_document`] and writes them, and
+//!    conflict), encodes the nodes with [`crate::doc::encode_received_document`] and writes them, and
 //!    adds to the collection's statistics delta. Before anything is written, the
 //!    collection's validator is consulted ([`crate::validation`]); so it is for updates and
 //!    replacements.
@@ -1252,7 +1252,8 @@ impl WriteTxn<'_> {
     /// Inserts a document whose first field is `_id`. A document with an existing `_id` is
     /// a [`StorageError::DuplicateKey`] and writes nothing; one the collection's validator
     /// refuses is [`StorageError::DocumentValidationFailure`] (checked first, as MongoDB
-    /// does).
+    /// does). Its names and strings must be UTF-8, as every document the server holds is
+    /// (see [`doc::encode_received_document`]).
     pub fn insert(&mut self, coll: &CollectionMeta, doc: &RawDocument) -> Result<()> {
         let id = match doc.iter().next() {
             Some(Ok((k, v))) if k.as_str() == "_id" => v,
@@ -1278,7 +1279,7 @@ impl WriteTxn<'_> {
                 key_value: kv,
             });
         }
-        let enc = doc::encode_document_with(&key, doc, &coll.limits()).map_err(doc_error)?;
+        let enc = doc::encode_received_document(&key, doc, &coll.limits()).map_err(doc_error)?;
         // Indexes first: a refused document must leave nothing behind (the caller may
         // commit the transaction with its other documents).
         self.index_document(coll, &key, None, Some(doc))?;
