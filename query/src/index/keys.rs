@@ -247,6 +247,25 @@ const VALUE_NAMES: [&str; 32] = [
     "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
 ];
 
+/// An empty document with room for the values document `{"0": v1, …}` of `values`, so that
+/// appending them does not reallocate.
+fn values_buffer(values: &[RawBsonRef<'_>]) -> std::result::Result<RawDocumentBuf, IndexError> {
+    // Type byte, a name of up to two digits and its NUL, and the value.
+    let size = values.iter().fold(5, |n, v| {
+        n + 4
+            + match v {
+                RawBsonRef::String(s) => 5 + s.len(),
+                RawBsonRef::Document(d) => d.as_bytes().len(),
+                RawBsonRef::Array(a) => a.as_bytes().len(),
+                RawBsonRef::Binary(b) => 5 + b.bytes.len(),
+                _ => 16,
+            }
+    });
+    let mut bytes = Vec::with_capacity(size);
+    bytes.extend_from_slice(&[5, 0, 0, 0, 0]);
+    RawDocumentBuf::from_bytes(bytes).map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))
+}
+
 /// Encodes, deduplicates by key bytes (first wins) and sorts.
 fn encode_entries(
     components: &[KeyComponent],
@@ -255,7 +274,7 @@ fn encode_entries(
     let mut out: Vec<IndexEntry> = Vec::with_capacity(keys.len());
     for values in keys {
         let mut key = Vec::with_capacity(16 * values.len());
-        let mut doc = RawDocumentBuf::new();
+        let mut doc = values_buffer(&values)?;
         for (i, (v, c)) in values.iter().zip(components).enumerate() {
             encode_value(&mut key, *v, c.descending())
                 .map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))?;
