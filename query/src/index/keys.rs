@@ -90,10 +90,11 @@ impl Prepared {
 /// Each index specification is prepared once ([`Prepared`]) and cached by the
 /// specification's bytes (a bounded cache; a specification replaced under the same name
 /// has other bytes, so it never sees a stale entry): a write then costs one hash lookup per
-/// index instead of re-reading the key pattern and options and re-parsing the partial filter.
+/// index instead of re-reading the key pattern and options and re-parsing the partial filter
+/// (foldhash: the specification's bytes are hashed on every write).
 #[derive(Debug, Default)]
 pub struct QueryKeyGen {
-    prepared: RwLock<HashMap<Vec<u8>, Arc<Prepared>>>,
+    prepared: RwLock<HashMap<Vec<u8>, Arc<Prepared>, foldhash::fast::RandomState>>,
 }
 
 impl QueryKeyGen {
