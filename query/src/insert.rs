@@ -63,10 +63,11 @@ fn check_id(id: RawBsonRef<'_>) -> Result<()> {
 
 /// Whether one light walk ([`cairn_storage::elements`]) finds `doc` needs no change: every
 /// element read plainly with an ASCII key, the only `_id` first, no top-level empty
-/// timestamp. `false` leaves the answer to [`prepare`]'s walk.
-fn unchanged(doc: &RawDocument) -> bool {
+/// timestamp; then the `_id`'s type byte. `None` leaves the answer to [`prepare`]'s walk.
+fn unchanged(doc: &RawDocument) -> Option<u8> {
     let mut elements = Elements::new(doc.as_bytes());
     let mut first = true;
+    let mut id_kind = 0;
     loop {
         match elements.step() {
             Step::Element(e) => {
@@ -78,12 +79,15 @@ fn unchanged(doc: &RawDocument) -> bool {
                     || (e.key == b"_id") != first
                     || (e.kind == 0x11 && e.value == [0; 8])
                 {
-                    return false;
+                    return None;
+                }
+                if first {
+                    id_kind = e.kind;
                 }
                 first = false;
             }
-            Step::End => return !first,
-            Step::Unsure => return false,
+            Step::End => return (!first).then_some(id_kind),
+            Step::Unsure => return None,
         }
     }
 }
@@ -93,8 +97,16 @@ pub fn prepare<'a>(
     doc: &'a RawDocument,
     now: impl FnMut() -> Timestamp,
 ) -> Result<Cow<'a, RawDocument>> {
-    if unchanged(doc) {
-        // What the walk below finds for such a document: only the `_id` is to be checked.
+    if let Some(id_kind) = unchanged(doc) {
+        // What the walk below finds for such a document: only the `_id` is to be read and
+        // checked. A value of fixed width (a number, an ObjectId, a date, a timestamp, null,
+        // MinKey, MaxKey) always reads, and `check_id` accepts it.
+        if matches!(
+            id_kind,
+            0x01 | 0x07 | 0x09 | 0x0A | 0x10 | 0x11 | 0x12 | 0x13 | 0x7F | 0xFF
+        ) {
+            return check_size(Cow::Borrowed(doc));
+        }
         let id = match doc.iter_elements().next() {
             Some(Ok(el)) => el
                 .value()
@@ -270,6 +282,14 @@ mod tests {
             doc! {"_id": {"$x": 1}},
             doc! {"_id": {"a": 1}, "é": 1, "n": {"t": zero}},
             doc! {"_id": Bson::Undefined},
+            doc! {"_id": bson::Regex { pattern: "a".try_into().unwrap(), options: "".try_into().unwrap() }},
+            doc! {"_id": bson::oid::ObjectId::from_bytes([1; 12]), "d": 1.5, "l": 2_i64},
+            doc! {"_id": 1.5, "n": null},
+            doc! {"_id": "s", "a": 1},
+            doc! {"_id": true, "a": 1},
+            doc! {"_id": Bson::Symbol("y".into()), "a": 1},
+            doc! {"_id": bson::Decimal128::from_bytes([0; 16]), "m": Bson::MinKey, "x": Bson::MaxKey},
+            doc! {"_id": Bson::Null, "ts": Timestamp { time: 5, increment: 1 }, "dt": bson::DateTime::from_millis(1)},
             doc! {"_id": "s", "bin": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1] }},
             doc! {},
         ];
@@ -293,7 +313,7 @@ mod tests {
             let Ok(d) = RawDocument::from_bytes(&c) else {
                 continue;
             };
-            fast += usize::from(unchanged(d));
+            fast += usize::from(unchanged(d).is_some());
             // A generated `_id` (an ObjectId first, the input having none) differs from call
             // to call: its bytes are left out.
             let generated = matches!(d.get("_id"), Ok(None));
