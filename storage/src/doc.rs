@@ -181,6 +181,15 @@
 //! check each element as they read it and return errors — nothing panics. Bytes that come
 //! from outside (tests, tools, a suspect data directory) go through the validating functions.
 //!
+//! # Received documents
+//!
+//! An inserted document reached the server through the wire layer, which checked every name
+//! and string for UTF-8 (or was built from Rust strings). [`encode_received_document`] (the
+//! store's insert) therefore skips the UTF-8 checks when it decides that a document is stored
+//! packed as it is, and makes every other check; so does the light element walk it steps
+//! with ([`crate::elements`], used where it reads an element plainly). A unit test checks
+//! that this decision equals the validating one on every well-formed document.
+//!
 //! # Nesting depth (MongoDB's rule)
 //!
 //! MongoDB refuses to store a document nested deeper than
