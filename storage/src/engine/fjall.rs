@@ -432,6 +432,9 @@ impl Read for FjallSnapshot {
     }
 
     fn get_many(&self, space: SpaceId, keys: &[&[u8]], out: &mut Vec<Option<Bytes>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
         let ks = self.inner.handle(space)?;
         out.reserve(keys.len());
         for key in keys {
@@ -446,6 +449,9 @@ impl Read for FjallSnapshot {
         keys: &[&[u8]],
         out: &mut Vec<Option<Bytes>>,
     ) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
         let ks = self.inner.handle(space)?;
         let Some(rows) = &self.inner.rows else {
             out.resize(out.len() + keys.len(), None);
