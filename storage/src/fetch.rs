@@ -12,14 +12,18 @@
 //!   targets, the walk stops and the remaining targets are read one by one (still in key
 //!   order, so consecutive reads share cached blocks).
 //!
-//! Batches of fewer than [`MIN_WALK`] keys go straight to point reads. The result is in the
-//! callers' order, one entry per key given (`None` for a key with no document; a key given
-//! twice gets the document twice).
+//! Before either, a batch of [`MIN_WALK`] keys or more takes the documents whose roots the
+//! engine holds in memory ([`Read::get_cached`], the row cache: no LSM lookup, no iterator),
+//! and only the others are walked or read. Fewer than [`MIN_WALK`] keys (or misses) go
+//! straight to point reads ([`Read::get_many`], which looks the space up once per batch).
+//! The result is in the callers' order, one entry per key given (`None` for a key with no
+//! document; a key given twice gets the document twice).
 //!
 //! Invariants: one snapshot (`r`) serves the whole batch, so no document is torn and all of
 //! them are as of one moment; every document is decoded exactly as a single read
-//! ([`crate::store`]'s `get_document`) would decode it; the walk never reads past the end of
-//! the last requested document.
+//! ([`crate::store`]'s `get_document`) decodes it (both end in
+//! [`doc::decode_stored_document`]); the walk never reads past the end of the last requested
+//! document.
 
 use std::ops::Bound;
 
@@ -53,13 +57,12 @@ pub fn get_documents(
     space: SpaceId,
     keys: &[&[u8]],
 ) -> Result<Vec<Option<RawDocumentBuf>>> {
-    let mut out: Vec<Option<RawDocumentBuf>> = Vec::with_capacity(keys.len());
+    if keys.windows(2).all(|w| w[0] < w[1]) {
+        return read_sorted(r, space, keys);
+    }
     // Positions in key order; equal keys are read once.
     let mut order: Vec<usize> = (0..keys.len()).collect();
-    let sorted_already = keys.windows(2).all(|w| w[0] < w[1]);
-    if !sorted_already {
-        order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
-    }
+    order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
     let mut uniq: Vec<&[u8]> = Vec::with_capacity(keys.len());
     // The index in `uniq` of each position of `order`.
     let mut slot_of: Vec<usize> = Vec::with_capacity(keys.len());
@@ -70,12 +73,8 @@ pub fn get_documents(
         }
         slot_of.push(uniq.len() - 1);
     }
-    let docs = read_sorted(r, space, &uniq)?;
-    if sorted_already {
-        return Ok(docs);
-    }
-    out.resize(keys.len(), None);
-    let mut docs: Vec<Option<RawDocumentBuf>> = docs;
+    let mut docs = read_sorted(r, space, &uniq)?;
+    let mut out: Vec<Option<RawDocumentBuf>> = vec![None; keys.len()];
     for (pos, &i) in order.iter().enumerate().rev() {
         let s = slot_of[pos];
         // The last position of a slot takes the document; earlier duplicates clone it.
@@ -90,17 +89,58 @@ pub fn get_documents(
 }
 
 /// The documents of `keys` (strictly ascending), in that order.
+///
+/// A small batch is point reads ([`Read::get_many`]). A larger one first takes what the
+/// engine holds in memory ([`Read::get_cached`]: no LSM lookup, no iterator), then reads the
+/// rest as the module docs say: walking them while they are dense, point reads after.
 fn read_sorted(
     r: &dyn Read,
     space: SpaceId,
     keys: &[&[u8]],
 ) -> Result<Vec<Option<RawDocumentBuf>>> {
-    let mut out = Vec::with_capacity(keys.len());
-    if keys.len() >= MIN_WALK {
-        walk(r, space, keys, &mut out)?;
+    let mut roots = Vec::with_capacity(keys.len());
+    if keys.len() < MIN_WALK {
+        r.get_many(space, keys, &mut roots)?;
+        return documents(r, space, keys, roots, std::iter::empty());
     }
-    for k in &keys[out.len()..] {
-        out.push(crate::store::get_document(r, space, k)?);
+    r.get_cached(space, keys, &mut roots)?;
+    let misses: Vec<&[u8]> = keys
+        .iter()
+        .zip(&roots)
+        .filter(|(_, root)| root.is_none())
+        .map(|(k, _)| *k)
+        .collect();
+    if misses.is_empty() {
+        return documents(r, space, keys, roots, std::iter::empty());
+    }
+    let mut read = Vec::with_capacity(misses.len());
+    if misses.len() >= MIN_WALK {
+        walk(r, space, &misses, &mut read)?;
+    }
+    let rest = misses.get(read.len()..).unwrap_or_default();
+    if !rest.is_empty() {
+        let mut rest_roots = Vec::with_capacity(rest.len());
+        r.get_many(space, rest, &mut rest_roots)?;
+        read.extend(documents(r, space, rest, rest_roots, std::iter::empty())?);
+    }
+    documents(r, space, keys, roots, read.into_iter())
+}
+
+/// The documents of `keys`: from the root of each where `roots` holds one (as
+/// [`Read::get`] returns it), else the next of `others` (`None` when it has run out).
+fn documents(
+    r: &dyn Read,
+    space: SpaceId,
+    keys: &[&[u8]],
+    roots: Vec<Option<Bytes>>,
+    mut others: impl Iterator<Item = Option<RawDocumentBuf>>,
+) -> Result<Vec<Option<RawDocumentBuf>>> {
+    let mut out = Vec::with_capacity(keys.len());
+    for (k, root) in keys.iter().zip(roots) {
+        out.push(match root {
+            Some(root) => crate::store::document_from_root(r, space, k, &root)?,
+            None => others.next().flatten(),
+        });
     }
     Ok(out)
 }

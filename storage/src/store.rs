@@ -1883,6 +1883,7 @@ impl WriteTxn<'_> {
     }
 }
 
+/// The document at `key` (its `E(_id)` key), read from `r`.
 pub(crate) fn get_document(
     r: &dyn Read,
     space: SpaceId,
@@ -1892,8 +1893,20 @@ pub(crate) fn get_document(
     let Some(root) = r.get(space, key)? else {
         return Ok(None);
     };
+    document_from_root(r, space, key, &root)
+}
+
+/// The document at `key` whose root value, read from `r`, is `root`: a packed document is
+/// that value alone; a spilled one is the prefix scan of `key` from `r` (which holds the
+/// root again; `None` if it finds nothing).
+pub(crate) fn document_from_root(
+    r: &dyn Read,
+    space: SpaceId,
+    key: &[u8],
+    root: &[u8],
+) -> Result<Option<RawDocumentBuf>> {
     if root.first() == Some(&doc::KIND_PACKED_ROOT) {
-        return doc::decode_stored_document(key.len(), [(key, &*root)])
+        return doc::decode_stored_document(key.len(), [(key, root)])
             .map(Some)
             .map_err(doc_error);
     }

@@ -1658,6 +1658,9 @@ fn stored_reads_check_framing_only() {
             v[last] = 1; // not NUL-terminated
             v
         },
+        // A length prefix below the minimum, and a negative one.
+        vec![doc::KIND_PACKED_ROOT, 4, 0, 0, 0],
+        vec![doc::KIND_PACKED_ROOT, 0xFF, 0xFF, 0xFF, 0xFF, 0],
     ];
     for v in &framing {
         assert!(is_corrupt(parse_stored_value(v)), "{v:02x?}");

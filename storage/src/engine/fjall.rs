@@ -24,8 +24,9 @@
 //! document); PostgreSQL's WAL is uncompressed by default too. Journals written compressed
 //! by an older build still replay (each entry records its own compression).
 //!
-//! Row cache: a read-only snapshot's point read ([`FjallSnapshot::get`]) is answered from
-//! the [`RowCache`] when it may be, and fills it after a miss; every write transaction's
+//! Row cache: a read-only snapshot's point read ([`Read::get`], and each key of
+//! [`Read::get_many`]) is answered from the [`RowCache`] when it may be, and fills it after
+//! a miss ([`Read::get_cached`] asks the cache alone); every write transaction's
 //! commit takes part in its protocol (`row_cache` module docs), recording the hash of each
 //! key it writes ([`FjallTx::put`], [`FjallTx::delete`]). Write transactions read fjall
 //! only, so fjall tracks their reads for conflicts. Dropping a space removes its entries.
@@ -403,11 +404,11 @@ pub struct FjallSnapshot {
     inner: Arc<Inner>,
 }
 
-impl Read for FjallSnapshot {
-    fn get(&self, space: SpaceId, key: &[u8]) -> Result<Option<Bytes>> {
-        let ks = self.inner.handle(space)?;
+impl FjallSnapshot {
+    /// [`Read::get`] in the keyspace `ks` (the space's handle, looked up by the caller).
+    fn get_in(&self, ks: &OptimisticTxKeyspace, key: &[u8]) -> Result<Option<Bytes>> {
         let Some(rows) = &self.inner.rows else {
-            return Ok(self.snap.get(&ks, key).map_err(io)?.map(Bytes::from_fjall));
+            return Ok(self.snap.get(ks, key).map_err(io)?.map(Bytes::from_fjall));
         };
         let id = ks.inner().id();
         let hash = rows.hash(id, key);
@@ -417,10 +418,52 @@ impl Read for FjallSnapshot {
         }
         // The cached copy when stored (it holds only the value, where fjall's slice may hold
         // its whole block).
-        Ok(self.snap.get(&ks, key).map_err(io)?.map(|v| {
+        Ok(self.snap.get(ks, key).map_err(io)?.map(|v| {
             rows.fill(hash, id, key, seqno, &v)
                 .unwrap_or_else(|| Bytes::from_fjall(v))
         }))
+    }
+}
+
+impl Read for FjallSnapshot {
+    fn get(&self, space: SpaceId, key: &[u8]) -> Result<Option<Bytes>> {
+        let ks = self.inner.handle(space)?;
+        self.get_in(&ks, key)
+    }
+
+    fn get_many(&self, space: SpaceId, keys: &[&[u8]], out: &mut Vec<Option<Bytes>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let ks = self.inner.handle(space)?;
+        out.reserve(keys.len());
+        for key in keys {
+            out.push(self.get_in(&ks, key)?);
+        }
+        Ok(())
+    }
+
+    fn get_cached(
+        &self,
+        space: SpaceId,
+        keys: &[&[u8]],
+        out: &mut Vec<Option<Bytes>>,
+    ) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let ks = self.inner.handle(space)?;
+        let Some(rows) = &self.inner.rows else {
+            out.resize(out.len() + keys.len(), None);
+            return Ok(());
+        };
+        let id = ks.inner().id();
+        let seqno = self.snap.seqno();
+        out.extend(
+            keys.iter()
+                .map(|key| rows.get(rows.hash(id, key), id, key, seqno)),
+        );
+        Ok(())
     }
 
     fn range<'a>(

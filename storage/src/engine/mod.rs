@@ -72,9 +72,6 @@ pub struct Bytes(Repr);
 enum Repr {
     Fjall(::fjall::Slice),
     Shared(Arc<[u8]>),
-    /// The bytes of a shared buffer from an offset on (a row cache entry holds its key and
-    /// value in one allocation and hands out the value part).
-    Tail(Arc<[u8]>, usize),
 }
 
 impl Bytes {
@@ -86,11 +83,6 @@ impl Bytes {
     pub fn copy_from(b: &[u8]) -> Bytes {
         Bytes(Repr::Shared(Arc::from(b)))
     }
-
-    /// The bytes of `buf` from `start` on (empty when `start` is past its end).
-    pub(crate) fn tail(buf: Arc<[u8]>, start: usize) -> Bytes {
-        Bytes(Repr::Tail(buf, start))
-    }
 }
 
 impl Deref for Bytes {
@@ -99,7 +91,6 @@ impl Deref for Bytes {
         match &self.0 {
             Repr::Fjall(s) => s,
             Repr::Shared(a) => a,
-            Repr::Tail(a, start) => a.get(*start..).unwrap_or_default(),
         }
     }
 }
@@ -132,6 +123,31 @@ pub type KvIter<'a> = Box<dyn Iterator<Item = Result<Kv>> + Send + 'a>;
 pub trait Read {
     /// The value at `key`, if any.
     fn get(&self, space: SpaceId, key: &[u8]) -> Result<Option<Bytes>>;
+
+    /// [`Read::get`] of each of `keys`, pushed onto `out` in the same order, the space
+    /// looked up once for the whole batch.
+    fn get_many(&self, space: SpaceId, keys: &[&[u8]], out: &mut Vec<Option<Bytes>>) -> Result<()> {
+        for key in keys {
+            out.push(self.get(space, key)?);
+        }
+        Ok(())
+    }
+
+    /// For each of `keys`, in the same order onto `out`: its value when the engine holds it
+    /// ready in memory (a read-only snapshot's row cache hit, exactly what [`Read::get`]
+    /// returns), else `None` (the key may still have a value; [`Read::get`] reads it). The
+    /// default holds nothing in memory; transactions keep it so, as their reads must be
+    /// tracked.
+    fn get_cached(
+        &self,
+        space: SpaceId,
+        keys: &[&[u8]],
+        out: &mut Vec<Option<Bytes>>,
+    ) -> Result<()> {
+        let _ = space;
+        out.resize(out.len() + keys.len(), None);
+        Ok(())
+    }
 
     /// Pairs with keys in `(start, end)`, ascending or (with `reverse`) descending.
     fn range<'a>(

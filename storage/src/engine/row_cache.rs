@@ -55,7 +55,9 @@
 //! the map's slot and that one block). A size of 0 disables the cache.
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
+
+use byteview::ByteView;
 
 use super::Bytes;
 
@@ -67,13 +69,14 @@ const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 pub const ENTRY_OVERHEAD: u64 = 128;
 
 /// One cached value: the key and the value in one allocation (`buf` is the key's bytes
-/// then the value's), so a hit reads one heap block besides the map's slot.
+/// then the value's, copied in by one `memcpy` each), so a hit reads one heap block besides
+/// the map's slot.
 #[derive(Clone)]
 struct Entry {
     keyspace: u64,
     valid_from: u64,
     key_len: usize,
-    buf: Arc<[u8]>,
+    buf: ByteView,
 }
 
 impl Entry {
@@ -82,7 +85,8 @@ impl Entry {
     }
 
     fn value(&self) -> Bytes {
-        Bytes::tail(self.buf.clone(), self.key_len)
+        // A view of the value part: no copy (`key_len <= buf.len()` by construction).
+        Bytes::from_fjall(::fjall::Slice::from(self.buf.slice(self.key_len..)))
     }
 }
 
@@ -193,8 +197,8 @@ impl RowCache {
         if shard.pending != 0 || seqno < shard.watermark {
             return None;
         }
-        // One allocation of exactly the key and the value (the iterator knows its length).
-        let buf: Arc<[u8]> = key.iter().chain(value).copied().collect();
+        // One allocation of exactly the key and the value.
+        let buf = ByteView::fused(key, value);
         let entry = Entry {
             keyspace,
             valid_from: shard.watermark,
