@@ -54,6 +54,25 @@ impl ConflictManager {
         }
     }
 
+    /// Cairn patch: marks the keys a committing transaction wrote, given in ascending order
+    /// (repeats allowed), in one pass under one lock; an empty set is built in bulk (sorted
+    /// input makes `BTreeSet`'s collect a linear build) instead of one insert per key.
+    pub fn mark_conflicts_sorted(
+        &self,
+        keyspace_id: InternalKeyspaceId,
+        keys: impl Iterator<Item = Slice>,
+    ) {
+        #[expect(clippy::expect_used)]
+        let mut lock = self.conflict_keys.lock().expect("lock is poisoned");
+
+        let set = lock.entry(keyspace_id).or_default();
+        if set.is_empty() {
+            *set = keys.collect();
+        } else {
+            set.extend(keys);
+        }
+    }
+
     pub fn mark_range(&self, keyspace_id: InternalKeyspaceId, range: impl RangeBounds<Slice>) {
         let start = match range.start_bound() {
             Bound::Included(k) => Bound::Included(k.clone()),

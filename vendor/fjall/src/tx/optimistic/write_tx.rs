@@ -344,8 +344,7 @@ impl WriteTransaction {
         let keyspace = keyspace.as_ref();
         let key: UserKey = key.into();
 
-        self.inner.insert(keyspace, key.clone(), value);
-        self.cm.mark_conflict(keyspace.id, key);
+        self.inner.insert(keyspace, key, value);
     }
 
     /// Removes an item from the keyspace.
@@ -382,8 +381,7 @@ impl WriteTransaction {
         let keyspace = keyspace.as_ref();
         let key: UserKey = key.into();
 
-        self.inner.remove(keyspace, key.clone());
-        self.cm.mark_conflict(keyspace.id, key);
+        self.inner.remove(keyspace, key);
     }
 
     /// Removes an item from the keyspace, leaving behind a weak tombstone.
@@ -427,8 +425,7 @@ impl WriteTransaction {
         let keyspace = keyspace.as_ref();
         let key: UserKey = key.into();
 
-        self.inner.remove_weak(keyspace, key.clone());
-        self.cm.mark_conflict(keyspace.id, key);
+        self.inner.remove_weak(keyspace, key);
     }
 
     /// Commits the transaction.
@@ -441,6 +438,18 @@ impl WriteTransaction {
         // a read-only transaction, so nothing to do here
         if self.inner.memtables.is_empty() {
             return Ok(Ok(()));
+        }
+
+        // Cairn patch: the conflict set (the keys this transaction wrote, which transactions
+        // committing after it check their reads against) is taken here from the write buffers,
+        // already sorted, instead of being inserted key by key into a `BTreeSet` under a mutex
+        // on every `insert`/`remove` (~2.5k instructions per written key). It is only read
+        // once `with_commit` has registered this transaction, so the set is the same.
+        for (keyspace, memtable) in &self.inner.memtables {
+            self.cm.mark_conflicts_sorted(
+                keyspace.id,
+                memtable.iter().map(|item| item.key.user_key),
+            );
         }
 
         let oracle = self.oracle.clone();
