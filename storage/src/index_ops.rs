@@ -74,6 +74,7 @@ static NO_VALUES: std::sync::LazyLock<RawDocumentBuf> =
 
 impl IndexHit {
     /// Parses an index space entry.
+    #[inline]
     pub fn parse(key: Bytes, value: Bytes) -> Result<IndexHit> {
         let bad = || StorageError::Corrupt("index entry".into());
         let len = value
@@ -430,7 +431,11 @@ impl WriteTxn<'_> {
     }
 }
 
-/// Reads index entries in `ranges` (at most `limit`).
+/// Entries [`index_scan`] reserves room for up front (the executor asks for at most 256 at a
+/// time; larger limits grow the result as it fills).
+const SCAN_RESERVE: usize = 256;
+
+/// Reads index entries in `ranges` (at most `limit`; a `limit` of 0 still reads one entry).
 pub fn index_scan(
     r: &dyn Read,
     idx: &IndexMeta,
@@ -438,31 +443,34 @@ pub fn index_scan(
     reverse: bool,
     limit: usize,
 ) -> Result<Vec<IndexHit>> {
-    let mut out = Vec::new();
-    let order: Box<dyn Iterator<Item = &KeyRange>> = if reverse {
-        Box::new(ranges.iter().rev())
-    } else {
-        Box::new(ranges.iter())
-    };
-    for (start, end) in order {
+    let mut out = Vec::with_capacity(limit.clamp(1, SCAN_RESERVE));
+    let mut read = |(start, end): &KeyRange| -> Result<bool> {
         let (lo, hi) = (
             start.as_ref().map(Vec::as_slice),
             end.as_ref().map(Vec::as_slice),
         );
         if crate::store::range_is_empty(lo, hi) {
-            continue;
+            return Ok(true);
         }
-        let it = r.range(
-            idx.space,
-            start.as_ref().map(Vec::as_slice),
-            end.as_ref().map(Vec::as_slice),
-            reverse,
-        )?;
-        for kv in it {
+        for kv in r.range(idx.space, lo, hi, reverse)? {
             let (k, v) = kv?;
             out.push(IndexHit::parse(k, v)?);
             if out.len() >= limit {
-                return Ok(out);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    };
+    if reverse {
+        for range in ranges.iter().rev() {
+            if !read(range)? {
+                break;
+            }
+        }
+    } else {
+        for range in ranges {
+            if !read(range)? {
+                break;
             }
         }
     }

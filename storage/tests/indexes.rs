@@ -367,3 +367,50 @@ fn drops_remove_spaces_and_builds_resume_after_restart() {
     assert!(!store.engine().spaces().contains(&s2));
     let _ = IndexMeta::id_index();
 }
+
+#[test]
+fn index_scan_reads_ranges_in_order_up_to_the_limit() {
+    for (engine, _dir) in engines() {
+        let store = open(engine);
+        for i in 0..10 {
+            insert(&store, rawdoc! {"_id": i, "a": 100 - i}).unwrap();
+        }
+        create(&store, rawdoc! {"key": {"a": 1}, "name": "a_1"}).unwrap();
+        let (_, idx) = store.index("db", "c", "a_1").unwrap();
+        let read = store.read().unwrap();
+        let all = read
+            .index_scan(&idx, &[(Bound::Unbounded, Bound::Unbounded)], false, 1000)
+            .unwrap();
+        assert_eq!(all.len(), 10);
+        let key = |i: usize| all[i].key.to_vec();
+        let value = |h: &cairn_storage::index_ops::IndexHit| h.values().get_i32("0").unwrap();
+        // An empty range (start above end) is skipped; the others are read in order (each
+        // reversed, in reverse order, for a reverse scan) until the limit.
+        let ranges = [
+            (Bound::Included(key(1)), Bound::Excluded(key(4))),
+            (Bound::Included(key(5)), Bound::Included(key(2))),
+            (Bound::Excluded(key(6)), Bound::Unbounded),
+        ];
+        let scan = |reverse: bool, limit: usize| -> Vec<i32> {
+            read.index_scan(&idx, &ranges, reverse, limit)
+                .unwrap()
+                .iter()
+                .map(value)
+                .collect()
+        };
+        assert_eq!(scan(false, 100), vec![92, 93, 94, 98, 99, 100]);
+        assert_eq!(scan(false, 4), vec![92, 93, 94, 98]);
+        assert_eq!(scan(false, 3), vec![92, 93, 94]);
+        assert_eq!(scan(true, 100), vec![100, 99, 98, 94, 93, 92]);
+        assert_eq!(scan(true, 4), vec![100, 99, 98, 94]);
+        assert_eq!(scan(true, 1), vec![100]);
+        // Each hit splits into its key part and the document key.
+        for h in &all {
+            assert_eq!([h.key_part(), h.doc_key()].concat(), h.key.to_vec());
+            assert_eq!(
+                h.doc_key(),
+                id_key(RawBsonRef::Int32(100 - value(h))).unwrap()
+            );
+        }
+    }
+}
