@@ -51,6 +51,11 @@ pub(crate) fn fields<'a>(
             return;
         }
     };
+    // The lengths of the names (bit `n` for a name of `n` bytes; longer ones share bit 63): a
+    // key of no such length is no name, and is not compared with each.
+    let lengths = names
+        .iter()
+        .fold(0u64, |m, n| m | 1 << n.as_ref().len().min(63));
     let mut elements = Elements::new(d.as_bytes());
     loop {
         match elements.step() {
@@ -59,7 +64,11 @@ pub(crate) fn fields<'a>(
                     break;
                 }
                 // Only the names not found yet, their first byte compared before the rest.
-                let mut rest = left;
+                let mut rest = if lengths & 1 << e.key.len().min(63) == 0 {
+                    0
+                } else {
+                    left
+                };
                 while rest != 0 {
                     let i = rest.trailing_zeros() as usize;
                     rest &= rest - 1;
@@ -308,6 +317,10 @@ mod tests {
         "é": 1, "t": ""};
         let mut dup = RawDocumentBuf::try_from(&full).unwrap();
         dup.append(bson::raw::cstr!("a"), "dup");
+        // Keys and names longer than 63 bytes, of different lengths.
+        let (long, longer) = ("x".repeat(64), "x".repeat(70));
+        let long_key = <&bson::raw::CStr>::try_from(longer.as_str()).unwrap();
+        dup.append(long_key, 70);
         // Non-ASCII strings (and code, symbols) before the names read plainly.
         let utf8 = bson::doc! {"u": "ü日本", "s": bson::Bson::Symbol("é".into()),
         "c": bson::Bson::JavaScriptCode("ß".into()), "e": false, "v": "x", "a": 1};
@@ -319,7 +332,7 @@ mod tests {
         ];
         let names = [
             "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q",
-            "r", "s", "é", "t", "u", "v", "zz", "",
+            "r", "s", "é", "t", "u", "v", "zz", "", &long, &longer,
         ];
         for d in &docs {
             for n in names {

@@ -165,6 +165,16 @@ impl AccOp {
             .map(|(_, op)| *op)
     }
 
+    /// Whether an accumulator of this kind holds the same memory whatever it consumes (a
+    /// running sum, count or moments): its [`Accumulator::memory`] is what it was created
+    /// with, so a stage need not ask again after each input.
+    pub fn fixed_memory(self) -> bool {
+        matches!(
+            self,
+            AccOp::Sum | AccOp::Count | AccOp::Avg | AccOp::StdDevPop | AccOp::StdDevSamp
+        )
+    }
+
     /// The operator name.
     pub fn name(self) -> &'static str {
         ACCUMULATORS
@@ -681,6 +691,59 @@ mod tests {
     use bson::{RawBson, rawdoc};
 
     use super::*;
+
+    /// The accumulators of [`AccOp::fixed_memory`] kinds keep the memory they were created
+    /// with through inputs of every type and merges; the others grow.
+    #[test]
+    fn fixed_memory_accumulators_do_not_grow() {
+        let ext = ExprExtensions::default();
+        let inputs = [
+            RawBson::Int32(1),
+            RawBson::Int64(i64::MAX),
+            RawBson::Double(2.5),
+            RawBson::Double(f64::NAN),
+            RawBson::Decimal128(bson::Decimal128::from_bytes([7; 16])),
+            RawBson::String("a long string value, longer than any fixed state".into()),
+            RawBson::Document(rawdoc! {"a": [1, 2, 3]}),
+            RawBson::Null,
+        ];
+        for (name, op) in ACCUMULATORS {
+            let arg = match op {
+                AccOp::Count => RawBson::Document(rawdoc! {}),
+                AccOp::FirstN | AccOp::LastN | AccOp::MaxN | AccOp::MinN => {
+                    RawBson::Document(rawdoc! {"input": "$x", "n": 3})
+                }
+                AccOp::Top | AccOp::Bottom => {
+                    RawBson::Document(rawdoc! {"sortBy": {"x": 1}, "output": "$x"})
+                }
+                AccOp::TopN | AccOp::BottomN => {
+                    RawBson::Document(rawdoc! {"sortBy": {"x": 1}, "output": "$x", "n": 3})
+                }
+                AccOp::Median => {
+                    RawBson::Document(rawdoc! {"input": "$x", "method": "approximate"})
+                }
+                AccOp::Percentile => {
+                    RawBson::Document(rawdoc! {"input": "$x", "p": [0.5], "method": "approximate"})
+                }
+                _ => RawBson::String("$x".into()),
+            };
+            let spec = AccumulatorSpec::parse_op("f", name, arg.as_raw_bson_ref(), &ext).unwrap();
+            let mut acc = spec.create(RawBsonRef::Null).unwrap();
+            let created = acc.memory();
+            for v in &inputs {
+                // `$mergeObjects` refuses what is not a document; the others take anything.
+                let r = spec.accumulate(&rawdoc! {"x": v.clone()}, acc.as_mut());
+                assert!(r.is_ok() || *op == AccOp::MergeObjects, "{name} {v:?}");
+            }
+            let partial = acc.partial().unwrap();
+            acc.process(Some(partial.as_raw_bson_ref()), true).unwrap();
+            if op.fixed_memory() {
+                assert_eq!(acc.memory(), created, "{name}");
+            } else {
+                assert!(acc.memory() > created, "{name}");
+            }
+        }
+    }
 
     /// An accumulator whose input is a constant (`$sum: 1`, `$$REMOVE`, a folded expression)
     /// is fed what evaluating the input gives ([`AccumulatorSpec::input`]), per document.

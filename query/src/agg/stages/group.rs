@@ -9,6 +9,8 @@
 //! `$c.region`) have their first fields read in one walk over the document
 //! ([`crate::expr::field::fields`]) and the rest of each path applied to that value as the
 //! evaluator applies it ([`Expression::with_path_value`]); other operands are evaluated.
+//! A group is found by its `_id`'s encoded key ([`value_key_into`]); a string `_id` seen
+//! before is found by its bytes, without encoding it.
 //!
 //! Memory: keys plus accumulator states are counted against [`Options::memory_limit`];
 //! beyond it the stage fails with 292 unless `allowDiskUse`, in which case the groups are
@@ -213,11 +215,17 @@ struct GroupStream {
 }
 
 const ENTRY_OVERHEAD: usize = 96;
+/// What an entry of [`Table::strings`] costs besides the string's bytes.
+const STRING_ENTRY_OVERHEAD: usize = 32;
 
 /// The in-memory groups and the spilled runs.
 struct Table {
     /// Group key → its position in `groups` (foldhash: a key is hashed once per document).
     index: HashMap<Vec<u8>, usize, foldhash::fast::RandomState>,
+    /// The groups found for string `_id` values, by the string itself: a string's key is a
+    /// function of its bytes alone, so a string seen before finds its group here without
+    /// encoding its key ([`Table::group_of`]).
+    strings: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
     groups: Vec<Entry>,
     mem: usize,
     runs: Vec<File>,
@@ -230,9 +238,59 @@ fn io_err(what: &str, e: std::io::Error) -> QueryError {
 }
 
 impl Table {
+    /// The position of the group whose `_id` is `v` (missing: null), or the `_id` of the new
+    /// group it starts, its key then in `kbuf`. A string found before is looked up by its
+    /// bytes in `strings`; any other value by its encoded key in `index`, which is what
+    /// decides: `strings` only remembers what `index` answered for a string.
+    fn group_of(
+        &mut self,
+        kbuf: &mut Vec<u8>,
+        v: Option<RawBsonRef<'_>>,
+    ) -> std::result::Result<usize, RawBson> {
+        let v = v.unwrap_or(RawBsonRef::Null);
+        if let RawBsonRef::String(s) = v
+            && let Some(i) = self.strings.get(s)
+        {
+            return Ok(*i);
+        }
+        value_key_into(kbuf, v);
+        match self.index.get(kbuf.as_slice()) {
+            Some(&i) => {
+                self.remember_string(v, i);
+                Ok(i)
+            }
+            None => Err(RawBson::from(v)),
+        }
+    }
+
+    /// Adds the group whose key is `key`, its `_id` and accumulators, and returns its position.
+    fn add(&mut self, key: &[u8], id: RawBson, accs: Vec<Box<dyn Accumulator>>) -> usize {
+        self.mem += 2 * key.len() + bson_size(&id) + ENTRY_OVERHEAD;
+        self.mem += accs.iter().map(|a| a.memory()).sum::<usize>();
+        let gi = self.groups.len();
+        self.index.insert(key.to_vec(), gi);
+        self.remember_string(id.as_raw_bson_ref(), gi);
+        self.groups.push(Entry {
+            key: key.to_vec(),
+            id,
+            accs,
+        });
+        gi
+    }
+
+    /// Remembers that the string `v` (when it is one) belongs to group `i`, counting the copy
+    /// of its bytes.
+    fn remember_string(&mut self, v: RawBsonRef<'_>, i: usize) {
+        if let RawBsonRef::String(s) = v {
+            self.mem += s.len() + STRING_ENTRY_OVERHEAD;
+            self.strings.insert(s.into(), i);
+        }
+    }
+
     fn spill(&mut self, opts: &Options) -> Result<()> {
         let mut groups = std::mem::take(&mut self.groups);
         self.index.clear();
+        self.strings.clear();
         self.mem = 0;
         groups.sort_by(|a, b| a.key.cmp(&b.key));
         let dir = opts.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
@@ -273,6 +331,7 @@ impl GroupStream {
         let vars = stage.ext.variables();
         let mut t = Table {
             index: HashMap::default(),
+            strings: HashMap::default(),
             groups: Vec::new(),
             mem: 0,
             runs: Vec::new(),
@@ -289,16 +348,9 @@ impl GroupStream {
             let mut firsts = [None; READ_AT_ONCE];
             let firsts = firsts.get_mut(..reads.names.len()).unwrap_or_default();
             crate::expr::field::fields(doc, &reads.names, firsts);
-            // The key is encoded into one reused buffer and looked up by slice: a document
-            // of a known group allocates nothing here.
-            let mut group_of = |v: Option<RawBsonRef<'_>>| {
-                let v = v.unwrap_or(RawBsonRef::Null);
-                value_key_into(&mut kbuf, v);
-                match t.index.get(kbuf.as_slice()) {
-                    Some(i) => Ok(*i),
-                    None => Err(RawBson::from(v)),
-                }
-            };
+            // The key is encoded into one reused buffer and looked up by slice (a string
+            // seen before by its bytes): a document of a known group allocates nothing here.
+            let mut group_of = |v: Option<RawBsonRef<'_>>| t.group_of(&mut kbuf, v);
             let found = match &reads.id {
                 Some((i, rest)) => {
                     Expression::with_path_value(firsts.get(*i).copied().flatten(), rest, group_of)
@@ -312,15 +364,7 @@ impl GroupStream {
                     for a in &stage.accumulators {
                         accs.push(a.create(id.as_raw_bson_ref())?);
                     }
-                    t.mem += 2 * kbuf.len() + bson_size(&id) + ENTRY_OVERHEAD;
-                    t.mem += accs.iter().map(|a| a.memory()).sum::<usize>();
-                    t.groups.push(Entry {
-                        key: kbuf.clone(),
-                        id,
-                        accs,
-                    });
-                    t.index.insert(kbuf.clone(), t.groups.len() - 1);
-                    t.groups.len() - 1
+                    t.add(&kbuf, id, accs)
                 }
             };
             let Some(g) = t.groups.get_mut(gi) else {
@@ -332,14 +376,17 @@ impl GroupStream {
                 .zip(g.accs.iter_mut())
                 .zip(&reads.accs)
             {
-                let before = acc.memory();
+                let grows = !spec.op.fixed_memory();
+                let before = if grows { acc.memory() } else { 0 };
                 match read {
                     Some((i, rest)) => {
                         spec.accumulate_path(firsts.get(*i).copied().flatten(), rest, acc.as_mut())?
                     }
                     None => spec.accumulate(doc, acc.as_mut())?,
                 }
-                t.mem = (t.mem + acc.memory()).saturating_sub(before);
+                if grows {
+                    t.mem = (t.mem + acc.memory()).saturating_sub(before);
+                }
             }
             if t.mem > opts.memory_limit {
                 if !opts.allow_disk_use {
@@ -373,13 +420,33 @@ impl GroupStream {
     }
 
     fn output(&self, id: RawBson, accs: &[Box<dyn Accumulator>]) -> Result<RawDocumentBuf> {
-        let mut d = RawDocumentBuf::new();
+        let mut d = sized_document(
+            5 + OUTPUT_FIELD
+                + bson_size(&id)
+                + self
+                    .stage
+                    .accumulators
+                    .iter()
+                    .map(|a| a.field.len() + OUTPUT_FIELD)
+                    .sum::<usize>(),
+        );
         d.append(bson::raw::cstr!("_id"), id);
         for (spec, acc) in self.stage.accumulators.iter().zip(accs) {
             d.append(key(&spec.field)?, acc.value()?.unwrap_or(RawBson::Null));
         }
         Ok(d)
     }
+}
+
+/// The room an output field takes besides its name and value: its type, the name's NUL, and
+/// the typical numeric value (a sum, an average).
+const OUTPUT_FIELD: usize = 12;
+
+/// An empty document whose buffer has room for `bytes` (appending within it never grows it).
+fn sized_document(bytes: usize) -> RawDocumentBuf {
+    let mut v = Vec::with_capacity(bytes.max(5));
+    v.extend_from_slice(&[5, 0, 0, 0, 0]);
+    RawDocumentBuf::from_bytes(v).unwrap_or_default()
 }
 
 /// A spilled record at the head of a run: (key, run, the record).
@@ -580,6 +647,66 @@ mod tests {
             }
         }
         assert!(checked > 100, "{checked}");
+    }
+
+    /// Finding groups by a string's bytes agrees with finding them by encoded keys alone:
+    /// strings, symbols of the same text (one group with them), other types, empty and
+    /// NUL-free near-misses, before and after a spill clears the table.
+    #[test]
+    fn string_lookup_equals_key_lookup() {
+        let values: Vec<RawBson> = vec![
+            RawBson::String("Oslo".into()),
+            RawBson::Symbol("Bergen".into()),
+            RawBson::String("Bergen".into()),
+            RawBson::String("Oslo".into()),
+            RawBson::String("".into()),
+            RawBson::Int32(1),
+            RawBson::Double(1.0),
+            RawBson::String("1".into()),
+            RawBson::Null,
+            RawBson::String("Oslo ".into()),
+            RawBson::String("oslo".into()),
+            RawBson::Symbol("oslo".into()),
+            RawBson::String("Bergen".into()),
+            RawBson::String("ü日本".into()),
+            RawBson::Symbol("ü日本".into()),
+        ];
+        let mut t = Table {
+            index: HashMap::default(),
+            strings: HashMap::default(),
+            groups: Vec::new(),
+            mem: 0,
+            runs: Vec::new(),
+        };
+        let mut kbuf = Vec::new();
+        for round in 0..3 {
+            // The general rule: equal encoded keys, one group, the first seen.
+            let mut want: HashMap<Vec<u8>, usize> = HashMap::new();
+            for v in values.iter().chain(values.iter().rev()) {
+                let mut key = Vec::new();
+                value_key_into(&mut key, v.as_raw_bson_ref());
+                let got = match t.group_of(&mut kbuf, Some(v.as_raw_bson_ref())) {
+                    Ok(i) => i,
+                    Err(id) => {
+                        assert_eq!(kbuf, key, "{v:?}");
+                        assert!(!want.contains_key(&key), "{v:?} round {round}");
+                        t.add(&kbuf, id, Vec::new())
+                    }
+                };
+                // The group found is the one whose first `_id` has this value's key.
+                let mut id_key = Vec::new();
+                value_key_into(&mut id_key, t.groups[got].id.as_raw_bson_ref());
+                assert_eq!(id_key, key, "{v:?}");
+                let expect = *want.entry(key).or_insert(got);
+                assert_eq!(got, expect, "{v:?} round {round}");
+            }
+            assert_eq!(t.groups.len(), want.len());
+            assert!(!t.strings.is_empty());
+            // What a spill leaves: an empty table.
+            t.groups.clear();
+            t.index.clear();
+            t.strings.clear();
+        }
     }
 
     /// Operands that are not field paths of the document are evaluated, not read.
