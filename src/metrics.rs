@@ -308,14 +308,14 @@ impl Metrics {
     }
 
     /// Accounts for a finished command (awaitable `hello`s, which wait by design, are left out
-    /// of the latencies).
+    /// of the latencies); `micros` is its duration ([`Operation::micros`]).
     pub fn finished(
         &self,
         op: &Operation,
         body: &crate::commands::Parsed<'_>,
         reply: Option<&RawDocument>,
+        micros: u64,
     ) {
-        let micros = u64::try_from(op.started.elapsed().as_micros()).unwrap_or(u64::MAX);
         if body.find("maxAwaitTimeMS").is_none() {
             self.latency(Kind::of(op.command_name)).record(micros);
         }

@@ -93,6 +93,11 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// Microseconds since it started.
+    pub fn micros(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
     /// True once `killOp` marked it.
     pub fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Relaxed)
@@ -296,11 +301,11 @@ const COLLECTION_COMMANDS: &[&str] = &[
 
 /// The namespace an operation reports: `db.coll` for commands on a collection, `db.$cmd`
 /// for the others (as MongoDB's `currentOp` and profiler show them).
-pub fn namespace(db: &str, body: &RawDocument, command: &str) -> String {
-    let first = body.iter().next().and_then(|r| r.ok()).map(|(_, v)| v);
+pub fn namespace(db: &str, body: &crate::commands::Parsed<'_>, command: &str) -> String {
+    let first = body.first().and_then(|r| r.ok()).map(|(_, v)| v);
     let coll = match (command, first) {
-        ("getMore", _) => match body.get("collection") {
-            Ok(Some(RawBsonRef::String(c))) => c,
+        ("getMore", _) => match body.find("collection") {
+            Some(RawBsonRef::String(c)) => c,
             _ => "$cmd",
         },
         (c, Some(RawBsonRef::String(coll)))
@@ -417,10 +422,41 @@ pub fn next_opid() -> i32 {
 /// concurrent commands on different connections rarely share a lock.
 const SHARDS: usize = 16;
 
+/// Hashes the running-operation registry's keys, opids the server numbers itself (no
+/// client chooses them, so nothing needs SipHash's flooding resistance): one multiply by
+/// the golden ratio spreads consecutive opids over the high bits the table's probe reads.
+#[derive(Debug, Default, Clone, Copy)]
+struct OpidHash;
+
+impl std::hash::BuildHasher for OpidHash {
+    type Hasher = OpidHasher;
+    fn build_hasher(&self) -> OpidHasher {
+        OpidHasher(0)
+    }
+}
+
+/// See [`OpidHash`].
+#[derive(Debug)]
+struct OpidHasher(u64);
+
+impl std::hash::Hasher for OpidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_i32(&mut self, n: i32) {
+        self.0 = u64::from(n as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 /// The registry of running operations and open connections.
 #[derive(Debug, Default)]
 pub struct Ops {
-    running: [Mutex<HashMap<i32, Arc<Operation>>>; SHARDS],
+    running: [Mutex<HashMap<i32, Arc<Operation>, OpidHash>>; SHARDS],
     connections: Mutex<HashMap<u64, Arc<Connection>>>,
     /// Per-collection time and counts (`top`).
     pub top: Top,
@@ -558,7 +594,7 @@ impl Drop for Running<'_> {
 
 impl Ops {
     /// The shard of the registry that holds `opid`.
-    fn shard(&self, opid: i32) -> &Mutex<HashMap<i32, Arc<Operation>>> {
+    fn shard(&self, opid: i32) -> &Mutex<HashMap<i32, Arc<Operation>, OpidHash>> {
         &self.running[opid.unsigned_abs() as usize % SHARDS]
     }
 
@@ -608,7 +644,7 @@ impl Ops {
         client: &mut Client,
         cmd: &'static Command,
         db: &str,
-        body: &RawDocument,
+        body: &crate::commands::Parsed<'_>,
     ) -> Running<'_> {
         let conn = self.connection(client);
         let opid = next_opid();
@@ -619,7 +655,7 @@ impl Ops {
             db: db.to_string(),
             ns: namespace(db, body, cmd.name),
             op_type: op_type(cmd.name),
-            command: command_copy(body, MAX_COMMAND_BYTES),
+            command: command_copy(body.body(), MAX_COMMAND_BYTES),
             started: Instant::now(),
             started_at: SystemTime::now(),
             killed: AtomicBool::new(false),
@@ -717,8 +753,8 @@ impl Ops {
 
 /// Accounts for a finished command: `top`'s per-collection usage (a dropped collection or
 /// database starts over).
-pub fn finished(server: &crate::state::ServerState, op: &Operation, ok: bool) {
-    let micros = u64::try_from(op.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+/// `micros` is the operation's duration ([`Operation::micros`]).
+pub fn finished(server: &crate::state::ServerState, op: &Operation, ok: bool, micros: u64) {
     let top = &server.ops.top;
     match (op.command_name, ok) {
         ("drop", true) => top.forget(&op.ns),
@@ -817,12 +853,19 @@ mod tests {
 
     #[test]
     fn namespaces_and_types() {
+        let ns = |db: &str, b: &RawDocument, command: &str| {
+            namespace(db, &crate::commands::Parsed::parse(b), command)
+        };
         let b = rawdoc! {"find": "c", "$db": "d"};
-        assert_eq!(namespace("d", &b, "find"), "d.c");
+        assert_eq!(ns("d", &b, "find"), "d.c");
         let b = rawdoc! {"ping": 1, "$db": "admin"};
-        assert_eq!(namespace("admin", &b, "ping"), "admin.$cmd");
+        assert_eq!(ns("admin", &b, "ping"), "admin.$cmd");
         let b = rawdoc! {"getMore": 5_i64, "collection": "x", "$db": "d"};
-        assert_eq!(namespace("d", &b, "getMore"), "d.x");
+        assert_eq!(ns("d", &b, "getMore"), "d.x");
+        let b = rawdoc! {"find": "", "$db": "d"};
+        assert_eq!(ns("d", &b, "find"), "d.$cmd");
+        let b = rawdoc! {"getMore": 5_i64, "collection": 1, "$db": "d"};
+        assert_eq!(ns("d", &b, "getMore"), "d.$cmd");
         assert_eq!(op_type("find"), "query");
         assert_eq!(op_type("delete"), "remove");
         assert_eq!(op_type("ping"), "command");

@@ -572,7 +572,7 @@ pub async fn run(
         Ok(d) => d,
         Err(e) => return (Err(e), RawDocumentBuf::new()),
     };
-    let running = server.ops.start(client, cmd, db, body);
+    let running = server.ops.start(client, cmd, db, parsed);
     let profiling = server.profiler.level(db);
     let ctx = crate::deadline::Interrupt {
         deadline,
@@ -587,11 +587,14 @@ pub async fn run(
     let out =
         crate::deadline::scope_with(ctx, execute(server, client, cmd, req, parsed, op, effects))
             .await;
-    crate::ops::finished(server, &running.op, out.0.is_ok());
+    // One clock read for both accounts of the duration.
+    let micros = running.op.micros();
+    crate::ops::finished(server, &running.op, out.0.is_ok(), micros);
     server.metrics.finished(
         &running.op,
         parsed,
         out.0.as_ref().ok().map(|r| r.body.as_ref()),
+        micros,
     );
     if profiling.is_some() {
         let result = match &out.0 {
