@@ -501,6 +501,26 @@ pub struct Usage {
     pub commands: UsageCount,
 }
 
+impl Usage {
+    /// Counts one `command` that took `micros`.
+    fn record(&mut self, command: &str, micros: u64) {
+        self.total.add(micros);
+        if WRITES.contains(&command) {
+            self.write_lock.add(micros);
+        } else {
+            self.read_lock.add(micros);
+        }
+        match command {
+            "find" => self.queries.add(micros),
+            "getMore" => self.getmore.add(micros),
+            "insert" => self.insert.add(micros),
+            "update" => self.update.add(micros),
+            "delete" => self.remove.add(micros),
+            _ => self.commands.add(micros),
+        }
+    }
+}
+
 /// Per-collection usage (MongoDB's `Top`): time spent and operations by kind.
 #[derive(Debug, Default)]
 pub struct Top {
@@ -530,26 +550,12 @@ impl Top {
         let Ok(mut m) = self.usage.lock() else {
             return;
         };
-        if !m.contains_key(ns) {
-            m.insert(ns.to_string(), Usage::default());
-        }
-        let Some(u) = m.get_mut(ns) else {
+        // One lookup for a namespace already counted (every operation but its first).
+        if let Some(u) = m.get_mut(ns) {
+            u.record(command, micros);
             return;
-        };
-        u.total.add(micros);
-        if WRITES.contains(&command) {
-            u.write_lock.add(micros);
-        } else {
-            u.read_lock.add(micros);
         }
-        match command {
-            "find" => u.queries.add(micros),
-            "getMore" => u.getmore.add(micros),
-            "insert" => u.insert.add(micros),
-            "update" => u.update.add(micros),
-            "delete" => u.remove.add(micros),
-            _ => u.commands.add(micros),
-        }
+        m.entry(ns.to_string()).or_default().record(command, micros);
     }
 
     /// Forgets a dropped namespace (`db.coll`), or every namespace of a dropped database
