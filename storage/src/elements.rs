@@ -8,7 +8,8 @@
 //! caller answers with the bson crate's validating iterator instead. So a caller's fast path
 //! never decides anything on bytes this walk did not read plainly. Never panics.
 //!
-//! A key's terminating NUL is searched for eight bytes at a time.
+//! A key's terminating NUL is searched for eight bytes at a time ([`Elements::step_ascii`]
+//! also checks in the same pass that the key is ASCII).
 
 /// One element: its type byte, its key and its value, as bytes of the document walked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,20 +36,31 @@ pub enum Step<'a> {
 /// A walk over the elements of one framed document (length, elements, NUL).
 #[derive(Debug, Clone)]
 pub struct Elements<'a> {
-    bytes: &'a [u8],
+    /// The document without its last byte: the elements lie in `body[4..]`.
+    body: &'a [u8],
+    /// Whether the document's last byte is its terminator (NUL).
+    terminated: bool,
     off: usize,
 }
 
 impl<'a> Elements<'a> {
     /// A walk from the first element of the framed document `bytes`.
     pub fn new(bytes: &'a [u8]) -> Self {
-        Elements { bytes, off: 4 }
+        Elements::at(bytes, 4)
     }
 
     /// A walk from the element at offset `off` of the framed document `bytes` (an offset
     /// another walk over it reached).
     pub fn at(bytes: &'a [u8], off: usize) -> Self {
-        Elements { bytes, off }
+        let (body, terminated) = match bytes.split_last() {
+            Some((&last, body)) => (body, last == 0),
+            None => (&[][..], false),
+        };
+        Elements {
+            body,
+            terminated,
+            off,
+        }
     }
 
     /// The offset of the next element in the document's bytes.
@@ -58,36 +70,65 @@ impl<'a> Elements<'a> {
 
     /// The next element (see [`Step`]). After `End` or `Unsure` it keeps answering the same.
     pub fn step(&mut self) -> Step<'a> {
-        let bytes = self.bytes;
+        self.step_inline()
+    }
+
+    /// [`Elements::step`], inlined into the caller: for the loops that walk every document
+    /// of a query or an insert (reading a few fields), where the call and the returned
+    /// [`Step`] would cost as much as the step itself.
+    #[inline(always)]
+    pub fn step_inline(&mut self) -> Step<'a> {
+        self.step_with::<false>()
+    }
+
+    /// [`Elements::step_inline`], with a key holding a non-ASCII byte also answered as
+    /// [`Step::Unsure`] (its UTF-8 is left to the bson crate), checked while its NUL is
+    /// searched for: for callers that would leave such a key to the bson crate anyway.
+    #[inline(always)]
+    pub fn step_ascii(&mut self) -> Step<'a> {
+        self.step_with::<true>()
+    }
+
+    /// The step; with `ASCII`, a non-ASCII key is `Unsure`.
+    #[inline(always)]
+    fn step_with<const ASCII: bool>(&mut self) -> Step<'a> {
         let off = self.off;
-        // `end`: the offset of the document's last byte, which must be its terminator; the
-        // elements lie in `bytes[4..end]`.
-        let Some(end) = bytes.len().checked_sub(1) else {
-            return Step::Unsure;
-        };
-        let Some(rest) = bytes.get(off..end) else {
+        let Some(rest) = self.body.get(off..) else {
             return Step::Unsure;
         };
         let Some((&kind, after)) = rest.split_first() else {
-            return if bytes.get(end) == Some(&0) {
+            return if self.terminated {
                 Step::End
             } else {
                 Step::Unsure
             };
         };
-        let Some(key_len) = nul_at(after) else {
+        let key_len = if ASCII {
+            match nul_at_ascii(after) {
+                Some((n, true)) => n,
+                _ => return Step::Unsure,
+            }
+        } else {
+            match nul_at(after) {
+                Some(n) => n,
+                None => return Step::Unsure,
+            }
+        };
+        let Some((key, tail)) = after.split_at_checked(key_len) else {
             return Step::Unsure;
         };
-        let (Some(key), Some(r)) = (after.get(..key_len), after.get(key_len + 1..)) else {
+        // `tail` starts with the key's NUL.
+        let r = tail.get(1..).unwrap_or_default();
+        let class = CLASS[usize::from(kind)];
+        let value = if class < VARIABLE {
+            r.get(..usize::from(class))
+        } else {
+            sized_value(class, r)
+        };
+        let Some(value) = value else {
             return Step::Unsure;
         };
-        let Some(len) = value_len(kind, r) else {
-            return Step::Unsure;
-        };
-        let Some(value) = r.get(..len) else {
-            return Step::Unsure;
-        };
-        self.off = off + 1 + key_len + 1 + len;
+        self.off = off + 1 + key_len + 1 + value.len();
         Step::Element(Element { kind, key, value })
     }
 
@@ -124,9 +165,79 @@ pub(crate) fn nul_at(s: &[u8]) -> Option<usize> {
     rest.iter().position(|&c| c == 0).map(|p| at + p)
 }
 
-fn i32_at(b: &[u8], at: usize) -> Option<i32> {
-    let s: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
-    Some(i32::from_le_bytes(s))
+/// [`nul_at`], and whether every byte before that NUL is ASCII: the high bits of the words
+/// read are gathered, the NUL's word masked to the bits below the NUL's flag (the lowest set
+/// bit of the flags is the first zero byte's, see [`nul_at`]).
+#[inline(always)]
+fn nul_at_ascii(s: &[u8]) -> Option<(usize, bool)> {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let mut at = 0usize;
+    let mut rest = s;
+    let mut seen = 0u64;
+    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
+        let v = u64::from_le_bytes(*word);
+        let zeros = v.wrapping_sub(ONES) & !v & HIGHS;
+        if zeros != 0 {
+            let below = (zeros & zeros.wrapping_neg()) - 1;
+            let ascii = (seen | (v & below)) & HIGHS == 0;
+            return Some((at + (zeros.trailing_zeros() / 8) as usize, ascii));
+        }
+        seen |= v;
+        at += 8;
+        rest = tail;
+    }
+    let p = rest.iter().position(|&c| c == 0)?;
+    let ascii = seen & HIGHS == 0 && rest.get(..p).is_some_and(<[u8]>::is_ascii);
+    Some((at + p, ascii))
+}
+
+/// [`CLASS`] for a type whose value starts with an int32 length (kept apart from the fixed
+/// widths, which are all below it).
+const VARIABLE: u8 = 0x80;
+/// [`CLASS`] for a string (also code and symbol): the length prefix counts what follows it.
+const STRING: u8 = 0x80;
+/// [`CLASS`] for an embedded document or array: the length counts itself, ends in NUL.
+const DOCUMENT: u8 = 0x81;
+/// [`CLASS`] for a type not sized here.
+const UNSIZED: u8 = 0xFF;
+
+/// Per type byte: the fixed width of its value, or [`STRING`], [`DOCUMENT`], [`UNSIZED`].
+static CLASS: [u8; 256] = {
+    let mut c = [UNSIZED; 256];
+    c[0x01] = 8;
+    c[0x09] = 8;
+    c[0x11] = 8;
+    c[0x12] = 8;
+    c[0x10] = 4;
+    c[0x08] = 1;
+    c[0x07] = 12;
+    c[0x13] = 16;
+    c[0x0A] = 0;
+    c[0x06] = 0;
+    c[0xFF] = 0;
+    c[0x7F] = 0;
+    c[0x02] = STRING;
+    c[0x0D] = STRING;
+    c[0x0E] = STRING;
+    c[0x03] = DOCUMENT;
+    c[0x04] = DOCUMENT;
+    c
+};
+
+/// The value of a [`STRING`] or [`DOCUMENT`] class at the start of `r` (see [`value_len`]).
+#[inline]
+fn sized_value(class: u8, r: &[u8]) -> Option<&[u8]> {
+    let (n, _) = r.split_first_chunk::<4>()?;
+    let n = usize::try_from(i32::from_le_bytes(*n)).ok()?;
+    match class {
+        STRING => r.get(..n.checked_add(4)?),
+        DOCUMENT if n >= 5 => {
+            let v = r.get(..n)?;
+            (v.last() == Some(&0)).then_some(v)
+        }
+        _ => None,
+    }
 }
 
 /// The length of a value of type `kind` at the start of `r`: `None` for a type not sized
@@ -134,24 +245,13 @@ fn i32_at(b: &[u8], at: usize) -> Option<i32> {
 /// that is negative or longer than `r`, or an embedded document not ending in NUL.
 #[inline]
 pub fn value_len(kind: u8, r: &[u8]) -> Option<usize> {
-    let len = match kind {
-        0x01 | 0x09 | 0x11 | 0x12 => 8,
-        0x10 => 4,
-        0x08 => 1,
-        0x07 => 12,
-        0x13 => 16,
-        0x0A | 0x06 | 0xFF | 0x7F => 0,
-        0x02 | 0x0D | 0x0E => 4usize.checked_add(usize::try_from(i32_at(r, 0)?).ok()?)?,
-        0x03 | 0x04 => {
-            let n = usize::try_from(i32_at(r, 0)?).ok()?;
-            if n < 5 || r.get(n.checked_sub(1)?) != Some(&0) {
-                return None;
-            }
-            n
-        }
-        _ => return None,
-    };
-    (len <= r.len()).then_some(len)
+    let class = CLASS[usize::from(kind)];
+    if class < VARIABLE {
+        let len = usize::from(class);
+        (len <= r.len()).then_some(len)
+    } else {
+        sized_value(class, r).map(<[u8]>::len)
+    }
 }
 
 #[cfg(test)]
@@ -255,13 +355,34 @@ mod tests {
         Step::Element(Element { kind, key, value })
     }
 
-    /// The steps of both walks over `b`, until both have answered `End` or `Unsure` twice.
+    /// The steps of both walks over `b`, until both have answered `End` or `Unsure` twice;
+    /// and [`Elements::step_ascii`]'s: the reference's, with an element whose key is not
+    /// ASCII `Unsure` (the walk staying there).
     fn assert_same_steps(b: &[u8]) {
         let mut w = Elements::new(b);
         let mut off = 4usize;
         let mut finals = 0;
         while finals < 2 {
             let (got, want) = (w.step(), reference_step(b, &mut off));
+            assert_eq!(got, want, "{b:?}");
+            assert_eq!(w.offset(), off);
+            if !matches!(got, Step::Element(_)) {
+                finals += 1;
+            }
+        }
+        let mut w = Elements::new(b);
+        let mut off = 4usize;
+        let mut finals = 0;
+        while finals < 2 {
+            let mut next = off;
+            let want = match reference_step(b, &mut next) {
+                Step::Element(e) if !e.key.is_ascii() => Step::Unsure,
+                other => {
+                    off = next;
+                    other
+                }
+            };
+            let got = w.step_ascii();
             assert_eq!(got, want, "{b:?}");
             assert_eq!(w.offset(), off);
             if !matches!(got, Step::Element(_)) {
@@ -280,6 +401,7 @@ mod tests {
             rawdoc! {"a_rather_long_key_name": 1.5, "é": {"x": [1, 2_i64]}, "": null,
             "seven77": "s", "eight888": true, "n": bson::oid::ObjectId::from_bytes([0; 12])},
             rawdoc! {"k\u{1}\u{80}\u{ff}k": "\u{0}\u{1}", "x": {"": {"y": ""}}, "z": []},
+            rawdoc! {"ascii_key_é": 1, "key_of_9é": 2, "a": 3, "seven7é": 4, "é": 5},
         ];
         for d in &docs {
             let b = d.as_bytes();
@@ -301,7 +423,10 @@ mod tests {
         #[test]
         fn nul_at_is_the_first_nul(s in proptest::collection::vec(
             proptest::sample::select(vec![0u8, 1, 2, 0x7F, 0x80, 0x81, 0xFE, 0xFF, b'a']), 0..40)) {
-            proptest::prop_assert_eq!(nul_at(&s), s.iter().position(|&c| c == 0));
+            let first = s.iter().position(|&c| c == 0);
+            proptest::prop_assert_eq!(nul_at(&s), first);
+            let ascii = first.map(|n| (n, s[..n].is_ascii()));
+            proptest::prop_assert_eq!(nul_at_ascii(&s), ascii);
         }
     }
 }

@@ -58,11 +58,9 @@ pub(crate) fn fields<'a>(
         .fold(0u64, |m, n| m | 1 << n.as_ref().len().min(63));
     let mut elements = Elements::new(d.as_bytes());
     loop {
-        match elements.step() {
+        // A key that is not ASCII is `Unsure`.
+        match elements.step_ascii() {
             Step::Element(e) => {
-                if !e.key.is_ascii() {
-                    break;
-                }
                 // Only the names not found yet, their first byte compared before the rest.
                 let mut rest = if lengths & 1 << e.key.len().min(63) == 0 {
                     0
@@ -179,11 +177,9 @@ pub(crate) enum Walk<'a> {
 pub(crate) fn walk<'a>(b: &'a [u8], name: &[u8]) -> Walk<'a> {
     let mut elements = Elements::new(b);
     loop {
-        match elements.step() {
+        // A key that is not ASCII is `Unsure`.
+        match elements.step_ascii() {
             Step::Element(e) => {
-                if !e.key.is_ascii() {
-                    return Walk::Unsure;
-                }
                 if e.key == name {
                     return Walk::Found(e.value, e.kind, e.key);
                 }
