@@ -988,7 +988,7 @@ fn next_received_element<'d>(
     pos: &mut usize,
 ) -> Result<Option<RawElement<'d>>, Bad> {
     let mut walk = crate::elements::Elements::at(doc, *pos);
-    if let crate::elements::Step::Element(e) = walk.step() {
+    if let crate::elements::Step::Element(e) = walk.step_inline() {
         let plain = match e.kind {
             0x08 => matches!(e.value, [0 | 1]),
             0x02 | 0x0D | 0x0E => e.value.len() >= 5 && e.value.last() == Some(&0),
