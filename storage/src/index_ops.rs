@@ -3,7 +3,8 @@
 //! Maintenance ([`WriteTxn::index_document`]): every write computes the entries of the old
 //! and the new version of a document for each secondary index (through the query layer's
 //! [`crate::index::IndexKeyGen`]) and applies the difference — deleting entries that went
-//! away, putting new ones — in the writer's own transaction. A unique index is checked by a
+//! away, putting new ones — in the writer's own transaction; an insert, having no old version,
+//! writes the generated entries as they come, without building a difference. A unique index is checked by a
 //! prefix read of the new entry's key (so two concurrent inserts of the same value conflict).
 //! Indexes that are still building are maintained and checked exactly like ready ones, so an
 //! index never holds an entry for a document that does not have it, nor a duplicate.
@@ -223,14 +224,16 @@ impl WriteTxn<'_> {
             puts: Vec<usize>,
         }
         let keygen = self.store.keygen.clone();
+        if old.is_none() {
+            return self.index_new_document(coll, doc_key, new, &*keygen);
+        }
         let full = |e: &IndexEntry| {
             let mut k = e.key.clone();
             k.extend_from_slice(doc_key);
             k
         };
         let mut changes: Vec<Change> = Vec::new();
-        // Phase 1: compute and check; nothing is written. Without old entries (an insert)
-        // there is nothing to diff: every new entry is put.
+        // Phase 1: compute and check; nothing is written.
         for idx in coll.secondary_indexes() {
             let old_keys = match old {
                 Some(d) => keygen.keys(idx, d)?,
@@ -293,6 +296,49 @@ impl WriteTxn<'_> {
                 v.clear();
                 entry_value_into(e, &mut v);
                 self.tx.put(c.space, &k, &v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`WriteTxn::index_document`] without an old document (an insert): every generated
+    /// entry is new, so there is nothing to diff — each index's entries are generated and
+    /// checked (uniqueness) for every index first, then written straight from the generated
+    /// entries, with the same order of checks and writes as the general path.
+    fn index_new_document(
+        &mut self,
+        coll: &CollectionMeta,
+        doc_key: &[u8],
+        new: Option<&RawDocument>,
+        keygen: &dyn crate::index::IndexKeyGen,
+    ) -> Result<()> {
+        let Some(new) = new else { return Ok(()) };
+        // Phase 1: compute and check; nothing is written.
+        let mut changes: Vec<(SpaceId, IndexKeys)> = Vec::with_capacity(coll.indexes.len());
+        for idx in coll.secondary_indexes() {
+            let keys = keygen.keys(idx, new)?;
+            if idx.is_unique() {
+                for e in &keys.entries {
+                    self.check_unique(coll, idx, e, doc_key)?;
+                }
+            }
+            changes.push((idx.space, keys));
+        }
+        // Phase 2: write, through one key buffer and one value buffer.
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for (space, keys) in changes {
+            if keys.multikey {
+                self.mark_multikey(space)?;
+            }
+            for e in &keys.entries {
+                k.clear();
+                k.reserve(e.key.len() + doc_key.len());
+                k.extend_from_slice(&e.key);
+                k.extend_from_slice(doc_key);
+                v.clear();
+                v.reserve(4 + e.values.as_bytes().len());
+                entry_value_into(e, &mut v);
+                self.tx.put(space, &k, &v)?;
             }
         }
         Ok(())

@@ -144,6 +144,25 @@ impl Significand {
         }
     }
 
+    /// [`Significand::from_digit_slice`] of `ds` followed by more digits, `lower_nonzero`
+    /// saying whether any of those is nonzero: `q` scales `ds` as if it were the whole
+    /// (value = (ds + a fraction below its last digit) × 10^q). When the lower digits are
+    /// nonzero, `ds` must hold at least [`MAX_DIGITS`] digits: the value is then `ds`'s first
+    /// 34 digits and sticky, as [`Significand::from_digit_slice`] of all the digits gives.
+    fn below_digits(ds: &[u8], q: i32, lower_nonzero: bool) -> Significand {
+        if !lower_nonzero || ds.len() < MAX_DIGITS {
+            return Significand::from_digit_slice(ds, q);
+        }
+        let mut digits = [0u8; MAX_DIGITS];
+        digits.copy_from_slice(&ds[..MAX_DIGITS]);
+        Significand {
+            exponent: q.saturating_add(i32::try_from(ds.len()).unwrap_or(i32::MAX)),
+            digits,
+            len: MAX_DIGITS as u8,
+            sticky: true,
+        }
+    }
+
     /// Builds from `c × 10^q`, `c > 0`.
     fn from_u128(c: u128, q: i32) -> Significand {
         match u64::try_from(c) {
@@ -361,22 +380,65 @@ fn pow5_significand_fixed(m: u64, k: u32) -> Option<Significand> {
         *chunks.get_mut(n_chunks)? = rem as u32;
         n_chunks += 1;
     }
-    let mut digits = [0u8; 81];
-    let mut len = 0;
-    for chunk in chunks.iter().take(n_chunks).rev() {
-        let mut c = *chunk;
-        let slot = digits.get_mut(len..len + 9)?;
-        for d in slot.iter_mut().rev() {
-            *d = (c % 10) as u8;
-            c /= 10;
-        }
-        len += 9;
+    // Digits, most significant first: whole chunks from the top until at least MAX_DIGITS
+    // are out; the chunks below those only count as zero or not (digits past the first
+    // MAX_DIGITS are never kept, see `Significand::below_digits`).
+    let chunks = chunks.get(..n_chunks)?;
+    let (&top, mut lower) = chunks.split_last()?;
+    if top == 0 {
+        return None;
     }
-    let first = digits[..len].iter().position(|&d| d != 0)?;
-    Some(Significand::from_digit_slice(
-        &digits[first..len],
-        -(k as i32),
+    let first = 9 - top_digits(top);
+    let mut digits = [0u8; 9 + MAX_DIGITS + 9];
+    put_nine_digits(top, digits.get_mut(..9)?);
+    let mut len = 9;
+    while len - first < MAX_DIGITS
+        && let Some((&c, rest)) = lower.split_last()
+    {
+        put_nine_digits(c, digits.get_mut(len..len + 9)?);
+        len += 9;
+        lower = rest;
+    }
+    let q = (9 * lower.len() as i32).checked_sub(k as i32)?;
+    Some(Significand::below_digits(
+        digits.get(first..len)?,
+        q,
+        lower.iter().any(|&c| c != 0),
     ))
+}
+
+/// The two decimal digits of each number below 100.
+const DIGIT_PAIRS: [[u8; 2]; 100] = {
+    let mut t = [[0u8; 2]; 100];
+    let mut i = 0;
+    while i < 100 {
+        t[i] = [(i / 10) as u8, (i % 10) as u8];
+        i += 1;
+    }
+    t
+};
+
+/// The nine decimal digits of `c < 10^9` (leading zeros included) into `out` (9 bytes), two
+/// at a time.
+fn put_nine_digits(mut c: u32, out: &mut [u8]) {
+    let mut i = out.len();
+    while i >= 2 {
+        if let (Some(pair), Some(digits)) =
+            (out.get_mut(i - 2..i), DIGIT_PAIRS.get((c % 100) as usize))
+        {
+            pair.copy_from_slice(digits);
+        }
+        c /= 100;
+        i -= 2;
+    }
+    if let Some(d) = out.get_mut(..i).and_then(|s| s.first_mut()) {
+        *d = (c % 10) as u8;
+    }
+}
+
+/// Number of decimal digits of a nonzero `c < 10^9`.
+fn top_digits(c: u32) -> usize {
+    c.checked_ilog10().map_or(0, |l| l as usize + 1)
 }
 
 /// Number of decimal digits of `c` (0 for 0).
@@ -749,6 +811,16 @@ mod tests {
             }
         }
 
+        /// The same for any `m` (even ones give products ending in zeros, whole zero
+        /// chunks below the kept digits included), with `k` where the fixed width answers.
+        #[test]
+        fn fixed_pow5_matches_bigint_any_m(m in 1u64..(1u64 << 53), shift in 0u32..53, k in 1u32..=87) {
+            let m = (m << shift) & ((1u64 << 53) - 1);
+            if m != 0 {
+                proptest::prop_assert_eq!(pow5_significand_fixed(m, k), Some(pow5_significand_big(m, k)));
+            }
+        }
+
         /// Every double's significand through the fast paths equals the big-integer one.
         #[test]
         fn f64_significand_matches_bigint(bits in proptest::prelude::any::<u64>()) {
@@ -779,6 +851,28 @@ mod tests {
             );
         }
         assert_eq!(pow5_significand_fixed(1, 1074), None);
+        // 10^52: one digit, then only zero chunks; 2^52 + 1 times 5^52: 34 digits and more
+        // below, a zero run inside the kept digits; and the bench's kind of score.
+        for (m, k) in [
+            (1u64 << 52, 52),
+            ((1u64 << 52) + 1, 52),
+            (1 << 40, 87),
+            (3, 87),
+        ] {
+            assert_eq!(
+                pow5_significand_fixed(m, k),
+                Some(pow5_significand_big(m, k)),
+                "{m} {k}"
+            );
+        }
+        for x in [0.1, 0.5, 123.456, 999.999_999_999_999_9, 1e-10, 1.0 / 3.0] {
+            let (_, m, e) = decompose_f64(x).unwrap();
+            assert_eq!(
+                f64_significand(m, e),
+                pow5_significand_big(m, e.unsigned_abs()),
+                "{x}"
+            );
+        }
         assert_eq!(
             Significand::from_u64(u64::MAX, 0),
             Significand::from_u128_digits(u128::from(u64::MAX), 0)
