@@ -550,12 +550,13 @@ impl Host for ServerHost<'_> {
         crate::deadline::check().map_err(query_error)
     }
 
-    fn record_work(&self, plan: &cairn_query::plan::Plan, keys: u64, docs: u64) {
+    /// The plan is recorded once, unrendered (its `planSummary` is built when read).
+    fn record_work(&self, plan: &Arc<cairn_query::plan::Plan>, keys: u64, docs: u64) {
         crate::ops::record_work(keys, docs);
         if let Some(op) = crate::deadline::context().op
-            && op.plan_summary().is_none()
+            && !op.has_plan()
         {
-            crate::ops::record_plan(crate::ops::plan_summary(plan));
+            crate::ops::record_chosen_plan(plan);
         }
     }
 
