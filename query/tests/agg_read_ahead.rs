@@ -105,7 +105,7 @@ impl Host for CountingHost {
         }
     }
 
-    fn record_work(&self, _plan: &cairn_query::plan::Plan, keys: u64, docs: u64) {
+    fn record_work(&self, _plan: &std::sync::Arc<cairn_query::plan::Plan>, keys: u64, docs: u64) {
         self.keys.fetch_add(keys, Ordering::SeqCst);
         self.docs.fetch_add(docs, Ordering::SeqCst);
     }

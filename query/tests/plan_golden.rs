@@ -142,6 +142,7 @@ fn run(store: &Store, cache: &PlanCache, c: &Case) -> (String, Vec<RawDocumentBu
         sort: sort.as_ref(),
         natural: None,
         projection: projection.as_ref(),
+        inclusion: None,
         hint: &c.hint,
         min: None,
         max: None,

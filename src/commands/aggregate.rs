@@ -550,12 +550,13 @@ impl Host for ServerHost<'_> {
         crate::deadline::check().map_err(query_error)
     }
 
-    fn record_work(&self, plan: &cairn_query::plan::Plan, keys: u64, docs: u64) {
+    /// The plan is recorded once, unrendered (its `planSummary` is built when read).
+    fn record_work(&self, plan: &Arc<cairn_query::plan::Plan>, keys: u64, docs: u64) {
         crate::ops::record_work(keys, docs);
         if let Some(op) = crate::deadline::context().op
-            && op.plan_summary().is_none()
+            && !op.has_plan()
         {
-            crate::ops::record_plan(crate::ops::plan_summary(plan));
+            crate::ops::record_chosen_plan(plan);
         }
     }
 
@@ -1033,21 +1034,35 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             start.run(&r)
         })
         .await?;
-        let mut batch = RawArrayBuf::new();
-        for d in docs {
-            batch.push(d);
-        }
-        let mut cursor = rawdoc! {"firstBatch": batch};
-        if let Some(t) = pbrt {
-            cursor.append(cstr!("postBatchResumeToken"), t);
-        }
-        cursor.append(cstr!("id"), id);
-        cursor.append(cstr!("ns"), ns);
-        if let Some(t) = at_cluster_time {
-            cursor.append(cstr!("atClusterTime"), t);
-        }
-        Ok(rawdoc! {"cursor": cursor}.into())
+        Ok(first_reply(docs, pbrt, id, &ns, at_cluster_time).into())
     })
+}
+
+/// The first batch's reply, `{cursor: {firstBatch, postBatchResumeToken?, id, ns,
+/// atClusterTime?}}`: without a resume token (all but change streams), the reply `find` gives,
+/// written in one buffer ([`crate::cursor::batch_reply`]).
+fn first_reply(
+    docs: Vec<RawDocumentBuf>,
+    pbrt: Option<RawDocumentBuf>,
+    id: i64,
+    ns: &str,
+    at_cluster_time: Option<bson::Timestamp>,
+) -> RawDocumentBuf {
+    let Some(t) = pbrt else {
+        return crate::cursor::batch_reply("firstBatch", &docs, id, ns, at_cluster_time);
+    };
+    let mut batch = RawArrayBuf::new();
+    for d in docs {
+        batch.push(d);
+    }
+    let mut cursor = rawdoc! {"firstBatch": batch};
+    cursor.append(cstr!("postBatchResumeToken"), t);
+    cursor.append(cstr!("id"), id);
+    cursor.append(cstr!("ns"), ns);
+    if let Some(t) = at_cluster_time {
+        cursor.append(cstr!("atClusterTime"), t);
+    }
+    rawdoc! {"cursor": cursor}
 }
 
 /// A collection's `$listCatalog` entry: `{db, name, type, md: {ns, options, indexes}, idxIdent,
@@ -1078,5 +1093,46 @@ fn catalog_entry(m: &CollectionMeta) -> RawDocumentBuf {
         "idxIdent": idents,
         "ns": ns.as_str(),
         "ident": format!("collection-{}", m.id),
+    }
+}
+
+#[cfg(test)]
+mod reply_tests {
+    use super::*;
+
+    /// The one-buffer reply is the document built field by field.
+    #[test]
+    fn first_reply_is_the_general_document() {
+        let docs = vec![
+            rawdoc! {"_id": "x", "n": 3_i32, "avg": 2.5},
+            rawdoc! {"_id": bson::RawBson::Null, "a": {"b": [1_i64, "s"]}},
+        ];
+        for (docs, at) in [
+            (docs.clone(), None),
+            (
+                docs,
+                Some(bson::Timestamp {
+                    time: 7,
+                    increment: 9,
+                }),
+            ),
+            (Vec::new(), None),
+        ] {
+            let mut batch = RawArrayBuf::new();
+            for d in &docs {
+                batch.push(d.clone());
+            }
+            let mut cursor = rawdoc! {"firstBatch": batch, "id": 42_i64, "ns": "db.c"};
+            if let Some(t) = at {
+                cursor.append(cstr!("atClusterTime"), t);
+            }
+            let want = rawdoc! {"cursor": cursor};
+            assert_eq!(first_reply(docs, None, 42, "db.c", at), want);
+        }
+        let with_token = first_reply(Vec::new(), Some(rawdoc! {"_data": "00"}), 0, "db.c", None);
+        assert_eq!(
+            with_token,
+            rawdoc! {"cursor": {"firstBatch": [], "postBatchResumeToken": {"_data": "00"}, "id": 0_i64, "ns": "db.c"}}
+        );
     }
 }

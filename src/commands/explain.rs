@@ -323,13 +323,13 @@ pub(crate) fn explain_aggregate(
                 .map(|(_, d)| (d.clone(), c.limit.map(|l| l.saturating_add(c.skip)))),
             skip: Some(c.skip),
             limit: if blocking_sort { None } else { c.limit },
-            projection: c.projection.as_ref().map(|(_, d)| {
+            projection: c.projection_doc().map(|d| {
                 let name = if plan.covered {
                     "PROJECTION_COVERED"
                 } else {
                     "PROJECTION_SIMPLE"
                 };
-                (name, d.clone())
+                (name, d)
             }),
             root: None,
         };

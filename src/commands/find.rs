@@ -351,6 +351,7 @@ impl FindRequest {
             sort: self.sort.as_ref(),
             natural: self.natural,
             projection: self.output.as_ref().map(|o| &o.projection),
+            inclusion: None,
             hint: &self.hint,
             min: self.min.as_deref(),
             max: self.max.as_deref(),

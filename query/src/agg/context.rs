@@ -134,7 +134,7 @@ pub trait Host: Send + Sync {
     /// Called as a plan works: the index keys and documents it examined since its last call,
     /// and the plan (what the operation reports as `keysExamined`, `docsExamined` and
     /// `planSummary`). Ignored by default.
-    fn record_work(&self, _plan: &crate::plan::Plan, _keys: u64, _docs: u64) {}
+    fn record_work(&self, _plan: &Arc<crate::plan::Plan>, _keys: u64, _docs: u64) {}
 
     /// The `$collStats` sections (`latencyStats`, `storageStats`, `count`, …) for a
     /// collection (`meta` is `None` when it does not exist), in MongoDB's order, after `ns`,

@@ -11,8 +11,10 @@
 //! `count_documents`' `$group`), the plan only counts and empty documents flow on; when it
 //! needs only top-level fields, the projection copies those elements in document order; and
 //! when the next stage is `$group` (it reads only those fields and keeps no document),
-//! documents pass unprojected, saving a copy of each (the planner still sees the projection,
-//! for covered plans). An `$unwind` gets the projected documents: it builds one output per
+//! documents pass unprojected, saving a copy of each (the planner still sees the projection's
+//! paths, for covered plans). The planner needs only those paths
+//! ([`crate::plan::Query::inclusion`]), so the projection is parsed only when documents are
+//! projected with it; the stage's filter is the leading `$match`'s, parsed once. An `$unwind` gets the projected documents: it builds one output per
 //! element, and walking the small projection each time is cheaper than the whole document.
 //! As the plan works it reports the keys and documents it examined, and itself, to the host
 //! ([`crate::agg::Host::record_work`]: the operation's `keysExamined`, `docsExamined`,
@@ -36,7 +38,7 @@
 
 use std::any::Any;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bson::{RawBson, RawDocumentBuf, rawdoc};
 use cairn_storage::catalog::CollectionMeta;
@@ -54,6 +56,31 @@ use crate::jsonschema::WithJsonSchema;
 use crate::plan::{Chosen, Execution, Hint, Plan, Query, Source, Stats, Trial, choose};
 use crate::projection::Projection;
 use crate::sort::{SortSpec, SortedDocs, Sorter};
+
+/// The inclusion projection of `paths` (minimal, sorted), `_id: 0` unless `_id` is among
+/// them.
+fn inclusion_doc(paths: &[String]) -> RawDocumentBuf {
+    let mut d = RawDocumentBuf::new();
+    let mut id = false;
+    for p in paths {
+        if p == "_id" || p.starts_with("_id.") {
+            id = true;
+        }
+        if let Ok(k) = <&bson::raw::CStr>::try_from(p.as_str()) {
+            d.append(k, 1i32);
+        }
+    }
+    if !id {
+        d.append(bson::raw::cstr!("_id"), 0i32);
+    }
+    d
+}
+
+/// A dotted path whose inclusion projection certainly parses: non-empty components not
+/// starting with `$`, no NUL byte.
+fn plain_path(p: &str) -> bool {
+    !p.contains('\0') && p.split('.').all(|c| !c.is_empty() && !c.starts_with('$'))
+}
 
 /// What the `$cursor` stage chose and did (for `explain`).
 #[derive(Debug, Clone)]
@@ -91,8 +118,15 @@ pub struct CursorStage {
     pub skip: u64,
     /// Documents returned at most.
     pub limit: Option<u64>,
-    /// The projection of the needed fields, and its document.
-    pub projection: Option<(Projection, RawDocumentBuf)>,
+    /// The needed fields, minimal and sorted, when their projection is valid (an inclusion of
+    /// them, `_id: 0` unless `_id` is needed: [`CursorStage::projection_doc`]).
+    pub projected: Option<Vec<String>>,
+    /// The paths that projection keeps, as [`Projection::simple_inclusion_paths`] lists them:
+    /// what the planner needs to consider covered plans ([`crate::plan::Query::inclusion`]).
+    pub inclusion: Option<Vec<String>>,
+    /// The parsed projection, built when documents are first projected with it (dotted
+    /// paths, when the next stage is not `$group`).
+    parsed: OnceLock<Option<Projection>>,
     /// The needed fields when they are all top-level (`_id` among them only when needed):
     /// the projection is then a copy of those elements, in document order.
     pub top_level: Option<Vec<String>>,
@@ -119,11 +153,16 @@ impl CursorStage {
         ext: &ExprExtensions,
     ) -> Result<(CursorStage, Vec<Arc<dyn Stage>>)> {
         let mut it = stages.into_iter().peekable();
-        let mut filters: Vec<RawDocumentBuf> = Vec::new();
-        while let Some(m) = it.peek().and_then(|s| s.as_any().downcast_ref::<Match>()) {
-            filters.push(m.doc.clone());
-            it.next();
+        let mut filters: Vec<&Match> = Vec::new();
+        let mut matches = Vec::new();
+        while let Some(s) = it.next_if(|s| s.as_any().is::<Match>()) {
+            matches.push(s);
         }
+        filters.extend(
+            matches
+                .iter()
+                .filter_map(|s| s.as_any().downcast_ref::<Match>()),
+        );
         let mut sort = None;
         let mut skip = 0u64;
         let mut limit = None;
@@ -144,47 +183,50 @@ impl CursorStage {
         }
         let rest: Vec<Arc<dyn Stage>> = it.collect();
         let project_output = !rest.first().is_some_and(|s| s.as_any().is::<Group>());
-        let filter_doc = match filters.len() {
-            0 => RawDocumentBuf::new(),
-            1 => filters.pop().unwrap_or_default(),
-            _ => {
+        // One `$match` (adjacent ones were merged): its filter, already parsed.
+        let (filter_doc, filter) = match filters.as_slice() {
+            [] => {
+                let d = RawDocumentBuf::new();
+                let f = Filter::parse_with(&d, &WithJsonSchema(ext))?;
+                (d, Arc::new(f))
+            }
+            [m] => (m.doc.clone(), m.filter.clone()),
+            many => {
                 let mut arr = bson::RawArrayBuf::new();
-                for f in filters {
-                    arr.push(f);
+                for m in many {
+                    arr.push(m.doc.clone());
                 }
-                rawdoc! {"$and": arr}
+                let d = rawdoc! {"$and": arr};
+                let f = Filter::parse_with(&d, &WithJsonSchema(ext))?;
+                (d, Arc::new(f))
             }
         };
-        let filter = Arc::new(Filter::parse_with(&filter_doc, &WithJsonSchema(ext))?);
         let deps = super::Pipeline::from_stages(rest.clone()).deps();
         let mut top_level = None;
-        let (projection, count_only) = if deps.whole {
-            (None, false)
+        let mut projected = None;
+        let mut inclusion = None;
+        let parsed = OnceLock::new();
+        let count_only = if deps.whole {
+            false
         } else {
             let paths = deps.minimal_paths();
             if paths.is_empty() {
-                (None, true)
+                true
             } else {
                 if paths.iter().all(|p| !p.contains('.')) {
                     top_level = Some(paths.clone());
                 }
-                let mut d = RawDocumentBuf::new();
-                let mut id = false;
-                for p in &paths {
-                    if p == "_id" || p.starts_with("_id.") {
-                        id = true;
-                    }
-                    if let Ok(k) = <&bson::raw::CStr>::try_from(p.as_str()) {
-                        d.append(k, 1i32);
-                    }
+                if paths.iter().all(|p| plain_path(p)) {
+                    // The projection of plain paths parses, and keeps them in this
+                    // (sorted) order: no need to build or parse it to plan.
+                    inclusion = Some(paths.clone());
+                    projected = Some(paths);
+                } else if let Ok(p) = Projection::parse(&inclusion_doc(&paths)) {
+                    inclusion = p.simple_inclusion_paths().map(<[String]>::to_vec);
+                    projected = Some(paths);
+                    let _ = parsed.set(Some(p));
                 }
-                if !id {
-                    d.append(bson::raw::cstr!("_id"), 0i32);
-                }
-                match Projection::parse(&d) {
-                    Ok(p) => (Some((p, d)), false),
-                    Err(_) => (None, false),
-                }
+                false
             }
         };
         Ok((
@@ -196,7 +238,9 @@ impl CursorStage {
                 sort,
                 skip,
                 limit,
-                projection,
+                projected,
+                inclusion,
+                parsed,
                 top_level,
                 project_output,
                 count_only,
@@ -212,11 +256,16 @@ impl CursorStage {
         format!("{}.{}", self.db, self.coll)
     }
 
+    /// The projection of the needed fields, as explain shows it.
+    pub fn projection_doc(&self) -> Option<RawDocumentBuf> {
+        self.projected.as_deref().map(inclusion_doc)
+    }
+
     /// The query the planner sees.
     pub fn query(&self) -> Query<'_> {
         let mut q = Query::new(&self.filter, &self.hint);
         q.sort = self.sort.as_ref().map(|(s, _)| s);
-        q.projection = self.projection.as_ref().map(|(p, _)| p);
+        q.inclusion = self.inclusion.as_deref();
         q.count = self.count_only && self.sort.is_none();
         q.limit = self.limit.map(|l| l.saturating_add(self.skip));
         q
@@ -541,8 +590,12 @@ impl CursorStage {
             }
             return Ok(out);
         }
-        match &self.projection {
-            Some((p, _)) => p.apply(&d, None),
+        let parsed = self.parsed.get_or_init(|| {
+            self.projection_doc()
+                .and_then(|d| Projection::parse(&d).ok())
+        });
+        match parsed {
+            Some(p) => p.apply(&d, None),
             None => Ok(d),
         }
     }
@@ -702,5 +755,45 @@ impl DocStream for CursorStream {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agg::deps::Deps;
+
+    /// The planner's paths taken without parsing ([`CursorStage::inclusion`] for plain
+    /// paths) are those the parsed projection lists, in the same order.
+    #[test]
+    fn plain_inclusion_paths_are_the_parsed_projections() {
+        let sets: &[&[&str]] = &[
+            &["score", "address.city"],
+            &["a"],
+            &["_id"],
+            &["_id.x", "b"],
+            &["B", "_id", "a"],
+            &["a-b", "a.c", "a/d", "a.b.c", "a.b-x", "ab.c", "a!"],
+            &["x.y.z", "x.y", "x.w", "x"],
+            &["z", "y.a", "y.b.c", "_id.a", "_id.b", "Z"],
+        ];
+        for set in sets {
+            let mut deps = Deps::default();
+            for p in *set {
+                deps.add_path(p);
+            }
+            let paths = deps.minimal_paths();
+            assert!(paths.iter().all(|p| plain_path(p)), "{paths:?}");
+            let doc = inclusion_doc(&paths);
+            let parsed = Projection::parse(&doc).unwrap();
+            assert_eq!(
+                parsed.simple_inclusion_paths(),
+                Some(paths.as_slice()),
+                "{doc:?}"
+            );
+        }
+        assert!(!plain_path("a..b"));
+        assert!(!plain_path("a.$b"));
+        assert!(!plain_path(""));
     }
 }

@@ -106,6 +106,10 @@ pub struct Query<'a> {
     pub natural: Option<bool>,
     /// The projection, if any.
     pub projection: Option<&'a Projection>,
+    /// Instead of a parsed [`Query::projection`]: the paths an inclusion projection of
+    /// plain fields keeps, as [`Projection::simple_inclusion_paths`] lists them (the
+    /// aggregation `$cursor` stage, which needs no parsed projection to plan).
+    pub inclusion: Option<&'a [String]>,
     /// The hint.
     pub hint: &'a Hint,
     /// `min`: inclusive lower key bound on the hinted index.
@@ -128,6 +132,7 @@ impl<'a> Query<'a> {
             sort: None,
             natural: None,
             projection: None,
+            inclusion: None,
             hint,
             min: None,
             max: None,
@@ -347,12 +352,31 @@ fn admits_null(iv: &[Interval]) -> bool {
         .any(|i| i.contains(RawBsonRef::Null) || i.contains(RawBsonRef::Undefined))
 }
 
-/// Whether the projection can be answered from entries of `idx` with these bounds.
-fn coverable(idx: &IndexMeta, bounds: &IndexBounds, projection: Option<&Projection>) -> bool {
-    let Some(paths) = projection.and_then(Projection::simple_inclusion_paths) else {
+/// The paths of the query's projection when it is an inclusion of plain fields (the parsed
+/// projection's, or [`Query::inclusion`]).
+fn inclusion_paths<'a>(q: &Query<'a>) -> Option<&'a [String]> {
+    match q.projection {
+        Some(p) => p.simple_inclusion_paths(),
+        None => q.inclusion,
+    }
+}
+
+/// Whether the projection's paths can be answered from entries of `idx` with these bounds.
+fn coverable(idx: &IndexMeta, bounds: &IndexBounds, paths: Option<&[String]>) -> bool {
+    let Some(paths) = paths else {
         return false;
     };
     if idx.multikey || idx.is_id() || paths.is_empty() {
+        return false;
+    }
+    let bounded = paths.iter().all(|p| {
+        bounds
+            .fields
+            .iter()
+            .find(|f| &f.path == p)
+            .is_some_and(|f| !f.hashed && !admits_null(&f.intervals))
+    });
+    if !bounded {
         return false;
     }
     let comps = idx.key_pattern().map(key_components).unwrap_or_default();
@@ -364,13 +388,7 @@ fn coverable(idx: &IndexMeta, bounds: &IndexBounds, projection: Option<&Projecti
             }
         }
     }
-    paths.iter().all(|p| {
-        bounds
-            .fields
-            .iter()
-            .find(|f| &f.path == p)
-            .is_some_and(|f| !f.hashed && !admits_null(&f.intervals))
-    })
+    true
 }
 
 /// Encodes a `min`/`max` document as a key over `idx` (its fields must be the key pattern's,
@@ -522,7 +540,7 @@ fn plan_for_index(
         }));
     }
     let covered =
-        exact && !q.count && q.modifies.is_none() && coverable(idx, &bounds, q.projection);
+        exact && !q.count && q.modifies.is_none() && coverable(idx, &bounds, inclusion_paths(q));
     let count_scan = q.count && exact;
     Ok(Some(Plan {
         access: Access::Index(IndexAccess {
@@ -619,6 +637,7 @@ fn or_plan(meta: &CollectionMeta, q: &Query<'_>) -> Option<Plan> {
             sort: None,
             natural: None,
             projection: None,
+            inclusion: None,
             count: false,
             ..*q
         };
@@ -913,7 +932,7 @@ pub fn shape(q: &Query<'_>) -> String {
             out.push(if f.ascending { '+' } else { '-' });
         }
     }
-    if let Some(p) = q.projection.and_then(Projection::simple_inclusion_paths) {
+    if let Some(p) = inclusion_paths(q) {
         out.push_str("|proj:");
         out.push_str(&p.join(","));
     }
