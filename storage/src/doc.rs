@@ -911,28 +911,16 @@ struct Element<'d> {
 /// The element at `*pos` of the framed document `doc` (length through terminator), or `None` at
 /// its terminator; advances `*pos`.
 fn next_element<'d>(doc: &'d [u8], pos: &mut usize) -> Result<Option<Element<'d>>, Bad> {
-    let body_end = doc.len().saturating_sub(1);
-    if *pos == body_end {
+    let Some(e) = next_raw_element::<true>(doc, pos)? else {
         return Ok(None);
-    }
-    let body = doc
-        .get(*pos..body_end)
-        .ok_or_else(|| bad("element overruns its document"))?;
-    let (&ty, after_ty) = body
-        .split_first()
-        .ok_or_else(|| bad("element overruns its document"))?;
-    let (name, name_len) = cstring(after_ty)?;
-    let rest = after_ty.get(name_len..).unwrap_or_default();
-    let (len, nested) = value_len(ty, rest)?;
-    let value = rest
-        .get(..len)
-        .ok_or_else(|| bad("value overruns its document"))?;
-    *pos += 1 + name_len + len;
+    };
+    // Checked as UTF-8 by the walk; read as text here.
+    let name = std::str::from_utf8(e.name).map_err(|_| bad("name is not UTF-8"))?;
     Ok(Some(Element {
-        ty,
+        ty: e.ty,
         name,
-        value,
-        nested,
+        value: e.value,
+        nested: e.nested,
     }))
 }
 

@@ -219,6 +219,7 @@ const ENTRY_OVERHEAD: usize = 96;
 const STRING_ENTRY_OVERHEAD: usize = 32;
 
 /// The in-memory groups and the spilled runs.
+#[derive(Default)]
 struct Table {
     /// Group key → its position in `groups` (foldhash: a key is hashed once per document).
     index: HashMap<Vec<u8>, usize, foldhash::fast::RandomState>,
@@ -329,13 +330,7 @@ impl GroupStream {
     fn consume(&mut self, mut input: Box<dyn DocStream>, cx: &ExecCx<'_>) -> Result<()> {
         let stage = &self.stage;
         let vars = stage.ext.variables();
-        let mut t = Table {
-            index: HashMap::default(),
-            strings: HashMap::default(),
-            groups: Vec::new(),
-            mem: 0,
-            runs: Vec::new(),
-        };
+        let mut t = Table::default();
         let mut n = 0u32;
         let mut kbuf = Vec::new();
         let opts = &self.opts;
@@ -671,13 +666,7 @@ mod tests {
             RawBson::String("ü日本".into()),
             RawBson::Symbol("ü日本".into()),
         ];
-        let mut t = Table {
-            index: HashMap::default(),
-            strings: HashMap::default(),
-            groups: Vec::new(),
-            mem: 0,
-            runs: Vec::new(),
-        };
+        let mut t = Table::default();
         let mut kbuf = Vec::new();
         for round in 0..3 {
             // The general rule: equal encoded keys, one group, the first seen.
