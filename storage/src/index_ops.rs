@@ -224,9 +224,9 @@ impl WriteTxn<'_> {
             puts: Vec<usize>,
         }
         let keygen = self.store.keygen.clone();
-        if old.is_none() {
+        let Some(old) = old else {
             return self.index_new_document(coll, doc_key, new, &*keygen);
-        }
+        };
         let full = |e: &IndexEntry| {
             let mut k = e.key.clone();
             k.extend_from_slice(doc_key);
@@ -235,10 +235,7 @@ impl WriteTxn<'_> {
         let mut changes: Vec<Change> = Vec::new();
         // Phase 1: compute and check; nothing is written.
         for idx in coll.secondary_indexes() {
-            let old_keys = match old {
-                Some(d) => keygen.keys(idx, d)?,
-                None => IndexKeys::default(),
-            };
+            let old_keys = keygen.keys(idx, old)?;
             let new_keys = match new {
                 Some(d) => keygen.keys(idx, d)?,
                 None => IndexKeys::default(),
@@ -290,12 +287,7 @@ impl WriteTxn<'_> {
                 self.tx.delete(c.space, d)?;
             }
             for e in c.puts.iter().filter_map(|&i| c.keys.entries.get(i)) {
-                k.clear();
-                k.extend_from_slice(&e.key);
-                k.extend_from_slice(doc_key);
-                v.clear();
-                entry_value_into(e, &mut v);
-                self.tx.put(c.space, &k, &v)?;
+                self.put_entry(c.space, e, doc_key, (&mut k, &mut v))?;
             }
         }
         Ok(())
@@ -331,17 +323,29 @@ impl WriteTxn<'_> {
                 self.mark_multikey(space)?;
             }
             for e in &keys.entries {
-                k.clear();
-                k.reserve(e.key.len() + doc_key.len());
-                k.extend_from_slice(&e.key);
-                k.extend_from_slice(doc_key);
-                v.clear();
-                v.reserve(4 + e.values.as_bytes().len());
-                entry_value_into(e, &mut v);
-                self.tx.put(space, &k, &v)?;
+                self.put_entry(space, e, doc_key, (&mut k, &mut v))?;
             }
         }
         Ok(())
+    }
+
+    /// Puts one index entry of the document `doc_key`, building its key and value in the
+    /// caller's reused buffers (key, value).
+    fn put_entry(
+        &mut self,
+        space: SpaceId,
+        e: &IndexEntry,
+        doc_key: &[u8],
+        (k, v): (&mut Vec<u8>, &mut Vec<u8>),
+    ) -> Result<()> {
+        k.clear();
+        k.reserve(e.key.len() + doc_key.len());
+        k.extend_from_slice(&e.key);
+        k.extend_from_slice(doc_key);
+        v.clear();
+        v.reserve(4 + e.values.as_bytes().len());
+        entry_value_into(e, v);
+        Ok(self.tx.put(space, k, v)?)
     }
 
     /// The names of the indexes among `specs` that `coll` does not have yet (each spec
