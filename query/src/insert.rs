@@ -69,13 +69,9 @@ fn unchanged(doc: &RawDocument) -> Option<u8> {
     let mut first = true;
     let mut id_kind = 0;
     loop {
-        match elements.step() {
+        match elements.step_ascii() {
             Step::Element(e) => {
-                // The bson crate's iterator checks a string's terminator as it steps.
-                let string_ok = !matches!(e.kind, 0x02 | 0x0D | 0x0E)
-                    || (e.value.len() >= 5 && e.value.last() == Some(&0));
-                if !e.key.is_ascii()
-                    || !string_ok
+                if !e.string_framed()
                     || (e.key == b"_id") != first
                     || (e.kind == 0x11 && e.value == [0; 8])
                 {

@@ -22,6 +22,16 @@ pub struct Element<'a> {
     pub value: &'a [u8],
 }
 
+impl Element<'_> {
+    /// Whether a string-typed value (string, JavaScript code, symbol) has the framing the bson
+    /// crate's element iterator checks as it steps — a length of at least 1 and the closing
+    /// NUL — which the walk does not check; true for every other type.
+    pub fn string_framed(&self) -> bool {
+        !matches!(self.kind, 0x02 | 0x0D | 0x0E)
+            || (self.value.len() >= 5 && self.value.last() == Some(&0))
+    }
+}
+
 /// What [`Elements::step`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step<'a> {
@@ -119,13 +129,7 @@ impl<'a> Elements<'a> {
         };
         // `tail` starts with the key's NUL.
         let r = tail.get(1..).unwrap_or_default();
-        let class = CLASS[usize::from(kind)];
-        let value = if class < VARIABLE {
-            r.get(..usize::from(class))
-        } else {
-            sized_value(class, r)
-        };
-        let Some(value) = value else {
+        let Some(value) = value_at(kind, r) else {
             return Step::Unsure;
         };
         self.off = off + 1 + key_len + 1 + value.len();
@@ -196,7 +200,7 @@ fn nul_at_ascii(s: &[u8]) -> Option<(usize, bool)> {
 /// widths, which are all below it).
 const VARIABLE: u8 = 0x80;
 /// [`CLASS`] for a string (also code and symbol): the length prefix counts what follows it.
-const STRING: u8 = 0x80;
+const STRING: u8 = VARIABLE;
 /// [`CLASS`] for an embedded document or array: the length counts itself, ends in NUL.
 const DOCUMENT: u8 = 0x81;
 /// [`CLASS`] for a type not sized here.
@@ -240,18 +244,23 @@ fn sized_value(class: u8, r: &[u8]) -> Option<&[u8]> {
     }
 }
 
+/// The value of type `kind` at the start of `r` (see [`value_len`]).
+#[inline(always)]
+fn value_at(kind: u8, r: &[u8]) -> Option<&[u8]> {
+    let class = CLASS[usize::from(kind)];
+    if class < VARIABLE {
+        r.get(..usize::from(class))
+    } else {
+        sized_value(class, r)
+    }
+}
+
 /// The length of a value of type `kind` at the start of `r`: `None` for a type not sized
 /// here (binary, regular expressions, DBPointer, code with scope, unknown bytes), a length
 /// that is negative or longer than `r`, or an embedded document not ending in NUL.
 #[inline]
 pub fn value_len(kind: u8, r: &[u8]) -> Option<usize> {
-    let class = CLASS[usize::from(kind)];
-    if class < VARIABLE {
-        let len = usize::from(class);
-        (len <= r.len()).then_some(len)
-    } else {
-        sized_value(class, r).map(<[u8]>::len)
-    }
+    value_at(kind, r).map(<[u8]>::len)
 }
 
 #[cfg(test)]

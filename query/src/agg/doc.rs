@@ -75,13 +75,9 @@ impl<'a> RawElements<'a> {
     fn light_next(&mut self) -> Option<Option<RawElement<'a>>> {
         let w = self.light.as_mut()?;
         let start = w.offset();
-        match w.step() {
+        match w.step_ascii() {
             Step::End => return Some(None),
-            Step::Element(e)
-                if e.key.is_ascii()
-                    && (!matches!(e.kind, 0x02 | 0x0D | 0x0E)
-                        || (e.value.len() >= 5 && e.value.last() == Some(&0))) =>
-            {
+            Step::Element(e) if e.string_framed() => {
                 if let (Ok(key), Some(raw)) = (
                     std::str::from_utf8(e.key),
                     self.doc.as_bytes().get(start..w.offset()),

@@ -120,9 +120,9 @@ pub(crate) fn copy_top_level(d: &RawDocument, names: &[String]) -> Option<RawDoc
     let mut elements = Elements::new(bytes);
     loop {
         let start = elements.offset();
-        match elements.step() {
+        match elements.step_ascii() {
             Step::Element(e) => {
-                if !e.key.is_ascii() || !readable(e.kind, e.value) {
+                if !readable(e.kind, e.value) {
                     return None;
                 }
                 if names.iter().any(|n| n.as_bytes() == e.key) {
