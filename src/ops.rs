@@ -422,36 +422,10 @@ pub fn next_opid() -> i32 {
 /// concurrent commands on different connections rarely share a lock.
 const SHARDS: usize = 16;
 
-/// Hashes the running-operation registry's keys, opids the server numbers itself (no
-/// client chooses them, so nothing needs SipHash's flooding resistance): one multiply by
-/// the golden ratio spreads consecutive opids over the high bits the table's probe reads.
-#[derive(Debug, Default, Clone, Copy)]
-struct OpidHash;
-
-impl std::hash::BuildHasher for OpidHash {
-    type Hasher = OpidHasher;
-    fn build_hasher(&self) -> OpidHasher {
-        OpidHasher(0)
-    }
-}
-
-/// See [`OpidHash`].
-#[derive(Debug)]
-struct OpidHasher(u64);
-
-impl std::hash::Hasher for OpidHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_i32(&mut self, n: i32) {
-        self.0 = u64::from(n as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
+/// Hashes the running-operation registry's keys: opids the server numbers itself (no client
+/// chooses them, so nothing needs SipHash's flooding resistance), hashed as the command index
+/// and the storage engine's maps hash (foldhash).
+type OpidHash = foldhash::fast::FixedState;
 
 /// The registry of running operations and open connections.
 #[derive(Debug, Default)]
