@@ -90,13 +90,6 @@ fn uuid(bytes: &[u8; 16]) -> bson::Binary {
     }
 }
 
-/// An empty document whose buffer has room for `capacity` bytes.
-fn with_capacity(capacity: usize) -> RawDocumentBuf {
-    let mut v = Vec::with_capacity(capacity.max(5));
-    v.extend_from_slice(&[5, 0, 0, 0, 0]);
-    RawDocumentBuf::from_bytes(v).unwrap_or_else(|_| RawDocumentBuf::new())
-}
-
 impl Change {
     /// A change of `op` on collection `coll`.
     pub fn on(op: &str, coll: &CollectionMeta) -> Change {
@@ -107,7 +100,7 @@ impl Change {
     fn on_sized(op: &str, coll: &CollectionMeta, extra: usize) -> Change {
         // op, ns and ui elements with their names, types and lengths
         let head = 4 + (4 + 4 + op.len() + 1) + (4 + 4 + coll.db.len() + coll.name.len() + 2);
-        let mut d = with_capacity(head + 25 + extra + 1);
+        let mut d = crate::doc::document_with_capacity(head + 25 + extra + 1);
         d.append(cstr!("op"), op);
         d.append(cstr!("ns"), coll.namespace());
         d.append(

@@ -1986,6 +1986,14 @@ fn push_decimal(out: &mut Vec<u8>, n: u32) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
+/// An empty document whose buffer has room for `capacity` bytes, so that appending up to
+/// that many does not reallocate.
+pub fn document_with_capacity(capacity: usize) -> RawDocumentBuf {
+    let mut v = Vec::with_capacity(capacity.max(5));
+    v.extend_from_slice(&[5, 0, 0, 0, 0]);
+    RawDocumentBuf::from_bytes(v).unwrap_or_else(|_| RawDocumentBuf::new())
+}
+
 fn into_document(bytes: Vec<u8>) -> Result<RawDocumentBuf, DocError> {
     RawDocumentBuf::from_bytes(bytes).map_err(|e| corrupt(e.to_string()))
 }

@@ -250,7 +250,7 @@ const VALUE_NAMES: [&str; 32] = [
 
 /// An empty document with room for the values document `{"0": v1, …}` of `values`, so that
 /// appending them does not reallocate.
-fn values_buffer(values: &[RawBsonRef<'_>]) -> std::result::Result<RawDocumentBuf, IndexError> {
+fn values_buffer(values: &[RawBsonRef<'_>]) -> RawDocumentBuf {
     // Type byte, a name of up to two digits and its NUL, and the value.
     let size = values.iter().fold(5, |n, v| {
         n + 4
@@ -262,9 +262,7 @@ fn values_buffer(values: &[RawBsonRef<'_>]) -> std::result::Result<RawDocumentBu
                 _ => 16,
             }
     });
-    let mut bytes = Vec::with_capacity(size);
-    bytes.extend_from_slice(&[5, 0, 0, 0, 0]);
-    RawDocumentBuf::from_bytes(bytes).map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))
+    cairn_storage::doc::document_with_capacity(size)
 }
 
 /// Encodes, deduplicates by key bytes (first wins) and sorts.
@@ -275,7 +273,7 @@ fn encode_entries(
     let mut out: Vec<IndexEntry> = Vec::with_capacity(keys.len());
     for values in keys {
         let mut key = Vec::with_capacity(16 * values.len());
-        let mut doc = values_buffer(&values)?;
+        let mut doc = values_buffer(&values);
         for (i, (v, c)) in values.iter().zip(components).enumerate() {
             encode_value(&mut key, *v, c.descending())
                 .map_err(|e| IndexError::new(code::BAD_VALUE, e.to_string()))?;

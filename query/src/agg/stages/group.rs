@@ -415,7 +415,7 @@ impl GroupStream {
     }
 
     fn output(&self, id: RawBson, accs: &[Box<dyn Accumulator>]) -> Result<RawDocumentBuf> {
-        let mut d = sized_document(
+        let mut d = cairn_storage::doc::document_with_capacity(
             5 + OUTPUT_FIELD
                 + bson_size(&id)
                 + self
@@ -436,13 +436,6 @@ impl GroupStream {
 /// The room an output field takes besides its name and value: its type, the name's NUL, and
 /// the typical numeric value (a sum, an average).
 const OUTPUT_FIELD: usize = 12;
-
-/// An empty document whose buffer has room for `bytes` (appending within it never grows it).
-fn sized_document(bytes: usize) -> RawDocumentBuf {
-    let mut v = Vec::with_capacity(bytes.max(5));
-    v.extend_from_slice(&[5, 0, 0, 0, 0]);
-    RawDocumentBuf::from_bytes(v).unwrap_or_default()
-}
 
 /// A spilled record at the head of a run: (key, run, the record).
 type Head = (Vec<u8>, usize, Vec<u8>);
