@@ -116,7 +116,6 @@ impl SortSpec {
             });
         }
         let mut fields = Vec::with_capacity(elems.len());
-        let mut desc = 0u32;
         for (name, v) in elems {
             if let RawBsonRef::Document(meta) = v {
                 parse_meta_sort(meta)?;
@@ -142,21 +141,12 @@ impl SortSpec {
             if fields.len() >= MAX_SORT_FIELDS {
                 return Err(QueryError::Location(13103, "too many compound keys".into()));
             }
-            if direction < 0 {
-                desc |= 1 << fields.len();
-            }
             fields.push(SortField {
                 path: name.to_string(),
                 ascending: direction > 0,
             });
         }
-        let dotted = fields.iter().any(|f| f.path.contains('.'));
-        Ok(SortSpec {
-            fields,
-            desc,
-            dotted,
-            natural: None,
-        })
+        Ok(SortSpec::of(fields))
     }
 
     /// A spec from fields (for callers that build sorts themselves, e.g. `$sort` after
@@ -165,20 +155,27 @@ impl SortSpec {
         if fields.len() > MAX_SORT_FIELDS {
             return Err(QueryError::Location(13103, "too many compound keys".into()));
         }
-        let mut desc = 0u32;
-        for (i, f) in fields.iter().enumerate() {
+        for f in &fields {
             validate_field_path(&f.path)?;
-            if !f.ascending {
-                desc |= 1 << i;
-            }
         }
+        Ok(SortSpec::of(fields))
+    }
+
+    /// The spec of validated `fields` (at most [`MAX_SORT_FIELDS`]), with what is derived from
+    /// them: the descending bits and whether a path is dotted.
+    fn of(fields: Vec<SortField>) -> SortSpec {
+        let desc = fields
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| !f.ascending)
+            .fold(0u32, |d, (i, _)| d | 1 << i);
         let dotted = fields.iter().any(|f| f.path.contains('.'));
-        Ok(SortSpec {
+        SortSpec {
             fields,
             desc,
             dotted,
             natural: None,
-        })
+        }
     }
 
     /// The fields, in order.
