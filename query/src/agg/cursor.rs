@@ -153,16 +153,14 @@ impl CursorStage {
         ext: &ExprExtensions,
     ) -> Result<(CursorStage, Vec<Arc<dyn Stage>>)> {
         let mut it = stages.into_iter().peekable();
-        let mut filters: Vec<&Match> = Vec::new();
         let mut matches = Vec::new();
         while let Some(s) = it.next_if(|s| s.as_any().is::<Match>()) {
             matches.push(s);
         }
-        filters.extend(
-            matches
-                .iter()
-                .filter_map(|s| s.as_any().downcast_ref::<Match>()),
-        );
+        let filters: Vec<&Match> = matches
+            .iter()
+            .filter_map(|s| s.as_any().downcast_ref::<Match>())
+            .collect();
         let mut sort = None;
         let mut skip = 0u64;
         let mut limit = None;
