@@ -228,16 +228,33 @@ pub fn batch_reply(
     ns: &str,
     at_cluster_time: Option<bson::Timestamp>,
 ) -> RawDocumentBuf {
+    batch_reply_with_token(batch, docs, None, id, ns, at_cluster_time)
+}
+
+/// [`batch_reply`] with a change stream's `postBatchResumeToken` after the batch, when given.
+pub fn batch_reply_with_token(
+    batch: &str,
+    docs: &[RawDocumentBuf],
+    resume_token: Option<&RawDocument>,
+    id: i64,
+    ns: &str,
+    at_cluster_time: Option<bson::Timestamp>,
+) -> RawDocumentBuf {
     use bson::spec::ElementType;
     use cairn_wire::doc_writer::{close, document_array, document_array_len, element, open};
     let bytes: usize = docs.iter().map(|d| d.as_bytes().len()).sum();
-    let size = document_array_len(batch.len(), docs.len(), bytes) + ns.len() + 64;
+    let token = resume_token.map_or(0, |t| t.as_bytes().len() + 24);
+    let size = document_array_len(batch.len(), docs.len(), bytes) + token + ns.len() + 64;
     let mut out = Vec::with_capacity(size);
     let write = |out: &mut Vec<u8>| -> Result<(), cairn_wire::WireError> {
         let reply = open(out);
         element(out, ElementType::EmbeddedDocument, b"cursor")?;
         let cursor = open(out);
         document_array(out, batch.as_bytes(), docs.iter().map(|d| d.as_bytes()))?;
+        if let Some(t) = resume_token {
+            element(out, ElementType::EmbeddedDocument, b"postBatchResumeToken")?;
+            out.extend_from_slice(t.as_bytes());
+        }
         element(out, ElementType::Int64, b"id")?;
         out.extend_from_slice(&id.to_le_bytes());
         element(out, ElementType::String, b"ns")?;

@@ -1039,8 +1039,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
 }
 
 /// The first batch's reply, `{cursor: {firstBatch, postBatchResumeToken?, id, ns,
-/// atClusterTime?}}`: without a resume token (all but change streams), the reply `find` gives,
-/// written in one buffer ([`crate::cursor::batch_reply`]).
+/// atClusterTime?}}`, written in one buffer ([`crate::cursor::batch_reply_with_token`]; without
+/// a resume token — all but change streams — the reply `find` gives).
 fn first_reply(
     docs: Vec<RawDocumentBuf>,
     pbrt: Option<RawDocumentBuf>,
@@ -1048,21 +1048,14 @@ fn first_reply(
     ns: &str,
     at_cluster_time: Option<bson::Timestamp>,
 ) -> RawDocumentBuf {
-    let Some(t) = pbrt else {
-        return crate::cursor::batch_reply("firstBatch", &docs, id, ns, at_cluster_time);
-    };
-    let mut batch = RawArrayBuf::new();
-    for d in docs {
-        batch.push(d);
-    }
-    let mut cursor = rawdoc! {"firstBatch": batch};
-    cursor.append(cstr!("postBatchResumeToken"), t);
-    cursor.append(cstr!("id"), id);
-    cursor.append(cstr!("ns"), ns);
-    if let Some(t) = at_cluster_time {
-        cursor.append(cstr!("atClusterTime"), t);
-    }
-    rawdoc! {"cursor": cursor}
+    crate::cursor::batch_reply_with_token(
+        "firstBatch",
+        &docs,
+        pbrt.as_deref(),
+        id,
+        ns,
+        at_cluster_time,
+    )
 }
 
 /// A collection's `$listCatalog` entry: `{db, name, type, md: {ns, options, indexes}, idxIdent,
