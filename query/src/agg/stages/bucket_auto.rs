@@ -172,44 +172,41 @@ impl Granularity {
     /// The smallest series value strictly greater than `v` (0 stays as it is). Powers of
     /// two are integers (MongoDB computes them with `$pow: [2, n]`), series values doubles.
     fn round_up(&self, v: RawBsonRef<'_>) -> Result<RawBson> {
-        let x = self.number(v)?;
-        if x == 0.0 || x.is_infinite() {
-            return Ok(RawBson::from(v));
-        }
-        Ok(match self {
-            Granularity::PowersOf2 => {
-                let exp = if x >= 1.0 && x.fract() == 0.0 && (x as u64).is_power_of_two() {
-                    (x as u64).trailing_zeros() as i32 + 1
-                } else {
-                    x.log2().floor() as i32 + 1
-                };
-                pow2(exp)
-            }
-            Granularity::Series(_, s) => match v {
-                RawBsonRef::Decimal128(d) => decimal_round(s, d, Direction::Up),
-                _ => RawBson::Double(series_up(s, x)),
-            },
-        })
+        self.round(v, Direction::Up)
     }
 
     /// The largest series value strictly less than `v` (0 stays as it is).
     fn round_down(&self, v: RawBsonRef<'_>) -> Result<RawBson> {
+        self.round(v, Direction::Down)
+    }
+
+    /// [`Granularity::round_up`] or [`Granularity::round_down`].
+    fn round(&self, v: RawBsonRef<'_>, dir: Direction) -> Result<RawBson> {
         let x = self.number(v)?;
         if x == 0.0 || x.is_infinite() {
             return Ok(RawBson::from(v));
         }
         Ok(match self {
             Granularity::PowersOf2 => {
-                let exp = if x >= 1.0 && x.fract() == 0.0 && (x as u64).is_power_of_two() {
-                    (x as u64).trailing_zeros() as i32 - 1
+                // The exponent of the power of two at or below `x`, and whether it is `x`.
+                let (floor, exact) = if x >= 1.0 && x.fract() == 0.0 && (x as u64).is_power_of_two()
+                {
+                    ((x as u64).trailing_zeros() as i32, true)
                 } else {
-                    x.log2().floor() as i32
+                    (x.log2().floor() as i32, false)
                 };
-                pow2(exp)
+                pow2(match (dir, exact) {
+                    (Direction::Up, _) => floor + 1,
+                    (Direction::Down, true) => floor - 1,
+                    (Direction::Down, false) => floor,
+                })
             }
             Granularity::Series(_, s) => match v {
-                RawBsonRef::Decimal128(d) => decimal_round(s, d, Direction::Down),
-                _ => RawBson::Double(series_down(s, x)),
+                RawBsonRef::Decimal128(d) => decimal_round(s, d, dir),
+                _ => RawBson::Double(match dir {
+                    Direction::Up => series_up(s, x),
+                    Direction::Down => series_down(s, x),
+                }),
             },
         })
     }
