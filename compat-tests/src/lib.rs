@@ -318,6 +318,13 @@ impl RawConn {
         self.stream.write_all(bytes).await.expect("write");
     }
 
+    /// Writes raw bytes the server may refuse part-way: a server that closes the connection
+    /// while a large message is still being written makes the write fail (broken pipe or
+    /// reset), which is the outcome being tested. Returns whether every byte was written.
+    pub async fn send_until_closed(&mut self, bytes: &[u8]) -> bool {
+        self.stream.write_all(bytes).await.is_ok()
+    }
+
     /// Sends an OP_MSG command; returns its request id.
     pub async fn send_command(&mut self, body: &RawDocumentBuf, flags: u32) -> i32 {
         let id = self.next_id();

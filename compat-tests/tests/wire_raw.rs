@@ -40,7 +40,9 @@ async fn expect_error_reply(conn: &mut RawConn, bytes: &[u8], expected: i32) {
 }
 
 async fn expect_closed(conn: &mut RawConn, bytes: &[u8]) {
-    conn.send(bytes).await;
+    if !conn.send_until_closed(bytes).await {
+        return;
+    }
     assert!(
         conn.is_closed_within(Duration::from_secs(5)).await,
         "server should close the connection"
