@@ -244,7 +244,12 @@ pub fn batch_reply_with_token(
     use cairn_wire::doc_writer::{close, document_array, document_array_len, element, open};
     let bytes: usize = docs.iter().map(|d| d.as_bytes().len()).sum();
     let token = resume_token.map_or(0, |t| t.as_bytes().len() + 24);
-    let size = document_array_len(batch.len(), docs.len(), bytes) + token + ns.len() + 64;
+    // Room for the dispatcher's trailer too (`ok`, the gossip): it then appends in place.
+    let size = document_array_len(batch.len(), docs.len(), bytes)
+        + token
+        + ns.len()
+        + 64
+        + crate::commands::REPLY_TRAILER;
     let mut out = Vec::with_capacity(size);
     let write = |out: &mut Vec<u8>| -> Result<(), cairn_wire::WireError> {
         let reply = open(out);
@@ -708,7 +713,12 @@ pub fn plan_batch(
         let docs = exec
             .next(src, meta, want, room, 10_000)
             .map_err(|e| executor_error(e.into()))?;
-        pending.extend(docs);
+        if pending.is_empty() {
+            // The batch's vector becomes the queue as it is (no second allocation and copy).
+            *pending = VecDeque::from(docs);
+        } else {
+            pending.extend(docs);
+        }
     };
     Ok((out, exhausted))
 }

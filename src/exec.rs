@@ -55,7 +55,7 @@ pub struct Visited {
 }
 
 fn ns(db: &str, coll: &str) -> String {
-    format!("{db}.{coll}")
+    cairn_query::plan::namespace(db, coll)
 }
 
 /// Calls `f` for each document of `db.coll` matching `filter` (at most one when

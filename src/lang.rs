@@ -82,9 +82,11 @@ impl Lang {
 
     /// Parses a filter (`None` is `{}`).
     pub fn filter(&self, doc: Option<&RawDocument>) -> Result<Filter, CommandError> {
-        let empty = rawdoc! {};
-        let doc = doc.unwrap_or(&empty);
-        Ok(Filter::parse_with(doc, &WithJsonSchema(&self.expr))?)
+        let ext = WithJsonSchema(&self.expr);
+        Ok(match doc {
+            Some(doc) => Filter::parse_with(doc, &ext)?,
+            None => Filter::parse_with(&rawdoc! {}, &ext)?,
+        })
     }
 
     /// Parses a projection, computed fields included.

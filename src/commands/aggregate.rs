@@ -40,7 +40,7 @@ use cairn_storage::{Durability, Store, WriteTxn};
 
 use super::{CmdFuture, Command, Counter, Fields, Invocation, Request, opt_strict_bool, type_name};
 use crate::blocking;
-use crate::cursor::{Cursor, MAX_BATCH_BYTES, session_of};
+use crate::cursor::{Cursor, MAX_BATCH_BYTES};
 use crate::error::{CommandError, ErrorCode};
 use crate::session::target::{ReadView, Target};
 use crate::state::ServerState;
@@ -120,21 +120,23 @@ impl AggRequest {
         server: &ServerState,
         wrapped: bool,
     ) -> Result<AggRequest, CommandError> {
-        Self::parse_args(req, req.body, server, wrapped)
+        Self::parse_args(req, &super::Parsed::parse(req.body), server, wrapped)
     }
 
-    /// [`AggRequest::parse`] reading the body's fields through `args` (the dispatcher's
-    /// [`super::Parsed`] table answers each lookup without walking the body again).
+    /// [`AggRequest::parse`] reading the body's fields from `args`, `req.body`'s
+    /// [`super::Parsed`] table (the dispatcher's answers each lookup without walking the body
+    /// again).
     pub fn parse_args<'a>(
         req: &Request<'a>,
-        args: impl super::Args<'a>,
+        args: &super::Parsed<'a>,
         server: &ServerState,
         wrapped: bool,
     ) -> Result<AggRequest, CommandError> {
-        let body = req.body;
         let db = req.db.to_string();
-        let coll = match body.iter().next() {
-            Some(Ok((_, RawBsonRef::String(_)))) => Some(super::collection_arg(req)?.to_string()),
+        let coll = match args.first() {
+            Some(Ok((_, RawBsonRef::String(_)))) => {
+                Some(super::collection_arg_parsed(req, args)?.to_string())
+            }
             Some(Ok((
                 _,
                 v @ (RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_)),
@@ -167,7 +169,7 @@ impl AggRequest {
                 ));
             }
         };
-        let pipeline = match args.arg("pipeline") {
+        let pipeline = match args.get("pipeline") {
             Ok(Some(RawBsonRef::Array(a))) => a.to_owned(),
             Ok(Some(other)) => {
                 return Err(CommandError::wrong_type(
@@ -186,7 +188,7 @@ impl AggRequest {
                 "explain cannot explain itself.",
             ));
         }
-        let batch_size = match args.arg("cursor") {
+        let batch_size = match args.get("cursor") {
             Ok(None) => {
                 if !explain && !wrapped {
                     return Err(CommandError::new(
@@ -248,9 +250,8 @@ impl AggRequest {
     /// `db.coll` (the view's name on a view), or `db.$cmd.aggregate`.
     pub fn ns(&self) -> String {
         match (&self.view, &self.coll) {
-            (Some(v), _) => format!("{}.{v}", self.db),
-            (None, Some(c)) => format!("{}.{c}", self.db),
-            (None, None) => format!("{}.$cmd.aggregate", self.db),
+            (Some(c), _) | (None, Some(c)) => cairn_query::plan::namespace(&self.db, c),
+            (None, None) => cairn_query::plan::namespace(&self.db, "$cmd.aggregate"),
         }
     }
 
@@ -1023,7 +1024,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             ns: ns.clone(),
             first_max,
             single_batch: false,
-            lsid: session_of(body),
+            lsid: crate::cursor::session_in(inv.parsed.find("lsid")),
             txn_number: inv.op.txn_number(),
             deadline: crate::deadline::current(),
         };

@@ -365,7 +365,7 @@ impl FindRequest {
 
     /// `db.coll`.
     pub fn ns(&self) -> String {
-        format!("{}.{}", self.db, self.coll)
+        cairn_query::plan::namespace(&self.db, &self.coll)
     }
 }
 

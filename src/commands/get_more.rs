@@ -9,7 +9,7 @@ use bson::{RawArrayBuf, RawBsonRef, rawdoc};
 
 use super::{CmdFuture, Command, Counter, Fields, Invocation, opt_count, type_name};
 use crate::blocking;
-use crate::cursor::{next_batch, session_of};
+use crate::cursor::{next_batch, session_in};
 use crate::error::CommandError;
 
 /// `getMore`.
@@ -132,11 +132,11 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let batch = opt_count(body, "getMore", "batchSize")?
             .filter(|b| *b > 0)
             .map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX));
-        let ns = format!("{}.{coll}", inv.req.db);
+        let ns = cairn_query::plan::namespace(inv.req.db, coll);
         let mut cursor = inv.server.cursors.check_out(
             id,
             &ns,
-            session_of(body).as_deref(),
+            session_in(inv.parsed.find("lsid")).as_deref(),
             inv.op.txn_number(),
         )?;
         let change_stream = cursor.is_change_stream();

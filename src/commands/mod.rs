@@ -369,6 +369,48 @@ pub const GENERIC_ARGUMENTS: &[&str] = &[
     "writeConcern",
 ];
 
+/// Whether `name` is one of [`GENERIC_ARGUMENTS`] (a `match`: a length switch and a byte
+/// comparison or two, where a search of the list compares at every step; a test checks it
+/// against the list).
+pub fn is_generic_argument(name: &str) -> bool {
+    matches!(
+        name,
+        "$audit"
+            | "$client"
+            | "$clusterTime"
+            | "$configServerState"
+            | "$configTime"
+            | "$db"
+            | "$oplogQueryData"
+            | "$queryOptions"
+            | "$readPreference"
+            | "$replData"
+            | "$tenant"
+            | "$topologyTime"
+            | "allowImplicitCollectionCreation"
+            | "apiDeprecationErrors"
+            | "apiStrict"
+            | "apiVersion"
+            | "autocommit"
+            | "clientOperationKey"
+            | "comment"
+            | "coordinator"
+            | "databaseVersion"
+            | "lsid"
+            | "maxTimeMS"
+            | "maxTimeMSOpOnly"
+            | "mayBypassWriteBlocking"
+            | "readConcern"
+            | "shardVersion"
+            | "startTransaction"
+            | "stmtId"
+            | "tracking_info"
+            | "txnNumber"
+            | "txnRetryCounter"
+            | "writeConcern"
+    )
+}
+
 /// The command index, hashed with foldhash as the storage engine's space map and the plan
 /// cache are: every command looks its name up (a few bytes, from a fixed table, so flooding
 /// is not a concern), and SipHash's setup cost several times the lookup.
@@ -453,7 +495,7 @@ fn check_parsed_fields(cmd: &Command, body: &Parsed<'_>) -> Result<(), CommandEr
     };
     for (i, el) in body.iter().enumerate() {
         let (k, _) = el?;
-        if i == 0 || allowed.contains(&k) || GENERIC_ARGUMENTS.contains(&k) {
+        if i == 0 || is_generic_argument(k) || allowed.contains(&k) {
             continue;
         }
         return Err(CommandError::unknown_field(cmd.name, k));
@@ -490,7 +532,9 @@ pub fn envelope<'a>(body: &Parsed<'a>) -> Result<(&'a str, &'a str), CommandErro
 
 /// Bytes a successful reply gains after its body besides the tail: `ok: 1.0` (12),
 /// `$clusterTime` (101) and `operationTime` (23), rounded up.
-const REPLY_TRAILER: usize = 160;
+/// A handler that knows its reply's size reserves this much more (the cursor replies do),
+/// so the dispatcher's reservation finds the room already there.
+pub const REPLY_TRAILER: usize = 160;
 
 /// Runs one command document and returns the complete reply (with `ok` and the cluster-time
 /// gossip a router adds to every reply), plus the next body for exhaust streaming.
@@ -853,5 +897,31 @@ mod tests {
         let mut s = GENERIC_ARGUMENTS.to_vec();
         s.sort_unstable();
         assert_eq!(s, GENERIC_ARGUMENTS);
+    }
+
+    /// The `match` answers exactly what a search of [`GENERIC_ARGUMENTS`] answers: for every
+    /// generic argument, every command's own field and name, and near misses.
+    #[test]
+    fn generic_argument_match_is_the_list() {
+        let mut names: Vec<String> = GENERIC_ARGUMENTS.iter().map(|s| s.to_string()).collect();
+        for c in REGISTRY {
+            names.push(c.name.to_string());
+            if let Fields::Strict(fields) = c.fields {
+                names.extend(fields.iter().map(|s| s.to_string()));
+            }
+        }
+        for g in GENERIC_ARGUMENTS {
+            names.push(g.to_uppercase());
+            names.push(format!("{g}x"));
+            names.push(g[..g.len() - 1].to_string());
+        }
+        names.extend(["", "$", "db", "LSID"].map(String::from));
+        for n in &names {
+            assert_eq!(
+                is_generic_argument(n),
+                GENERIC_ARGUMENTS.contains(&n.as_str()),
+                "{n}"
+            );
+        }
     }
 }

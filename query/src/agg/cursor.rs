@@ -251,7 +251,7 @@ impl CursorStage {
 
     /// `db.coll`.
     pub fn ns(&self) -> String {
-        format!("{}.{}", self.db, self.coll)
+        crate::plan::namespace(&self.db, &self.coll)
     }
 
     /// The projection of the needed fields, as explain shows it.

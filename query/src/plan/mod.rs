@@ -64,6 +64,16 @@ pub struct Chosen {
     pub from_cache: bool,
 }
 
+/// The namespace `db.coll`, spelled by hand: `format!` walks a formatter on every command
+/// that names its collection's plan-cache entry or cursor.
+pub fn namespace(db: &str, coll: &str) -> String {
+    let mut ns = String::with_capacity(db.len() + 1 + coll.len());
+    ns.push_str(db);
+    ns.push('.');
+    ns.push_str(coll);
+    ns
+}
+
 /// Runs a piece of planning work that may be long (a race, a cached plan's trial with a
 /// large budget): the caller decides where (e.g. off an async worker); it must call the
 /// function it is given exactly once.
