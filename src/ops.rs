@@ -315,18 +315,17 @@ pub fn namespace(db: &str, body: &crate::commands::Parsed<'_>, command: &str) ->
         }
         _ => "$cmd",
     };
-    // Spelled by hand: `format!` costs a formatter walk on every command.
-    let mut ns = String::with_capacity(db.len() + 1 + coll.len());
-    ns.push_str(db);
-    ns.push('.');
-    ns.push_str(coll);
-    ns
+    cairn_query::plan::namespace(db, coll)
 }
 
 /// A command document as operations keep it (secrets redacted, [`crate::auth::redact`]):
 /// whole when small, else MongoDB's summary.
 pub fn command_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
-    let body = &*crate::auth::redact::command(body);
+    kept_copy(&crate::auth::redact::command(body), limit)
+}
+
+/// [`command_copy`] of a body already redacted.
+fn kept_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
     if body.as_bytes().len() <= limit {
         return body.to_owned();
     }
@@ -498,7 +497,9 @@ impl Usage {
 /// Per-collection usage (MongoDB's `Top`): time spent and operations by kind.
 #[derive(Debug, Default)]
 pub struct Top {
-    usage: Mutex<HashMap<String, Usage>>,
+    /// Hashed by foldhash (randomly seeded): SipHash's setup costs more than the lookup, on
+    /// every command.
+    usage: Mutex<HashMap<String, Usage, foldhash::fast::RandomState>>,
 }
 
 /// Commands that write (they count under `writeLock`).
@@ -635,7 +636,13 @@ impl Ops {
             db: db.to_string(),
             ns: namespace(db, body, cmd.name),
             op_type: op_type(cmd.name),
-            command: command_copy(body.body(), MAX_COMMAND_BYTES),
+            command: match body.first() {
+                Some(Ok((name, _))) => kept_copy(
+                    &crate::auth::redact::command_named(name, body.body()),
+                    MAX_COMMAND_BYTES,
+                ),
+                _ => command_copy(body.body(), MAX_COMMAND_BYTES),
+            },
             started: Instant::now(),
             started_at: SystemTime::now(),
             killed: AtomicBool::new(false),

@@ -437,7 +437,9 @@ impl Session {
 /// Every session the server knows.
 #[derive(Debug)]
 pub struct Sessions {
-    map: Mutex<HashMap<Lsid, Arc<Session>>>,
+    /// Hashed by foldhash (randomly seeded): SipHash's setup costs more than the lookup, on
+    /// every command with a session.
+    map: Mutex<HashMap<Lsid, Arc<Session>, foldhash::fast::RandomState>>,
     /// `transactionLifetimeLimitSeconds`.
     pub txn_lifetime_secs: AtomicU64,
     /// `logicalSessionTimeoutMinutes`.
@@ -448,13 +450,15 @@ impl Sessions {
     /// An empty registry.
     pub fn new(timeout: Duration) -> Sessions {
         Sessions {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(HashMap::default()),
             txn_lifetime_secs: AtomicU64::new(DEFAULT_TXN_LIFETIME_SECS),
             timeout,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Lsid, Arc<Session>>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<Lsid, Arc<Session>, foldhash::fast::RandomState>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
