@@ -32,9 +32,18 @@ impl PartialOrd for HeapItem {
 }
 
 /// Merges multiple KV iterators
+///
+/// Cairn patch: while the heap would hold a single item (one source left that can yield: the
+/// only source, or the last one not exhausted), that item is kept in `solo` instead and the
+/// heap is empty; taking it and refilling from its source is what popping the one-item heap
+/// and pushing the refill did, without the heap's sifting and comparisons. A refill that
+/// finds the heap non-empty goes into the heap, and `solo` moves into the heap before
+/// anything else is pushed there (the initializations), so the heap plus `solo` always hold
+/// exactly what upstream's heap held.
 pub struct Merger<I> {
     iterators: Vec<I>,
     heap: Heap<HeapItem>,
+    solo: Option<HeapItem>,
     initialized_lo: bool,
     initialized_hi: bool,
 }
@@ -49,12 +58,42 @@ impl<I: Iterator<Item = IterItem>> Merger<I> {
         Self {
             iterators,
             heap,
+            solo: None,
             initialized_lo: false,
             initialized_hi: false,
         }
     }
 
+    /// Cairn patch: moves `solo` into the heap (before anything else is pushed there).
+    fn unsolo(&mut self) {
+        if let Some(item) = self.solo.take() {
+            self.heap.push(item);
+        }
+    }
+
+    /// Cairn patch: the next item taken: `solo` when set (the heap is then empty), else `pop`
+    /// of the heap.
+    fn take(
+        &mut self,
+        pop: impl FnOnce(&mut Heap<HeapItem>) -> Option<HeapItem>,
+    ) -> Option<HeapItem> {
+        match self.solo.take() {
+            Some(item) => Some(item),
+            None => pop(&mut self.heap),
+        }
+    }
+
+    /// Cairn patch: puts a source's refill back: into `solo` when the heap is empty.
+    fn put(&mut self, item: HeapItem) {
+        if self.heap.is_empty() {
+            self.solo = Some(item);
+        } else {
+            self.heap.push(item);
+        }
+    }
+
     fn initialize_lo(&mut self) -> crate::Result<()> {
+        self.unsolo();
         for (idx, it) in self.iterators.iter_mut().enumerate() {
             if let Some(item) = it.next() {
                 let item = item?;
@@ -68,6 +107,7 @@ impl<I: Iterator<Item = IterItem>> Merger<I> {
 
 impl<I: DoubleEndedIterator<Item = IterItem>> Merger<I> {
     fn initialize_hi(&mut self) -> crate::Result<()> {
+        self.unsolo();
         for (idx, it) in self.iterators.iter_mut().enumerate() {
             if let Some(item) = it.next_back() {
                 let item = item?;
@@ -87,12 +127,12 @@ impl<I: Iterator<Item = IterItem>> Iterator for Merger<I> {
             fail_iter!(self.initialize_lo());
         }
 
-        let min_item = self.heap.pop_min()?;
+        let min_item = self.take(Heap::pop_min)?;
 
         #[expect(clippy::indexing_slicing, reason = "we trust the HeapItem index")]
         if let Some(next_item) = self.iterators[min_item.0].next() {
             let next_item = fail_iter!(next_item);
-            self.heap.push(HeapItem(min_item.0, next_item));
+            self.put(HeapItem(min_item.0, next_item));
         }
 
         Some(Ok(min_item.1))
@@ -105,12 +145,12 @@ impl<I: DoubleEndedIterator<Item = IterItem>> DoubleEndedIterator for Merger<I> 
             fail_iter!(self.initialize_hi());
         }
 
-        let max_item = self.heap.pop_max()?;
+        let max_item = self.take(Heap::pop_max)?;
 
         #[expect(clippy::indexing_slicing, reason = "we trust the HeapItem index")]
         if let Some(next_item) = self.iterators[max_item.0].next_back() {
             let next_item = fail_iter!(next_item);
-            self.heap.push(HeapItem(max_item.0, next_item));
+            self.put(HeapItem(max_item.0, next_item));
         }
 
         Some(Ok(max_item.1))

@@ -195,33 +195,32 @@ impl TreeIter {
                 }
             }
 
+            // Cairn patch: the memtables are read through `Memtable::range_user_keys`, over the
+            // user-key bounds `range` was built from, with the seqno filter (the same items,
+            // see `MemtableRange`).
+            let user_lo = range.start_bound().map(|x| x.user_key.clone());
+            let user_hi = range.end_bound().map(|x| x.user_key.clone());
+
             // Sealed memtables
             for memtable in lock.version.sealed_memtables.iter() {
-                let iter = memtable.range(range.clone());
-
-                iters.push(Box::new(
-                    iter.filter(move |item| seqno_filter(item.key.seqno, seqno))
-                        .map(Ok),
-                ));
+                iters.push(Box::new(memtable.range_user_keys(
+                    user_lo.clone(),
+                    user_hi.clone(),
+                    seqno,
+                )));
             }
 
             // Active memtable
             {
-                let iter = lock.version.active_memtable.range(range.clone());
-
-                iters.push(Box::new(
-                    iter.filter(move |item| seqno_filter(item.key.seqno, seqno))
-                        .map(Ok),
-                ));
+                iters.push(Box::new(lock.version.active_memtable.range_user_keys(
+                    user_lo.clone(),
+                    user_hi.clone(),
+                    seqno,
+                )));
             }
 
             if let Some((mt, seqno)) = &lock.ephemeral {
-                let iter = Box::new(
-                    mt.range(range)
-                        .filter(move |item| seqno_filter(item.key.seqno, *seqno))
-                        .map(Ok),
-                );
-                iters.push(iter);
+                iters.push(Box::new(mt.range_user_keys(user_lo, user_hi, *seqno)));
             }
 
             let merged = Merger::new(iters);

@@ -4,11 +4,11 @@
 
 use crate::key::InternalKey;
 use crate::{
-    value::{InternalValue, SeqNo, UserValue},
+    value::{InternalValue, SeqNo, UserKey, UserValue},
     ValueType,
 };
 use crossbeam_skiplist::SkipMap;
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 pub use crate::tree::inner::MemtableId;
@@ -84,6 +84,28 @@ impl Memtable {
             key: entry.key().clone(),
             value: entry.value().clone(),
         })
+    }
+
+    /// Cairn patch: an iterator over the items whose user keys are within `lo` and `hi` and
+    /// whose seqnos are below `seqno`, in internal-key order: what `range` gives over the
+    /// internal-key bounds the tree's range read builds from `lo` and `hi`, filtered by
+    /// `seqno_filter` (see [`MemtableRange`]).
+    pub(crate) fn range_user_keys(
+        &self,
+        lo: Bound<UserKey>,
+        hi: Bound<UserKey>,
+        seqno: SeqNo,
+    ) -> MemtableRange<'_> {
+        MemtableRange {
+            items: &self.items,
+            lo,
+            hi,
+            seqno,
+            iter: None,
+            lo_kept: false,
+            hi_kept: false,
+            done: false,
+        }
     }
 
     /// Returns the item by key if it exists.
@@ -175,6 +197,150 @@ impl Memtable {
                 self.highest_seqno
                     .load(std::sync::atomic::Ordering::Acquire),
             )
+        }
+    }
+}
+
+type SkipRange<'a> = crossbeam_skiplist::map::Range<
+    'a,
+    InternalKey,
+    (Bound<InternalKey>, Bound<InternalKey>),
+    InternalKey,
+    UserValue,
+>;
+
+/// Cairn patch: a memtable range over user-key bounds whose skiplist range is bounded on the
+/// side it starts from only.
+///
+/// Upstream's range read iterated the skiplist over internal-key bounds on both sides
+/// (`Included(k)` as `Included((k, SeqNo::MAX))` below and `Included((k, 0))` above,
+/// `Excluded(k)` as `Excluded((k, 0))` below and `Excluded((k, SeqNo::MAX))` above), so the
+/// skiplist compared every item with the far bound as an internal key. Those bounds keep
+/// exactly the items whose user key is within the user-key bound (internal keys order by
+/// user key, then by descending seqno). Here the skiplist range is opened on the first call,
+/// bounded by the internal key of the bound on the side iteration starts from (the lower one
+/// for `next`, the upper one for `next_back`), and each item met is checked against the
+/// other bound by its user key: the first one beyond it ends the iteration (every item not
+/// yet returned lies beyond it too, both directions). Called in the other direction later,
+/// the skiplist range is unbounded on that side, so the items met there are checked against
+/// both bounds and those outside skipped. The items at or above `seqno` are skipped before
+/// their key and value are cloned (upstream cloned them, then filtered them out with
+/// `seqno_filter`).
+pub(crate) struct MemtableRange<'a> {
+    items: &'a SkipMap<InternalKey, UserValue>,
+    lo: Bound<UserKey>,
+    hi: Bound<UserKey>,
+    seqno: SeqNo,
+    iter: Option<SkipRange<'a>>,
+    /// Whether `iter` itself keeps to `lo` (it was opened going forward).
+    lo_kept: bool,
+    /// Whether `iter` itself keeps to `hi` (it was opened going backward).
+    hi_kept: bool,
+    done: bool,
+}
+
+impl MemtableRange<'_> {
+    #[inline]
+    fn open(&mut self, forward: bool) {
+        if self.iter.is_some() {
+            return;
+        }
+        let range = if forward {
+            self.lo_kept = true;
+            // NOTE: See TreeIter::create_range (range.rs) for these bounds
+            let lo = match &self.lo {
+                Bound::Included(key) => Bound::Included(InternalKey::new(
+                    key.clone(),
+                    SeqNo::MAX,
+                    ValueType::Tombstone,
+                )),
+                Bound::Excluded(key) => {
+                    Bound::Excluded(InternalKey::new(key.clone(), 0, ValueType::Tombstone))
+                }
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            (lo, Bound::Unbounded)
+        } else {
+            self.hi_kept = true;
+            let hi = match &self.hi {
+                Bound::Included(key) => {
+                    Bound::Included(InternalKey::new(key.clone(), 0, ValueType::Value))
+                }
+                Bound::Excluded(key) => {
+                    Bound::Excluded(InternalKey::new(key.clone(), SeqNo::MAX, ValueType::Value))
+                }
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            (Bound::Unbounded, hi)
+        };
+        self.iter = Some(self.items.range(range));
+    }
+}
+
+fn above_lower(bound: &Bound<UserKey>, key: &[u8]) -> bool {
+    match bound {
+        Bound::Included(lo) => key >= &**lo,
+        Bound::Excluded(lo) => key > &**lo,
+        Bound::Unbounded => true,
+    }
+}
+
+fn below_upper(bound: &Bound<UserKey>, key: &[u8]) -> bool {
+    match bound {
+        Bound::Included(hi) => key <= &**hi,
+        Bound::Excluded(hi) => key < &**hi,
+        Bound::Unbounded => true,
+    }
+}
+
+impl Iterator for MemtableRange<'_> {
+    type Item = crate::Result<InternalValue>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        self.open(true);
+        loop {
+            let entry = self.iter.as_mut()?.next()?;
+            let key = &*entry.key().user_key;
+            if !below_upper(&self.hi, key) {
+                self.done = true;
+                return None;
+            }
+            if (self.lo_kept || above_lower(&self.lo, key))
+                && crate::range::seqno_filter(entry.key().seqno, self.seqno)
+            {
+                return Some(Ok(InternalValue {
+                    key: entry.key().clone(),
+                    value: entry.value().clone(),
+                }));
+            }
+        }
+    }
+}
+
+impl DoubleEndedIterator for MemtableRange<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        self.open(false);
+        loop {
+            let entry = self.iter.as_mut()?.next_back()?;
+            let key = &*entry.key().user_key;
+            if !above_lower(&self.lo, key) {
+                self.done = true;
+                return None;
+            }
+            if (self.hi_kept || below_upper(&self.hi, key))
+                && crate::range::seqno_filter(entry.key().seqno, self.seqno)
+            {
+                return Some(Ok(InternalValue {
+                    key: entry.key().clone(),
+                    value: entry.value().clone(),
+                }));
+            }
         }
     }
 }
