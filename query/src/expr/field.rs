@@ -3,15 +3,18 @@
 //! skipped by its type's length, without building the generic iterator's item for every
 //! element before the one wanted.
 //!
-//! [`fields`] reads several top-level fields in one such walk (a `$group` reads its key's and
-//! its accumulators' fields this way), and [`copy_top_level`] copies the elements of some
-//! top-level fields (the `$cursor` stage's projection of top-level dependencies).
+//! [`Paths`] reads several field paths (`$a.b`, `$c`) in one walk per document level — the
+//! names of a level found in one pass (`walk_fields`, which compares a key under eight bytes
+//! with each name as one word), a sub-document walked only when a path enters it — and gives
+//! each path the value the expression evaluator gives it (a `$group` reads its key's and its
+//! accumulators' paths this way). [`copy_top_level`] copies the elements of some top-level
+//! fields (the `$cursor` stage's projection of top-level dependencies).
 //!
-//! Invariant: [`field`] returns exactly what [`crate::path::field`] returns (the first field
-//! of that name, `None` when absent or when malformed BSON ends the search first): anything
-//! this walk does not read plainly — a key that is not ASCII (its UTF-8 unchecked), a type
-//! byte it does not size, a length that does not fit — is answered by that function instead.
-//! Never panics.
+//! Invariant: [`field`], and each name of a `walk_fields` pass, is exactly what
+//! [`crate::path::field`] returns (the first field of that name, `None` when absent or when
+//! malformed BSON ends the search first): anything these walks do not read plainly — a key
+//! that is not ASCII (its UTF-8 unchecked), a type byte they do not size, a length that does
+//! not fit, a string that is not UTF-8 — is answered by that function instead. Never panics.
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::elements::{Elements, Step};
@@ -30,7 +33,7 @@ pub(crate) fn field<'a>(d: &'a RawDocument, name: &str) -> Option<RawBsonRef<'a>
     }
 }
 
-/// Most names [`fields`] reads in one walk.
+/// Most names one `walk_fields` pass reads.
 pub(crate) const MAX_FIELDS: usize = 64;
 
 /// [`field`] for each of `names` (distinct; at most [`MAX_FIELDS`]) in one walk over `d`:
@@ -105,7 +108,7 @@ const STRING: u8 = 0x80;
 const DOCUMENT: u8 = 0x81;
 const UNSIZED: u8 = 0xFF;
 
-/// [`fields`] with the names' [`name_word`]s and [`name_lengths`] given (`names.len()` at most
+/// `fields` with the names' [`name_word`]s and [`name_lengths`] given (`names.len()` at most
 /// [`MAX_FIELDS`]). The walk reads each element's type, finds its key's NUL — for a key under
 /// eight bytes within the first word loaded, which is then the key's [`name_word`], so short
 /// names are compared as one word each — and sizes its value by its type, reading only what
@@ -272,11 +275,11 @@ pub(crate) fn copy_top_level(d: &RawDocument, names: &[String]) -> Option<RawDoc
     RawDocumentBuf::from_bytes(out).ok()
 }
 
-/// Most names read at one level of a [`Paths`] (one [`fields`] walk per document).
+/// Most names read at one level of a [`Paths`] (one `walk_fields` pass per document).
 pub(crate) const PATHS_PER_LEVEL: usize = 8;
 
 /// Several field paths of a document (`$a.b`, `$c`, `$a.d`) read in one walk per document
-/// level: the top-level fields the paths start with in one [`fields`] walk, and for a path that
+/// level: the top-level fields the paths start with in one `walk_fields` pass, and for a path that
 /// goes on, the sub-document that field holds in one walk for the paths' next fields, and so
 /// on. A walk stops once every name of its level is found; only sub-documents a path enters are
 /// walked. Each path's value is exactly what the expression evaluator gives for it
