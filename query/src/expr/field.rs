@@ -3,18 +3,23 @@
 //! skipped by its type's length, without building the generic iterator's item for every
 //! element before the one wanted.
 //!
-//! [`fields`] reads several top-level fields in one such walk (a `$group` reads its key's and
-//! its accumulators' fields this way), and [`copy_top_level`] copies the elements of some
-//! top-level fields (the `$cursor` stage's projection of top-level dependencies).
+//! [`Paths`] reads several field paths (`$a.b`, `$c`) in one walk per document level — the
+//! names of a level found in one pass (`walk_fields`, which compares a key under eight bytes
+//! with each name as one word), a sub-document walked only when a path enters it — and gives
+//! each path the value the expression evaluator gives it (a `$group` reads its key's and its
+//! accumulators' paths this way). [`copy_top_level`] copies the elements of some top-level
+//! fields (the `$cursor` stage's projection of top-level dependencies).
 //!
-//! Invariant: [`field`] returns exactly what [`crate::path::field`] returns (the first field
-//! of that name, `None` when absent or when malformed BSON ends the search first): anything
-//! this walk does not read plainly — a key that is not ASCII (its UTF-8 unchecked), a type
-//! byte it does not size, a length that does not fit — is answered by that function instead.
-//! Never panics.
+//! Invariant: [`field`], and each name of a `walk_fields` pass, is exactly what
+//! [`crate::path::field`] returns (the first field of that name, `None` when absent or when
+//! malformed BSON ends the search first): anything these walks do not read plainly — a key
+//! that is not ASCII (its UTF-8 unchecked), a type byte they do not size, a length that does
+//! not fit, a string that is not UTF-8 — is answered by that function instead. Never panics.
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use cairn_storage::elements::{Elements, Step};
+
+use super::value::Value;
 
 /// The first field called `name` in `d` (see the module docs).
 pub(crate) fn field<'a>(d: &'a RawDocument, name: &str) -> Option<RawBsonRef<'a>> {
@@ -28,68 +33,108 @@ pub(crate) fn field<'a>(d: &'a RawDocument, name: &str) -> Option<RawBsonRef<'a>
     }
 }
 
-/// Most names [`fields`] reads in one walk.
+/// Most names one `walk_fields` pass reads.
 pub(crate) const MAX_FIELDS: usize = 64;
 
 /// [`field`] for each of `names` (distinct; at most [`MAX_FIELDS`]) in one walk over `d`:
 /// `out[i]` becomes exactly `field(d, names[i])`. The walk stops once every name is found;
 /// from anything it does not read plainly (see [`field`]) on, the names not yet found are
-/// answered by [`crate::path::field`], as [`field`] answers them.
+/// answered by [`crate::path::field`], as [`field`] answers them. ([`Paths`] walks each
+/// level with its names prepared once; this is the same walk for the tests.)
+#[cfg(test)]
 pub(crate) fn fields<'a>(
     d: &'a RawDocument,
     names: &[impl AsRef<str>],
     out: &mut [Option<RawBsonRef<'a>>],
 ) {
+    if names.len() > MAX_FIELDS {
+        for (name, o) in names.iter().zip(out.iter_mut()) {
+            *o = field(d, name.as_ref());
+        }
+        return;
+    }
+    let words: Vec<u64> = names.iter().map(|n| name_word(n.as_ref())).collect();
+    walk_fields(d, names, &words, name_lengths(names), out);
+}
+
+/// The first eight bytes of `name` as a little-endian word, zero-padded: what [`walk_fields`]
+/// compares a short key with.
+fn name_word(name: &str) -> u64 {
+    let mut w = [0u8; 8];
+    for (d, s) in w.iter_mut().zip(name.as_bytes()) {
+        *d = *s;
+    }
+    u64::from_le_bytes(w)
+}
+
+/// The lengths of `names` (bit `n` for a name of `n` bytes; longer ones share bit 63): a key
+/// of no such length is no name, and is not compared with each.
+fn name_lengths(names: &[impl AsRef<str>]) -> u64 {
+    names
+        .iter()
+        .fold(0u64, |m, n| m | 1 << n.as_ref().len().min(63))
+}
+
+const ONES: u64 = u64::from_le_bytes([1; 8]);
+const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+
+/// A BSON type's value size class for [`walk_fields`]: the fixed width of its value (below
+/// [`STRING`]), [`STRING`] (an int32 length counting what follows it), [`DOCUMENT`] (an
+/// int32 length counting itself, the value ending in NUL), or [`UNSIZED`] (left to the bson
+/// crate): the sizes [`cairn_storage::elements`] gives (`same_as_the_generic_walk` checks
+/// this walk's answers against the bson crate's).
+static CLASS: [u8; 256] = {
+    let mut c = [UNSIZED; 256];
+    c[0x01] = 8;
+    c[0x09] = 8;
+    c[0x11] = 8;
+    c[0x12] = 8;
+    c[0x10] = 4;
+    c[0x08] = 1;
+    c[0x07] = 12;
+    c[0x13] = 16;
+    c[0x0A] = 0;
+    c[0x06] = 0;
+    c[0xFF] = 0;
+    c[0x7F] = 0;
+    c[0x02] = STRING;
+    c[0x0D] = STRING;
+    c[0x0E] = STRING;
+    c[0x03] = DOCUMENT;
+    c[0x04] = DOCUMENT;
+    c
+};
+const STRING: u8 = 0x80;
+const DOCUMENT: u8 = 0x81;
+const UNSIZED: u8 = 0xFF;
+
+/// `fields` with the names' [`name_word`]s and [`name_lengths`] given (`names.len()` at most
+/// [`MAX_FIELDS`]). The walk reads each element's type, finds its key's NUL — for a key under
+/// eight bytes within the first word loaded, which is then the key's [`name_word`], so short
+/// names are compared as one word each — and sizes its value by its type, reading only what
+/// [`Elements::step_ascii`] reads plainly (a non-ASCII key, a type it does not size, a length
+/// that does not fit: the rest is left to [`crate::path::field`]).
+fn walk_fields<'a>(
+    d: &'a RawDocument,
+    names: &[impl AsRef<str>],
+    words: &[u64],
+    lengths: u64,
+    out: &mut [Option<RawBsonRef<'a>>],
+) {
     let mut left: u64 = match names.len() {
         0 => return,
         n @ 1..MAX_FIELDS => (1u64 << n) - 1,
-        MAX_FIELDS => u64::MAX,
-        _ => {
-            for (name, o) in names.iter().zip(out.iter_mut()) {
-                *o = field(d, name.as_ref());
-            }
-            return;
-        }
+        _ => u64::MAX,
     };
-    // The lengths of the names (bit `n` for a name of `n` bytes; longer ones share bit 63): a
-    // key of no such length is no name, and is not compared with each.
-    let lengths = names
-        .iter()
-        .fold(0u64, |m, n| m | 1 << n.as_ref().len().min(63));
-    let mut elements = Elements::new(d.as_bytes());
+    let b = d.as_bytes();
+    let (terminated, body) = match b.split_last() {
+        Some((&last, body)) => (last == 0, body),
+        None => (false, &[][..]),
+    };
+    let mut off = 4usize;
     loop {
-        // A key that is not ASCII is `Unsure`.
-        match elements.step_ascii() {
-            Step::Element(e) => {
-                // Only the names not found yet, their first byte compared before the rest.
-                let mut rest = if lengths & 1 << e.key.len().min(63) == 0 {
-                    0
-                } else {
-                    left
-                };
-                while rest != 0 {
-                    let i = rest.trailing_zeros() as usize;
-                    rest &= rest - 1;
-                    let (Some(name), Some(o)) = (names.get(i), out.get_mut(i)) else {
-                        continue;
-                    };
-                    let n = name.as_ref().as_bytes();
-                    if n.len() == e.key.len() && n.first() == e.key.first() && n == e.key {
-                        left &= !(1 << i);
-                        *o = match value(e.kind, e.value) {
-                            Some(v) => Some(v),
-                            None => crate::path::field(d, name.as_ref()),
-                        };
-                    }
-                }
-                if left == 0 {
-                    return;
-                }
-                if !readable(e.kind, e.value) {
-                    break;
-                }
-            }
-            Step::End => {
+        let Some((&kind, after)) = body.get(off..).and_then(<[u8]>::split_first) else {
+            if terminated && off == body.len() {
                 for (i, o) in out.iter_mut().enumerate().take(names.len()) {
                     if left & (1 << i) != 0 {
                         *o = None;
@@ -97,7 +142,83 @@ pub(crate) fn fields<'a>(
                 }
                 return;
             }
-            Step::Unsure => break,
+            break;
+        };
+        // The key: its NUL and ASCII-ness in the first word for a key under eight bytes (a
+        // NUL flag's lowest set bit is the first zero byte's; the bytes below it are the key).
+        let (kl, kw) = match after.first_chunk::<8>() {
+            Some(w) => {
+                let v = u64::from_le_bytes(*w);
+                let zeros = v.wrapping_sub(ONES) & !v & HIGHS;
+                if zeros != 0 {
+                    let below = (zeros & zeros.wrapping_neg()) - 1;
+                    if v & below & HIGHS != 0 {
+                        break;
+                    }
+                    ((zeros.trailing_zeros() / 8) as usize, v & below)
+                } else {
+                    match long_key(after) {
+                        Some(k) => k,
+                        None => break,
+                    }
+                }
+            }
+            None => match long_key(after) {
+                Some(k) => k,
+                None => break,
+            },
+        };
+        let Some(r) = after.get(kl + 1..) else {
+            break;
+        };
+        let class = CLASS[usize::from(kind)];
+        let vlen = if class < STRING {
+            usize::from(class)
+        } else {
+            let Some(n) = r.first_chunk::<4>() else {
+                break;
+            };
+            let Ok(n) = usize::try_from(i32::from_le_bytes(*n)) else {
+                break;
+            };
+            match class {
+                STRING => n + 4,
+                DOCUMENT if n >= 5 => n,
+                _ => break,
+            }
+        };
+        let Some(v) = r.get(..vlen) else {
+            break;
+        };
+        if class == DOCUMENT && v.last() != Some(&0) {
+            break;
+        }
+        off += kl + 2 + vlen;
+        if lengths & 1 << kl.min(63) != 0 {
+            let mut rest = left;
+            while rest != 0 {
+                let i = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                let (Some(name), Some(&w)) = (names.get(i), words.get(i)) else {
+                    continue;
+                };
+                let n = name.as_ref().as_bytes();
+                let same =
+                    n.len() == kl && w == kw && (kl < 8 || after.get(..kl).is_some_and(|k| k == n));
+                if same && let Some(o) = out.get_mut(i) {
+                    left &= !(1 << i);
+                    *o = match value(kind, v) {
+                        Some(v) => Some(v),
+                        None => crate::path::field(d, name.as_ref()),
+                    };
+                }
+            }
+            if left == 0 {
+                return;
+            }
+        }
+        if !readable(kind, v) {
+            break;
         }
     }
     for (i, (name, o)) in names.iter().zip(out.iter_mut()).enumerate() {
@@ -105,6 +226,21 @@ pub(crate) fn fields<'a>(
             *o = crate::path::field(d, name.as_ref());
         }
     }
+}
+
+/// A key of eight bytes or more (or near the document's end): its length, and its first
+/// eight bytes as a word ([`name_word`]); `None` when it has no NUL or is not ASCII.
+fn long_key(after: &[u8]) -> Option<(usize, u64)> {
+    let kl = after.iter().position(|&c| c == 0)?;
+    let key = after.get(..kl)?;
+    if !key.is_ascii() {
+        return None;
+    }
+    let mut w = [0u8; 8];
+    for (d, s) in w.iter_mut().zip(key) {
+        *d = *s;
+    }
+    Some((kl, u64::from_le_bytes(w)))
 }
 
 /// The elements of `d` whose keys are among `names`, in document order (duplicates too), as
@@ -137,6 +273,152 @@ pub(crate) fn copy_top_level(d: &RawDocument, names: &[String]) -> Option<RawDoc
     let len = i32::try_from(out.len()).ok()?.to_le_bytes();
     out.get_mut(..4)?.copy_from_slice(&len);
     RawDocumentBuf::from_bytes(out).ok()
+}
+
+/// Most names read at one level of a [`Paths`] (one `walk_fields` pass per document).
+pub(crate) const PATHS_PER_LEVEL: usize = 8;
+
+/// Several field paths of a document (`$a.b`, `$c`, `$a.d`) read in one walk per document
+/// level: the top-level fields the paths start with in one `walk_fields` pass, and for a path that
+/// goes on, the sub-document that field holds in one walk for the paths' next fields, and so
+/// on. A walk stops once every name of its level is found; only sub-documents a path enters are
+/// walked. Each path's value is exactly what the expression evaluator gives for it
+/// (`ExpressionFieldPath::evaluatePath`, see [`super::eval`]): a document met before the end of
+/// a path is entered by its first field of the next name, an array maps the rest of the path
+/// over its elements (the evaluator's own code, [`super::eval::path_from_first`]), anything
+/// else is missing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Paths {
+    top: Level,
+    slots: usize,
+}
+
+/// The names read in one document of a [`Paths`] walk, and what each name leads to.
+#[derive(Debug, Clone, Default)]
+struct Level {
+    names: Vec<String>,
+    /// Each name's [`name_word`].
+    words: Vec<u64>,
+    /// The names' [`name_lengths`].
+    lengths: u64,
+    nodes: Vec<PathNode>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct PathNode {
+    /// The slot of the path that ends here.
+    slot: Option<usize>,
+    /// The paths that go on (their next names).
+    sub: Level,
+    /// Every path that goes on: its slot and the rest of the path after this name (for a
+    /// value that is an array or not a document).
+    below: Vec<(usize, Vec<String>)>,
+}
+
+impl Paths {
+    /// The tree of `paths` (each non-empty); the i-th distinct path gets slot i, in order of
+    /// first appearance, and `slot_of[j]` is the slot of `paths[j]`. `None` when a level would
+    /// read more than [`PATHS_PER_LEVEL`] names.
+    pub(crate) fn new(paths: &[&[String]]) -> Option<(Paths, Vec<usize>)> {
+        let mut distinct: Vec<&[String]> = Vec::new();
+        let mut slot_of = Vec::with_capacity(paths.len());
+        for p in paths {
+            if p.is_empty() {
+                return None;
+            }
+            let slot = match distinct.iter().position(|d| d == p) {
+                Some(s) => s,
+                None => {
+                    distinct.push(p);
+                    distinct.len() - 1
+                }
+            };
+            slot_of.push(slot);
+        }
+        let mut top = Level::default();
+        for (slot, p) in distinct.iter().enumerate() {
+            top.add(slot, p)?;
+        }
+        Some((
+            Paths {
+                top,
+                slots: distinct.len(),
+            },
+            slot_of,
+        ))
+    }
+
+    /// How many distinct paths (the length [`Paths::read`]'s `out` must have).
+    pub(crate) fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The value of each path in `d` into `out` (by slot; see the type's docs).
+    pub(crate) fn read<'a>(&self, d: &'a RawDocument, out: &mut [Value<'a>]) {
+        self.top.read(d, out);
+    }
+}
+
+impl Level {
+    /// Adds the path `p` ending in `slot` below this level.
+    fn add(&mut self, slot: usize, p: &[String]) -> Option<()> {
+        let (first, rest) = p.split_first()?;
+        let i = match self.names.iter().position(|n| n == first) {
+            Some(i) => i,
+            None => {
+                if self.names.len() == PATHS_PER_LEVEL {
+                    return None;
+                }
+                self.names.push(first.clone());
+                self.words.push(name_word(first));
+                self.lengths = name_lengths(&self.names);
+                self.nodes.push(PathNode::default());
+                self.names.len() - 1
+            }
+        };
+        let node = self.nodes.get_mut(i)?;
+        if rest.is_empty() {
+            node.slot = Some(slot);
+        } else {
+            node.below.push((slot, rest.to_vec()));
+            node.sub.add(slot, rest)?;
+        }
+        Some(())
+    }
+
+    fn read<'a>(&self, d: &'a RawDocument, out: &mut [Value<'a>]) {
+        let mut firsts = [None; PATHS_PER_LEVEL];
+        let firsts = firsts.get_mut(..self.names.len()).unwrap_or_default();
+        walk_fields(d, &self.names, &self.words, self.lengths, firsts);
+        for (node, v) in self.nodes.iter().zip(firsts.iter()) {
+            if let Some(o) = node.slot.and_then(|s| out.get_mut(s)) {
+                *o = match v {
+                    Some(v) => Value::Ref(*v),
+                    None => Value::Missing,
+                };
+            }
+            if node.below.is_empty() {
+                continue;
+            }
+            match v {
+                Some(RawBsonRef::Document(sub)) => node.sub.read(sub, out),
+                Some(v @ RawBsonRef::Array(_)) => {
+                    for (slot, rest) in &node.below {
+                        if let Some(o) = out.get_mut(*slot) {
+                            *o = super::eval::path_from_first(Some(*v), rest);
+                        }
+                    }
+                }
+                _ => {
+                    for (slot, _) in &node.below {
+                        if let Some(o) = out.get_mut(*slot) {
+                            *o = Value::Missing;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// What [`field_or_array`] found.
@@ -372,5 +654,106 @@ mod tests {
             same_copy(&d, &["a", "s", "b", "d", "z", "q"], false);
             same_fields(&d, &["z", "a"]);
         }
+    }
+
+    /// [`Paths`] gives every path what the expression evaluator gives `$path` (the general
+    /// rule): documents with the paths' fields missing, null, duplicated (the first counts,
+    /// at every level), behind arrays at each level and nested arrays, under scalars and
+    /// other non-document intermediates, after values the walk leaves to the bson crate, and
+    /// malformed.
+    #[test]
+    fn paths_equal_the_evaluator() {
+        use bson::{Bson, doc};
+        let bin = Bson::Binary(bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: vec![1, 2],
+        });
+        let mut docs: Vec<RawDocumentBuf> = [
+            doc! {},
+            doc! {"a": null, "c": null},
+            doc! {"a": 1, "c": "x", "d": {"e": 3}},
+            doc! {"a": {"b": 1, "c": 2}, "c": {"x": 1}},
+            doc! {"a": {"b": {"c": 4, "d": [1, 2]}}, "d": [{"e": 1}, {"f": 1}, 5, {"e": [2]}]},
+            doc! {"a": [{"b": 1}, {"c": 2}, 5, {"b": [2, 3]}, [{"b": 9}], {"b": {"c": 7}}], "c": [1, 2]},
+            doc! {"a": [[{"b": 1}]], "c": null, "d": {"e": null}},
+            doc! {"a": {"b": [{"c": 1}, {"c": [2]}, {"d": 1}, null, [{"c": 3}]]}},
+            doc! {"x": bin.clone(), "a": {"y": bin, "b": 7}, "c": bson::oid::ObjectId::from_bytes([1; 12])},
+            doc! {"é": 1, "a": {"é": 2, "b": "ü"}, "c": 3_i64},
+            doc! {"c": Bson::Decimal128(bson::Decimal128::from_bytes([1; 16])), "a": {"b": true}},
+            doc! {"longer_than_eight": 1, "a": {"longer_than_eight": {"b": 2}}, "d": "s"},
+            doc! {"a": "not a document", "d": 5},
+            doc! {"a": {"b": null}, "d": {"e": {"f": [1, {"g": 2}]}}},
+        ]
+        .iter()
+        .map(|d| RawDocumentBuf::try_from(d).unwrap())
+        .collect();
+        // Duplicate names at the top and inside a sub-document.
+        let mut dup = rawdoc! {"a": {"b": 1, "c": 5}, "c": 1};
+        dup.append(bson::raw::cstr!("a"), rawdoc! {"b": 99});
+        dup.append(bson::raw::cstr!("c"), 2);
+        docs.push(dup);
+        let mut inner = rawdoc! {"b": 1};
+        inner.append(bson::raw::cstr!("b"), 2);
+        docs.push(rawdoc! {"a": inner, "d": 1});
+        // Malformed: every byte of a document with a sub-document replaced.
+        let good = rawdoc! {"c": "xy", "a": {"b": 1, "c": "z"}, "d": true};
+        for i in 4..good.as_bytes().len() - 1 {
+            for byte in [0u8, 0x80, 0xFF, 0x02, 0x03, 0x04, 0x10] {
+                let mut b = good.as_bytes().to_vec();
+                b[i] = byte;
+                if let Ok(d) = RawDocumentBuf::from_bytes(b) {
+                    docs.push(d);
+                }
+            }
+        }
+        let sets: [&[&str]; 6] = [
+            &["a.b", "c"],
+            &["a", "a.b", "a.b.c", "a.c", "c", "d.e", "missing.x"],
+            &["a.b.c", "a.b.d", "d.e.f.g", "d.e", "c.x"],
+            &[
+                "é",
+                "a.é",
+                "a.b",
+                "longer_than_eight",
+                "a.longer_than_eight.b",
+            ],
+            &["d", "a.b", "a.b"],
+            &["a.b.c.d.e", "c"],
+        ];
+        let ext = crate::expr::ExprExtensions::default();
+        let vars = ext.variables();
+        let mut compared = 0;
+        for set in sets {
+            let parts: Vec<Vec<String>> = set
+                .iter()
+                .map(|p| p.split('.').map(str::to_string).collect())
+                .collect();
+            let refs: Vec<&[String]> = parts.iter().map(Vec::as_slice).collect();
+            let (paths, slot_of) = Paths::new(&refs).unwrap();
+            let exprs: Vec<_> = set
+                .iter()
+                .map(|p| {
+                    ext.parse_expression(RawBsonRef::String(&format!("${p}")))
+                        .unwrap()
+                })
+                .collect();
+            for d in &docs {
+                let mut out = vec![Value::Ref(RawBsonRef::MaxKey); paths.slots()];
+                paths.read(d, &mut out);
+                for ((p, e), slot) in set.iter().zip(&exprs).zip(&slot_of) {
+                    let want = e.evaluate(d, vars).unwrap();
+                    let got = out[*slot].get().map(bson::RawBson::from);
+                    assert_eq!(got, want, "{p} in {:?}", d.as_bytes());
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared > 1000, "{compared}");
+        // More names at one level than one walk reads: no tree.
+        let many: Vec<Vec<String>> = (0..=PATHS_PER_LEVEL)
+            .map(|i| vec![format!("f{i}")])
+            .collect();
+        let refs: Vec<&[String]> = many.iter().map(Vec::as_slice).collect();
+        assert!(Paths::new(&refs).is_none());
     }
 }

@@ -85,6 +85,7 @@ use crate::projection::{ExpressionParser, ProjectionExpression};
 use crate::filter::Filter;
 
 pub use parse::MAX_DEPTH;
+pub(crate) use value::Value;
 
 /// A uniformly distributed double in [0, 1) (the generator behind `$rand`).
 pub fn random_unit() -> f64 {
@@ -312,24 +313,13 @@ impl Expression {
     }
 
     /// The fields of the expression when it is a field path of the document (`$a.b`: `[a,
-    /// b]`), for a caller that reads the first field itself (see
-    /// [`Expression::with_path_value`]).
+    /// b]`), for a caller that reads the path's value itself, as the evaluator reads it
+    /// ([`field::Paths`]).
     pub(crate) fn root_path(&self) -> Option<&[String]> {
         match &self.root {
             parse::Node::Path(parse::Var::Root, parts) if !parts.is_empty() => Some(parts),
             _ => None,
         }
-    }
-
-    /// What [`Expression::with_value`] hands `f` for an expression whose
-    /// [`Expression::root_path`] is `[first name, rest…]`, given `first`, the value of the
-    /// document's first field called `first name` (as [`field::field`] reads it).
-    pub(crate) fn with_path_value<R>(
-        first: Option<RawBsonRef<'_>>,
-        rest: &[String],
-        f: impl FnOnce(Option<RawBsonRef<'_>>) -> R,
-    ) -> R {
-        f(eval::path_from_first(first, rest).get())
     }
 
     /// The value coerced to a boolean as `$expr`, `$cond` and `$and` do.

@@ -392,9 +392,9 @@ impl AccumulatorSpec {
     }
 
     /// The input's field path (see [`crate::expr::Expression::root_path`]) when the input is
-    /// a field path of the document consumed as it is; then
-    /// [`AccumulatorSpec::accumulate_path`] does what [`AccumulatorSpec::accumulate`] does,
-    /// given the path's first field.
+    /// a field path of the document consumed as it is: then [`AccumulatorSpec::accumulate`]
+    /// feeds the accumulator that path's value, and a caller that read the value itself (as
+    /// the evaluator reads it) may feed it directly (`process(value, false)`).
     pub(crate) fn input_path(&self) -> Option<&[String]> {
         match (self.op, &self.input) {
             (AccOp::Count | AccOp::Top | AccOp::Bottom | AccOp::TopN | AccOp::BottomN, _) => None,
@@ -403,15 +403,17 @@ impl AccumulatorSpec {
         }
     }
 
-    /// [`AccumulatorSpec::accumulate`] for an input with an [`AccumulatorSpec::input_path`]
-    /// `[name, rest…]`, given `first`, the document's first field called `name`.
-    pub(crate) fn accumulate_path(
-        &self,
-        first: Option<RawBsonRef<'_>>,
-        rest: &[String],
-        acc: &mut dyn Accumulator,
-    ) -> Result<()> {
-        Expression::with_path_value(first, rest, |v| acc.process(v, false))
+    /// The input when it is the same for every document (`$count`, `$sum: 1`, a constant
+    /// folded at parse time, `$$REMOVE`: `Some(None)`): what [`AccumulatorSpec::accumulate`]
+    /// feeds the accumulator whatever the document.
+    pub(crate) fn constant_input(&self) -> Option<Option<&RawBson>> {
+        static ONE: RawBson = RawBson::Int32(1);
+        match (self.op, &self.input) {
+            (AccOp::Count, _) => Some(Some(&ONE)),
+            (AccOp::Top | AccOp::Bottom | AccOp::TopN | AccOp::BottomN, _) => None,
+            (_, Some(e)) => e.constant(),
+            (_, None) => Some(None),
+        }
     }
 
     /// A fresh accumulator for the group whose `_id` is `id` (`n` may read the key's fields).

@@ -6,9 +6,11 @@
 //! Output order: first-seen group order, or key order after spilling.
 //!
 //! Reading a document: the `_id` and accumulator operands that are field paths (`$g`,
-//! `$c.region`) have their first fields read in one walk over the document
-//! ([`crate::expr::field::fields`]) and the rest of each path applied to that value as the
-//! evaluator applies it ([`Expression::with_path_value`]); other operands are evaluated.
+//! `$c.region`) are read together, one walk per document level ([`Paths`]: the top-level
+//! fields once, a sub-document only when a path enters it), each value as the evaluator
+//! gives it and borrowed from the document; an accumulator input that is the same for every
+//! document (`$sum: 1`, `$count`) is fed as it is ([`AccumulatorSpec::constant_input`]);
+//! other operands are evaluated.
 //! A group is found by its `_id`'s encoded key ([`value_key_into`]); a string `_id` seen
 //! before is found by its bytes, without encoding it.
 //!
@@ -33,7 +35,8 @@ use crate::agg::accumulators::{Accumulator, AccumulatorSpec, bson_size, value_ke
 use crate::agg::doc::key;
 use crate::agg::{Deps, DepsState, DocStream, ExecCx, Options, ParseCx, Stage, loc};
 use crate::error::{QueryError, Result};
-use crate::expr::{ExprExtensions, Expression};
+use crate::expr::field::Paths;
+use crate::expr::{ExprExtensions, Expression, Value};
 use cairn_storage::StorageError;
 use cairn_storage::engine::EngineError;
 
@@ -49,45 +52,62 @@ pub struct Group {
     reads: Reads,
 }
 
-/// Most first fields read in one walk per document (more: every operand is evaluated).
+/// Most distinct field paths read in one walk per document (more: every operand is
+/// evaluated).
 const READ_AT_ONCE: usize = 8;
 
-/// Where `$group`'s field-path operands take their values from (see the module docs).
+/// How one operand (`_id`, an accumulator's input) gets its value per document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Operand {
+    /// The value of [`Reads::paths`]' slot.
+    Path(usize),
+    /// The same for every document: [`AccumulatorSpec::constant_input`].
+    Constant,
+    /// Evaluated.
+    #[default]
+    Eval,
+}
+
+/// Where `$group`'s operands take their values from (see the module docs).
 #[derive(Debug, Default)]
 struct Reads {
-    /// The distinct first fields of the field-path operands.
-    names: Vec<String>,
-    /// `_id`'s read: its first field's position in `names` and the rest of its path; `None`
-    /// when it is evaluated.
-    id: Option<(usize, Vec<String>)>,
-    /// Each accumulator's, likewise.
-    accs: Vec<Option<(usize, Vec<String>)>>,
+    /// The field-path operands' paths, read in one walk per document.
+    paths: Paths,
+    /// `_id`'s read (never [`Operand::Constant`]: a constant `_id` is evaluated).
+    id: Operand,
+    /// Each accumulator's.
+    accs: Vec<Operand>,
 }
 
 impl Reads {
     fn new(id: &Expression, accs: &[AccumulatorSpec]) -> Reads {
-        let mut names: Vec<String> = Vec::new();
-        let mut read = |path: Option<&[String]>| {
-            let (first, rest) = path?.split_first()?;
-            let i = match names.iter().position(|n| n == first) {
-                Some(i) => i,
-                None => {
-                    names.push(first.clone());
-                    names.len() - 1
-                }
-            };
-            Some((i, rest.to_vec()))
+        let mut paths: Vec<&[String]> = Vec::new();
+        let id_path = id.root_path();
+        paths.extend(id_path);
+        paths.extend(accs.iter().filter_map(AccumulatorSpec::input_path));
+        let (tree, slots) = match Paths::new(&paths) {
+            Some((t, s)) if t.slots() <= READ_AT_ONCE => (t, s),
+            _ => (Paths::default(), Vec::new()),
         };
-        let id = read(id.root_path());
-        let accs: Vec<_> = accs.iter().map(|a| read(a.input_path())).collect();
-        if names.len() > READ_AT_ONCE {
-            return Reads {
-                names: Vec::new(),
-                id: None,
-                accs: vec![None; accs.len()],
-            };
+        let mut slots = slots.into_iter();
+        let mut next = |has_path: bool| match has_path {
+            true => slots.next().map_or(Operand::Eval, Operand::Path),
+            false => Operand::Eval,
+        };
+        let id = next(id_path.is_some());
+        let accs = accs
+            .iter()
+            .map(|a| match (a.input_path(), a.constant_input()) {
+                (Some(_), _) => next(true),
+                (None, Some(_)) => Operand::Constant,
+                (None, None) => Operand::Eval,
+            })
+            .collect();
+        Reads {
+            paths: tree,
+            id,
+            accs,
         }
-        Reads { names, id, accs }
     }
 }
 
@@ -340,17 +360,16 @@ impl GroupStream {
                 cx.host.check_interrupt()?;
             }
             let reads = &stage.reads;
-            let mut firsts = [None; READ_AT_ONCE];
-            let firsts = firsts.get_mut(..reads.names.len()).unwrap_or_default();
-            crate::expr::field::fields(doc, &reads.names, firsts);
+            let mut values: [Value<'_>; READ_AT_ONCE] = std::array::from_fn(|_| Value::Missing);
+            let values = values.get_mut(..reads.paths.slots()).unwrap_or_default();
+            reads.paths.read(doc, values);
+            let value = |slot: usize| values.get(slot).and_then(Value::get);
             // The key is encoded into one reused buffer and looked up by slice (a string
             // seen before by its bytes): a document of a known group allocates nothing here.
             let mut group_of = |v: Option<RawBsonRef<'_>>| t.group_of(&mut kbuf, v);
-            let found = match &reads.id {
-                Some((i, rest)) => {
-                    Expression::with_path_value(firsts.get(*i).copied().flatten(), rest, group_of)
-                }
-                None => stage.id.with_value(doc, vars, &mut group_of)?,
+            let found = match reads.id {
+                Operand::Path(slot) => group_of(value(slot)),
+                _ => stage.id.with_value(doc, vars, &mut group_of)?,
             };
             let gi = match found {
                 Ok(i) => i,
@@ -374,10 +393,14 @@ impl GroupStream {
                 let grows = !spec.op.fixed_memory();
                 let before = if grows { acc.memory() } else { 0 };
                 match read {
-                    Some((i, rest)) => {
-                        spec.accumulate_path(firsts.get(*i).copied().flatten(), rest, acc.as_mut())?
-                    }
-                    None => spec.accumulate(doc, acc.as_mut())?,
+                    Operand::Path(slot) => acc.process(value(*slot), false)?,
+                    Operand::Constant => acc.process(
+                        spec.constant_input()
+                            .flatten()
+                            .map(RawBson::as_raw_bson_ref),
+                        false,
+                    )?,
+                    Operand::Eval => spec.accumulate(doc, acc.as_mut())?,
                 }
                 if grows {
                     t.mem = (t.mem + acc.memory()).saturating_sub(before);
@@ -603,15 +626,17 @@ mod tests {
         for spec in specs {
             let g = parse_group(&spec, &ext).unwrap();
             let reads = &g.reads;
-            assert!(!reads.names.is_empty());
+            assert!(reads.paths.slots() > 0);
             for doc in docs() {
-                let mut firsts = vec![Some(RawBsonRef::MaxKey); reads.names.len()];
-                crate::expr::field::fields(&doc, &reads.names, &mut firsts);
-                let first = |i: usize| firsts.get(i).copied().flatten();
-                if let Some((i, rest)) = &reads.id {
-                    let got =
-                        Expression::with_path_value(first(*i), rest, |v| v.map(RawBson::from));
-                    assert_eq!(got, g.id.evaluate(&doc, vars).unwrap(), "_id of {doc:?}");
+                let mut values = vec![Value::Ref(RawBsonRef::MaxKey); reads.paths.slots()];
+                reads.paths.read(&doc, &mut values);
+                let value = |slot: usize| values[slot].get();
+                if let Operand::Path(slot) = reads.id {
+                    assert_eq!(
+                        value(slot).map(RawBson::from),
+                        g.id.evaluate(&doc, vars).unwrap(),
+                        "_id of {doc:?}"
+                    );
                     checked += 1;
                 }
                 for (a, read) in g.accumulators.iter().zip(&reads.accs) {
@@ -619,11 +644,16 @@ mod tests {
                     a.accumulate(&doc, want.as_mut()).unwrap();
                     let mut got = a.create(RawBsonRef::Null).unwrap();
                     match read {
-                        Some((i, rest)) => {
-                            a.accumulate_path(first(*i), rest, got.as_mut()).unwrap();
+                        Operand::Path(slot) => {
+                            got.process(value(*slot), false).unwrap();
                             checked += 1;
                         }
-                        None => a.accumulate(&doc, got.as_mut()).unwrap(),
+                        Operand::Constant => {
+                            let c = a.constant_input().unwrap();
+                            got.process(c.map(RawBson::as_raw_bson_ref), false).unwrap();
+                            checked += 1;
+                        }
+                        Operand::Eval => a.accumulate(&doc, got.as_mut()).unwrap(),
                     }
                     assert_eq!(
                         got.value().unwrap(),
@@ -702,9 +732,17 @@ mod tests {
             &ext,
         )
         .unwrap();
-        assert!(g.reads.id.is_none());
-        let read: Vec<bool> = g.reads.accs.iter().map(Option::is_some).collect();
-        assert_eq!(read, [false, false, false, false, true]);
-        assert_eq!(g.reads.names, ["b"]);
+        assert_eq!(g.reads.id, Operand::Eval);
+        assert_eq!(
+            g.reads.accs,
+            [
+                Operand::Constant,
+                Operand::Constant,
+                Operand::Eval,
+                Operand::Eval,
+                Operand::Path(0)
+            ]
+        );
+        assert_eq!(g.reads.paths.slots(), 1);
     }
 }
