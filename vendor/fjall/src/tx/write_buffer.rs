@@ -135,8 +135,14 @@ impl WriteBuffer {
             None => {
                 let mut log = self.log;
                 // `InternalKey`'s order: ascending key, then descending sequence number
-                // (unique: every write has its own).
-                log.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+                // (unique: every write has its own). The keys are compared as byte slices,
+                // in one comparison (`ByteView`'s order compares a 4-byte prefix first, to
+                // the same result).
+                log.sort_unstable_by(|a, b| {
+                    (*a.key.user_key)
+                        .cmp(&*b.key.user_key)
+                        .then_with(|| b.key.seqno.cmp(&a.key.seqno))
+                });
                 log
             }
         };
