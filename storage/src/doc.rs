@@ -1069,7 +1069,6 @@ fn validate_packed(doc: &[u8], array: bool) -> Result<(), Bad> {
     }
     // (document, position, is an array, next index)
     let mut stack: Vec<(&[u8], usize, bool, u32)> = vec![(doc, 4, array, 0)];
-    let mut digits = Vec::with_capacity(10);
     while let Some((d, pos, is_array, index)) = stack.last_mut() {
         match next_element(d, pos)? {
             None => {
@@ -1077,9 +1076,7 @@ fn validate_packed(doc: &[u8], array: bool) -> Result<(), Bad> {
             }
             Some(e) => {
                 if *is_array {
-                    digits.clear();
-                    push_decimal(&mut digits, *index);
-                    if e.name.as_bytes() != digits.as_slice() {
+                    if !is_index_name(e.name.as_bytes(), *index) {
                         return Err(bad("packed array element with a non-canonical name"));
                     }
                     *index = index.checked_add(1).ok_or_else(|| bad("array too long"))?;
@@ -1231,7 +1228,6 @@ fn packs_verbatim<const UTF8: bool>(doc: &[u8], limits: &Limits) -> bool {
         names_base: 0,
     });
     let mut names: Vec<&[u8]> = Vec::with_capacity(32);
-    let mut digits = itoa::Buffer::new();
     while let Some(f) = stack.last_mut() {
         let next = if UTF8 {
             next_element(f.doc, &mut f.pos).map(|e| e.map(Element::into_raw))
@@ -1243,11 +1239,8 @@ fn packs_verbatim<const UTF8: bool>(doc: &[u8], limits: &Limits) -> bool {
             Ok(Some(e)) => e,
             Ok(None) => {
                 let base = f.names_base;
-                if let Some(own) = names.get_mut(base..) {
-                    own.sort_unstable();
-                    if own.windows(2).any(|w| matches!(w, [a, b] if a == b)) {
-                        return false;
-                    }
+                if names.get_mut(base..).and_then(smallest_duplicate).is_some() {
+                    return false;
                 }
                 names.truncate(base);
                 stack.pop();
@@ -1255,7 +1248,7 @@ fn packs_verbatim<const UTF8: bool>(doc: &[u8], limits: &Limits) -> bool {
             }
         };
         if f.array {
-            if e.name != digits.format(f.index).as_bytes() {
+            if !is_index_name(e.name, f.index) {
                 return false;
             }
             f.index = match f.index.checked_add(1) {
@@ -1638,17 +1631,10 @@ impl Encoder<'_, '_> {
     /// spilled container) or terminates it (a packed one; the outermost becomes its node's
     /// value).
     fn close<'d>(&mut self, f: &EncFrame<'d>, names: &mut Vec<&'d str>) -> Result<(), DocError> {
-        if let Some(own) = names.get_mut(f.names_base..) {
-            own.sort_unstable();
-            let dup = own.windows(2).find_map(|w| match w {
-                [a, b] if a == b => Some(*a),
-                _ => None,
-            });
-            if let Some(name) = dup {
-                return Err(DocError::Malformed(format!(
-                    "duplicate field name {name:?}"
-                )));
-            }
+        if let Some(name) = names.get_mut(f.names_base..).and_then(smallest_duplicate) {
+            return Err(DocError::Malformed(format!(
+                "duplicate field name {name:?}"
+            )));
         }
         names.truncate(f.names_base);
         if let Some((len_pos, outer)) = f.pack {
@@ -1984,6 +1970,54 @@ impl Builder {
 /// Appends `n` in decimal (an array element's name).
 fn push_decimal(out: &mut Vec<u8>, n: u32) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Whether `name` is `index` in decimal (what [`push_decimal`] writes: digits, no sign, no
+/// leading zero), read digit by digit rather than by formatting `index` and comparing.
+fn is_index_name(name: &[u8], index: u32) -> bool {
+    // u32::MAX has 10 digits, so the value cannot overflow a u64.
+    if name.is_empty() || name.len() > 10 || (name.len() > 1 && name.first() == Some(&b'0')) {
+        return false;
+    }
+    let mut value = 0u64;
+    for &b in name {
+        if !b.is_ascii_digit() {
+            return false;
+        }
+        value = value * 10 + u64::from(b - b'0');
+    }
+    value == u64::from(index)
+}
+
+/// Objects with at most this many fields are checked for duplicate names without sorting
+/// (see [`smallest_duplicate`]); larger ones are sorted.
+const UNSORTED_NAMES: usize = 16;
+
+/// The smallest name (in byte order) that occurs more than once in `names`, if any; `names`
+/// may be reordered. A short list is not sorted: a name is compared with the names before it
+/// only when one of them may have its length (a bit per length, modulo 64), so names of
+/// distinct lengths cost no comparison.
+fn smallest_duplicate<T: Copy + Ord + AsRef<[u8]>>(names: &mut [T]) -> Option<T> {
+    if names.len() <= UNSORTED_NAMES {
+        let mut dup: Option<T> = None;
+        let mut lengths = 0u64;
+        for (i, a) in names.iter().enumerate() {
+            let bit = 1u64 << (a.as_ref().len() % 64);
+            if lengths & bit != 0
+                && names.iter().take(i).any(|b| b.as_ref() == a.as_ref())
+                && dup.is_none_or(|d| *a < d)
+            {
+                dup = Some(*a);
+            }
+            lengths |= bit;
+        }
+        return dup;
+    }
+    names.sort_unstable();
+    names.windows(2).find_map(|w| match w {
+        [a, b] if a == b => Some(*a),
+        _ => None,
+    })
 }
 
 /// An empty document whose buffer has room for `capacity` bytes, so that appending up to
@@ -2411,6 +2445,97 @@ mod tests {
             let mut out = Vec::new();
             push_decimal(&mut out, n);
             assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+
+    /// `is_index_name` answers as comparing with the formatted index.
+    #[test]
+    fn index_names_read_as_the_formatted_index() {
+        let indexes = [
+            0u32,
+            1,
+            7,
+            9,
+            10,
+            11,
+            42,
+            99,
+            100,
+            1000,
+            4_294_967_294,
+            u32::MAX,
+        ];
+        let mut names: Vec<Vec<u8>> = [
+            "",
+            "0",
+            "00",
+            "01",
+            "1",
+            "10",
+            "010",
+            "9",
+            "42",
+            "042",
+            "+1",
+            "-1",
+            "1a",
+            "a",
+            " 1",
+            "1 ",
+            "4294967295",
+            "4294967296",
+            "04294967295",
+            "42949672950",
+            "18446744073709551615",
+            "99999999999",
+            "١",
+        ]
+        .iter()
+        .map(|n| n.as_bytes().to_vec())
+        .collect();
+        names.push(vec![b'1', 0x80]);
+        for i in indexes {
+            names.push(i.to_string().into_bytes());
+        }
+        let mut matched = 0;
+        for name in &names {
+            for &i in &indexes {
+                let mut want = Vec::new();
+                push_decimal(&mut want, i);
+                assert_eq!(is_index_name(name, i), *name == want, "{name:?} {i}");
+                matched += usize::from(*name == want);
+            }
+        }
+        assert!(matched >= indexes.len());
+    }
+
+    /// `smallest_duplicate` finds what sorting finds, for short lists (not sorted) and long
+    /// ones (sorted).
+    #[test]
+    fn duplicates_found_pairwise_are_those_sorting_finds() {
+        let long = "n".repeat(70);
+        let pool = [
+            "a", "b", "ab", "ba", "abc", "_id", "x", "", "aa", "zz", "é", &long, "n", "abcdef",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..40usize {
+            for _ in 0..60 {
+                let mut names: Vec<&str> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        pool[(seed % pool.len() as u64) as usize]
+                    })
+                    .collect();
+                let mut sorted = names.clone();
+                sorted.sort_unstable();
+                let want = sorted.windows(2).find_map(|w| match w {
+                    [a, b] if a == b => Some(*a),
+                    _ => None,
+                });
+                assert_eq!(smallest_duplicate(&mut names), want, "{names:?}");
+            }
         }
     }
 }

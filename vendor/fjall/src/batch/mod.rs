@@ -146,6 +146,10 @@ impl WriteBatch {
 
         log::trace!("Applying batch (size={}) to memtable(s)", self.data.len());
 
+        // Cairn patch: a run of items of one keyspace (a transaction's commit writes its
+        // keyspaces one after the other) adds it to the set once, not once per item.
+        let mut last_keyspace: Option<crate::keyspace::InternalKeyspaceId> = None;
+
         for item in std::mem::take(&mut self.data) {
             // TODO: need a better, generic write op
             let (item_size, _) = match item.value_type {
@@ -157,8 +161,11 @@ impl WriteBatch {
 
             batch_size += item_size;
 
-            // IMPORTANT: Clone the handle, because we don't want to keep the keyspaces lock open
-            keyspaces_with_possible_stall.insert(item.keyspace.clone());
+            if last_keyspace != Some(item.keyspace.id) {
+                last_keyspace = Some(item.keyspace.id);
+                // IMPORTANT: Clone the handle, because we don't want to keep the keyspaces lock open
+                keyspaces_with_possible_stall.insert(item.keyspace.clone());
+            }
         }
 
         self.db.supervisor.snapshot_tracker.publish(batch_seqno);

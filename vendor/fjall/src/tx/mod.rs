@@ -4,4 +4,5 @@
 
 pub mod optimistic;
 pub mod single_writer;
+mod write_buffer;
 pub mod write_tx;

@@ -3,11 +3,11 @@
 // (found in the LICENSE-* files in the repository)
 
 use crate::{
-    batch::item::Item, snapshot_nonce::SnapshotNonce, Database, Guard, HashMap, Iter, Keyspace,
-    OwnedWriteBatch, PersistMode, Readable,
+    batch::item::Item, snapshot_nonce::SnapshotNonce, tx::write_buffer::WriteBuffer, Database,
+    Guard, Iter, Keyspace, OwnedWriteBatch, PersistMode, Readable,
 };
-use lsm_tree::{AbstractTree, InternalValue, Memtable, SeqNo, UserKey, UserValue};
-use std::{ops::RangeBounds, sync::Arc};
+use lsm_tree::{AbstractTree, InternalValue, SeqNo, UserKey, UserValue};
+use std::ops::RangeBounds;
 
 fn ignore_tombstone_value(item: InternalValue) -> Option<InternalValue> {
     if item.is_tombstone() {
@@ -24,7 +24,11 @@ pub(super) struct BaseTransaction {
     /// Ephemeral transaction changes
     ///
     /// Used for RYOW (read-your-own-writes)
-    pub(crate) memtables: HashMap<Keyspace, Arc<Memtable>>,
+    ///
+    /// Cairn patch: one [`WriteBuffer`] per keyspace written (a log with a hash of its keys
+    /// until a range read needs a skiplist), found by a scan of this short list (a
+    /// transaction writes a handful of keyspaces) instead of a hash of the keyspace's name.
+    pub(crate) memtables: Vec<(Keyspace, WriteBuffer)>,
 
     /// The snapshot, for repeatable reads
     pub(crate) nonce: SnapshotNonce,
@@ -40,6 +44,11 @@ pub(super) struct BaseTransaction {
     pub(crate) seqno: SeqNo,
 }
 
+/// `Keyspace`'s equality (by name), answered first by identity.
+fn same_keyspace(a: &Keyspace, b: &Keyspace) -> bool {
+    std::sync::Arc::ptr_eq(&a.0, &b.0) || a == b
+}
+
 impl Readable for BaseTransaction {
     fn get<K: AsRef<[u8]>>(
         &self,
@@ -49,8 +58,8 @@ impl Readable for BaseTransaction {
         let keyspace = keyspace.as_ref();
         let key = key.as_ref();
 
-        if let Some(memtable) = self.memtables.get(keyspace) {
-            if let Some(item) = memtable.get(key, SeqNo::MAX) {
+        if let Some(buffer) = self.buffer(keyspace) {
+            if let Some(item) = buffer.get(key) {
                 return Ok(ignore_tombstone_value(item).map(|x| x.value));
             }
         }
@@ -68,8 +77,8 @@ impl Readable for BaseTransaction {
         let keyspace = keyspace.as_ref();
         let key = key.as_ref();
 
-        if let Some(memtable) = self.memtables.get(keyspace) {
-            if let Some(item) = memtable.get(key, SeqNo::MAX) {
+        if let Some(buffer) = self.buffer(keyspace) {
+            if let Some(item) = buffer.get(key) {
                 return Ok(!item.key.is_tombstone());
             }
         }
@@ -95,8 +104,8 @@ impl Readable for BaseTransaction {
         let keyspace = keyspace.as_ref();
         let key = key.as_ref();
 
-        if let Some(memtable) = self.memtables.get(keyspace) {
-            if let Some(item) = memtable.get(key, SeqNo::MAX) {
+        if let Some(buffer) = self.buffer(keyspace) {
+            if let Some(item) = buffer.get(key) {
                 // NOTE: Values are limited to u32 in lsm-tree
                 #[expect(clippy::cast_possible_truncation)]
                 return Ok(ignore_tombstone_value(item).map(|x| x.value.len() as u32));
@@ -113,10 +122,8 @@ impl Readable for BaseTransaction {
 
         let iter = keyspace.tree.iter(
             self.nonce.instant,
-            self.memtables
-                .get(keyspace)
-                .cloned()
-                .map(|mt| (mt, self.seqno)),
+            self.buffer(keyspace)
+                .map(|buffer| (buffer.memtable(), self.seqno)),
         );
 
         Iter::new(self.nonce.clone(), iter)
@@ -132,10 +139,8 @@ impl Readable for BaseTransaction {
         let iter = keyspace.tree.range(
             range,
             self.nonce.instant,
-            self.memtables
-                .get(keyspace)
-                .cloned()
-                .map(|mt| (mt, self.seqno)),
+            self.buffer(keyspace)
+                .map(|buffer| (buffer.memtable(), self.seqno)),
         );
 
         Iter::new(self.nonce.clone(), iter)
@@ -147,10 +152,8 @@ impl Readable for BaseTransaction {
         let iter = keyspace.tree.prefix(
             prefix,
             self.nonce.instant,
-            self.memtables
-                .get(keyspace)
-                .cloned()
-                .map(|mt| (mt, self.seqno)),
+            self.buffer(keyspace)
+                .map(|buffer| (buffer.memtable(), self.seqno)),
         );
 
         Iter::new(self.nonce.clone(), iter)
@@ -161,7 +164,7 @@ impl BaseTransaction {
     pub(crate) fn new(db: Database, nonce: SnapshotNonce) -> Self {
         Self {
             db,
-            memtables: HashMap::default(),
+            memtables: Vec::new(),
             nonce,
             durability: None,
             seqno: 0x8000_0000_0000_0000,
@@ -264,15 +267,13 @@ impl BaseTransaction {
         key: K,
         value: V,
     ) {
-        self.memtables
-            .entry(keyspace.clone())
-            .or_insert_with(|| Arc::new(Memtable::new(0)))
-            .insert(lsm_tree::InternalValue::from_components(
-                key,
-                value,
-                self.seqno,
-                lsm_tree::ValueType::Value,
-            ));
+        let item = lsm_tree::InternalValue::from_components(
+            key,
+            value,
+            self.seqno,
+            lsm_tree::ValueType::Value,
+        );
+        self.buffer_mut(keyspace).insert(item);
 
         self.seqno += 1;
     }
@@ -282,10 +283,8 @@ impl BaseTransaction {
     /// The key may be up to 65536 bytes long.
     /// Shorter keys result in better performance.
     pub(super) fn remove<K: Into<UserKey>>(&mut self, keyspace: &Keyspace, key: K) {
-        self.memtables
-            .entry(keyspace.clone())
-            .or_insert_with(|| Arc::new(Memtable::new(0)))
-            .insert(lsm_tree::InternalValue::new_tombstone(key, self.seqno));
+        let item = lsm_tree::InternalValue::new_tombstone(key, self.seqno);
+        self.buffer_mut(keyspace).insert(item);
 
         self.seqno += 1;
     }
@@ -300,10 +299,8 @@ impl BaseTransaction {
     /// The key may be up to 65536 bytes long.
     /// Shorter keys result in better performance.
     pub(super) fn remove_weak<K: Into<UserKey>>(&mut self, keyspace: &Keyspace, key: K) {
-        self.memtables
-            .entry(keyspace.clone())
-            .or_insert_with(|| Arc::new(Memtable::new(0)))
-            .insert(lsm_tree::InternalValue::new_weak_tombstone(key, self.seqno));
+        let item = lsm_tree::InternalValue::new_weak_tombstone(key, self.seqno);
+        self.buffer_mut(keyspace).insert(item);
 
         self.seqno += 1;
     }
@@ -313,41 +310,78 @@ impl BaseTransaction {
     /// # Errors
     ///
     /// Will return `Err` if an IO error occurs.
-    pub(super) fn commit(self) -> crate::Result<()> {
+    pub(super) fn commit(mut self) -> crate::Result<()> {
+        let writes = self.sorted_writes();
+        self.commit_writes(writes)
+    }
+
+    /// Cairn patch: takes the writes out of the buffers, per keyspace each key's latest
+    /// write in ascending key order (what the commit writes; see [`WriteBuffer::into_sorted`]).
+    pub(crate) fn sorted_writes(&mut self) -> Vec<(Keyspace, Vec<InternalValue>)> {
+        std::mem::take(&mut self.memtables)
+            .into_iter()
+            .map(|(keyspace, buffer)| (keyspace, buffer.into_sorted()))
+            .collect()
+    }
+
+    /// Commits `writes` (from [`BaseTransaction::sorted_writes`]) in one batch.
+    ///
+    /// # Errors
+    ///
+    /// Will return `Err` if an IO error occurs.
+    pub(crate) fn commit_writes(
+        self,
+        writes: Vec<(Keyspace, Vec<InternalValue>)>,
+    ) -> crate::Result<()> {
         // skip all the logic if no keys were written to
-        if self.memtables.is_empty() {
+        if writes.is_empty() {
             return Ok(());
         }
 
-        // TODO: instead of using batch, write batch::commit as a generic function that takes
-        // a impl Iterator<BatchItem>
-        // that way, we don't have to move the memtable(s) into the batch first to commit
         let mut batch = OwnedWriteBatch::new(self.db).durability(self.durability);
+        batch
+            .data
+            .reserve(writes.iter().map(|(_, items)| items.len()).sum());
 
-        for (keyspace, memtable) in self.memtables {
-            let mut prev_key: Option<UserKey> = None;
-
-            for item in memtable.iter() {
-                if let Some(prev_key) = &prev_key {
-                    if item.key.user_key == prev_key {
-                        continue;
-                    }
-                }
-
+        for (keyspace, items) in writes {
+            for item in items {
                 batch.data.push(Item::new(
                     keyspace.clone(),
-                    item.key.user_key.clone(),
-                    item.value.clone(),
+                    item.key.user_key,
+                    item.value,
                     item.key.value_type,
                 ));
-
-                prev_key = Some(item.key.user_key.clone());
             }
         }
 
         batch.commit()?;
 
         Ok(())
+    }
+
+    /// The write buffer of `keyspace`, if it was written.
+    fn buffer(&self, keyspace: &Keyspace) -> Option<&WriteBuffer> {
+        self.memtables
+            .iter()
+            .find(|(k, _)| same_keyspace(k, keyspace))
+            .map(|(_, buffer)| buffer)
+    }
+
+    /// The write buffer of `keyspace`, created empty if it was not written yet.
+    fn buffer_mut(&mut self, keyspace: &Keyspace) -> &mut WriteBuffer {
+        let at = match self
+            .memtables
+            .iter()
+            .position(|(k, _)| same_keyspace(k, keyspace))
+        {
+            Some(at) => at,
+            None => {
+                self.memtables.push((keyspace.clone(), WriteBuffer::new()));
+                self.memtables.len() - 1
+            }
+        };
+        #[expect(clippy::indexing_slicing, reason = "found or pushed just above")]
+        &mut self.memtables[at].1
     }
 
     /// More explicit alternative to dropping the transaction
