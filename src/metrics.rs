@@ -313,7 +313,7 @@ impl Metrics {
         &self,
         op: &Operation,
         body: &crate::commands::Parsed<'_>,
-        reply: Option<&RawDocument>,
+        reply: Option<&crate::commands::Reply>,
         micros: u64,
     ) {
         if body.find("maxAwaitTimeMS").is_none() {
@@ -328,6 +328,7 @@ impl Metrics {
         let Some(reply) = reply else {
             return;
         };
+        let (counted, reply) = (reply.cursor, reply.body.as_ref());
         if matches!(
             body.find("startTransaction"),
             Some(RawBsonRef::Boolean(true))
@@ -355,7 +356,7 @@ impl Metrics {
             }
             _ => {}
         }
-        if let Some((n, id)) = cursor_reply(reply) {
+        if let Some((n, id)) = counted.or_else(|| cursor_reply(reply)) {
             self.docs_returned.fetch_add(n, Relaxed);
             if op.command_name == "getMore" {
                 let asked = match body.find("getMore") {
@@ -433,6 +434,12 @@ mod tests {
         for n in 0..=docs.len() {
             let reply = crate::cursor::batch_reply("firstBatch", &docs[..n], 7, "d.c", None);
             assert_eq!(cursor_reply(&reply), Some((n as u64, 7)));
+            // A reply that carries its count carries the one read back from its body.
+            for id in [0, 7] {
+                let counted =
+                    crate::cursor::batch_reply_counted("firstBatch", &docs[..n], id, "d.c", None);
+                assert_eq!(counted.cursor, cursor_reply(&counted.body), "{n} {id}");
+            }
         }
         // Elements other than documents (an aggregation cannot return them, but the count
         // must not depend on it) fall back to the BSON iterator.
