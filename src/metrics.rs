@@ -3,8 +3,10 @@
 //! `metrics.document`, `metrics.queryExecutor` and `metrics.cursor`, and what the Prometheus
 //! endpoint ([`crate::metrics_http`]) exports together with the server's other counters.
 //!
-//! The dispatcher calls [`Metrics::finished`] once per command with its reply; everything
-//! is an atomic, so recording never blocks and reading never stops a request.
+//! The dispatcher calls [`Metrics::finished`] once per command with its reply (a cursor
+//! reply's batch size and id are the ones the reply carries, when its command wrote them
+//! down, else read back from its body by [`cursor_reply`]); everything is an atomic, so
+//! recording never blocks and reading never stops a request.
 //!
 //! Invariants: a histogram bucket array is fixed at start (MongoDB's layout for
 //! `serverStatus`, Prometheus' conventional seconds for the exporter), so every scrape has
