@@ -437,9 +437,14 @@ mod tests {
             let reply = crate::cursor::batch_reply("firstBatch", &docs[..n], 7, "d.c", None);
             assert_eq!(cursor_reply(&reply), Some((n as u64, 7)));
             // A reply that carries its count carries the one read back from its body.
-            for id in [0, 7] {
+            let token = rawdoc! {"_data": "82"};
+            for (id, token, batch) in [
+                (0, None, "firstBatch"),
+                (7, None, "nextBatch"),
+                (7, Some(token.as_ref()), "firstBatch"),
+            ] {
                 let counted =
-                    crate::cursor::batch_reply_counted("firstBatch", &docs[..n], id, "d.c", None);
+                    crate::cursor::batch_reply_counted(batch, &docs[..n], token, id, "d.c", None);
                 assert_eq!(counted.cursor, cursor_reply(&counted.body), "{n} {id}");
             }
         }

@@ -759,6 +759,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         Ok(crate::cursor::batch_reply_counted(
             "firstBatch",
             &docs,
+            None,
             id,
             &ns,
             at_cluster_time,
