@@ -231,6 +231,22 @@ pub fn batch_reply(
     batch_reply_with_token(batch, docs, None, id, ns, at_cluster_time)
 }
 
+/// [`batch_reply_with_token`] as a command's reply that also carries the batch's size and the
+/// cursor id (so the metrics need not read them back from the body).
+pub fn batch_reply_counted(
+    batch: &str,
+    docs: &[RawDocumentBuf],
+    resume_token: Option<&RawDocument>,
+    id: i64,
+    ns: &str,
+    at_cluster_time: Option<bson::Timestamp>,
+) -> crate::commands::Reply {
+    let mut reply: crate::commands::Reply =
+        batch_reply_with_token(batch, docs, resume_token, id, ns, at_cluster_time).into();
+    reply.cursor = Some((docs.len() as u64, id));
+    reply
+}
+
 /// [`batch_reply`] with a change stream's `postBatchResumeToken` after the batch, when given.
 pub fn batch_reply_with_token(
     batch: &str,

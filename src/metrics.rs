@@ -3,8 +3,10 @@
 //! `metrics.document`, `metrics.queryExecutor` and `metrics.cursor`, and what the Prometheus
 //! endpoint ([`crate::metrics_http`]) exports together with the server's other counters.
 //!
-//! The dispatcher calls [`Metrics::finished`] once per command with its reply; everything
-//! is an atomic, so recording never blocks and reading never stops a request.
+//! The dispatcher calls [`Metrics::finished`] once per command with its reply (a cursor
+//! reply's batch size and id are the ones the reply carries, when its command wrote them
+//! down, else read back from its body by [`cursor_reply`]); everything is an atomic, so
+//! recording never blocks and reading never stops a request.
 //!
 //! Invariants: a histogram bucket array is fixed at start (MongoDB's layout for
 //! `serverStatus`, Prometheus' conventional seconds for the exporter), so every scrape has
@@ -313,7 +315,7 @@ impl Metrics {
         &self,
         op: &Operation,
         body: &crate::commands::Parsed<'_>,
-        reply: Option<&RawDocument>,
+        reply: Option<&crate::commands::Reply>,
         micros: u64,
     ) {
         if body.find("maxAwaitTimeMS").is_none() {
@@ -328,6 +330,7 @@ impl Metrics {
         let Some(reply) = reply else {
             return;
         };
+        let (counted, reply) = (reply.cursor, reply.body.as_ref());
         if matches!(
             body.find("startTransaction"),
             Some(RawBsonRef::Boolean(true))
@@ -355,7 +358,7 @@ impl Metrics {
             }
             _ => {}
         }
-        if let Some((n, id)) = cursor_reply(reply) {
+        if let Some((n, id)) = counted.or_else(|| cursor_reply(reply)) {
             self.docs_returned.fetch_add(n, Relaxed);
             if op.command_name == "getMore" {
                 let asked = match body.find("getMore") {
@@ -433,6 +436,17 @@ mod tests {
         for n in 0..=docs.len() {
             let reply = crate::cursor::batch_reply("firstBatch", &docs[..n], 7, "d.c", None);
             assert_eq!(cursor_reply(&reply), Some((n as u64, 7)));
+            // A reply that carries its count carries the one read back from its body.
+            let token = rawdoc! {"_data": "82"};
+            for (id, token, batch) in [
+                (0, None, "firstBatch"),
+                (7, None, "nextBatch"),
+                (7, Some(token.as_ref()), "firstBatch"),
+            ] {
+                let counted =
+                    crate::cursor::batch_reply_counted(batch, &docs[..n], token, id, "d.c", None);
+                assert_eq!(counted.cursor, cursor_reply(&counted.body), "{n} {id}");
+            }
         }
         // Elements other than documents (an aggregation cannot return them, but the count
         // must not depend on it) fall back to the BSON iterator.

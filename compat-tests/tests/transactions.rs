@@ -961,6 +961,68 @@ async fn session_commands() {
         .await));
 }
 
+/// A `find` that keeps a cursor ties it to its session (the first `id` of `lsid`): another
+/// session, or none, cannot continue it, and killing the session kills it; a `find` without
+/// a session keeps a cursor of no session.
+#[tokio::test]
+async fn find_cursors_belong_to_their_session() {
+    let server = TestServer::start();
+    let mut c = server.raw().await;
+    c.command(
+        rawdoc! {"insert": "f", "documents": [{"_id": 1}, {"_id": 2}, {"_id": 3}], "$db": "t"},
+    )
+    .await;
+    let cursor_of = |r: &RawDocumentBuf| r.get_document("cursor").unwrap().get_i64("id").unwrap();
+    // The whole result in the first batch: no cursor is kept.
+    let r = c
+        .command(rawdoc! {"find": "f", "lsid": lsid(8), "$db": "t"})
+        .await;
+    assert_eq!(cursor_of(&r), 0);
+    let mut repeated = lsid(8);
+    repeated.append(
+        bson::raw::cstr!("id"),
+        Binary {
+            subtype: BinarySubtype::Uuid,
+            bytes: vec![9; 16],
+        },
+    );
+    let r = c
+        .command(rawdoc! {"find": "f", "batchSize": 1, "lsid": repeated, "$db": "t"})
+        .await;
+    let id = cursor_of(&r);
+    assert_ne!(id, 0);
+    let more = |lsid: Option<RawDocumentBuf>, batch: i32| {
+        let mut b = rawdoc! {"getMore": id, "collection": "f", "batchSize": batch, "$db": "t"};
+        if let Some(l) = lsid {
+            b.append(bson::raw::cstr!("lsid"), l);
+        }
+        b
+    };
+    assert_code(&c.command(more(Some(lsid(9)), 1)).await, 50801);
+    assert_code(&c.command(more(None, 1)).await, 50800);
+    let r = c.command(more(Some(lsid(8)), 1)).await;
+    assert!(ok(&r), "{r:?}");
+    assert!(ok(&c
+        .command(rawdoc! {"killSessions": [lsid(8)], "$db": "admin"})
+        .await));
+    assert_code(&c.command(more(Some(lsid(8)), 1)).await, 43);
+    // Without a session.
+    let r = c
+        .command(rawdoc! {"find": "f", "batchSize": 1, "$db": "t"})
+        .await;
+    let id = cursor_of(&r);
+    let more = |lsid: Option<RawDocumentBuf>| {
+        let mut b = rawdoc! {"getMore": id, "collection": "f", "$db": "t"};
+        if let Some(l) = lsid {
+            b.append(bson::raw::cstr!("lsid"), l);
+        }
+        b
+    };
+    assert_code(&c.command(more(Some(lsid(8)))).await, 50799);
+    let r = c.command(more(None)).await;
+    assert!(ok(&r), "{r:?}");
+}
+
 #[tokio::test]
 async fn with_transaction_through_the_driver_defaults() {
     // A plain URI: the driver sees a router and enables transactions.

@@ -1035,12 +1035,12 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             start.run(&r)
         })
         .await?;
-        Ok(first_reply(docs, pbrt, id, &ns, at_cluster_time).into())
+        Ok(first_reply(docs, pbrt, id, &ns, at_cluster_time))
     })
 }
 
 /// The first batch's reply, `{cursor: {firstBatch, postBatchResumeToken?, id, ns,
-/// atClusterTime?}}`, written in one buffer ([`crate::cursor::batch_reply_with_token`]; without
+/// atClusterTime?}}`, written in one buffer ([`crate::cursor::batch_reply_counted`]; without
 /// a resume token — all but change streams — the reply `find` gives).
 fn first_reply(
     docs: Vec<RawDocumentBuf>,
@@ -1048,8 +1048,8 @@ fn first_reply(
     id: i64,
     ns: &str,
     at_cluster_time: Option<bson::Timestamp>,
-) -> RawDocumentBuf {
-    crate::cursor::batch_reply_with_token(
+) -> super::Reply {
+    crate::cursor::batch_reply_counted(
         "firstBatch",
         &docs,
         pbrt.as_deref(),
@@ -1121,9 +1121,10 @@ mod reply_tests {
                 cursor.append(cstr!("atClusterTime"), t);
             }
             let want = rawdoc! {"cursor": cursor};
-            assert_eq!(first_reply(docs, None, 42, "db.c", at), want);
+            assert_eq!(first_reply(docs, None, 42, "db.c", at).body, want);
         }
-        let with_token = first_reply(Vec::new(), Some(rawdoc! {"_data": "00"}), 0, "db.c", None);
+        let with_token =
+            first_reply(Vec::new(), Some(rawdoc! {"_data": "00"}), 0, "db.c", None).body;
         assert_eq!(
             with_token,
             rawdoc! {"cursor": {"firstBatch": [], "postBatchResumeToken": {"_data": "00"}, "id": 0_i64, "ns": "db.c"}}

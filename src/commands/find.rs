@@ -15,7 +15,8 @@
 //!    `<data-dir>/_tmp`, or fails with 292 when `allowDiskUse` is false — MongoDB 7.0's
 //!    default `allowDiskUseByDefault` is true); otherwise results stream from the plan.
 //! 5. The first batch holds `batchSize` documents (101 by default) within 16 MiB; if more
-//!    may follow, a cursor keeps the plan's position (no snapshot is pinned).
+//!    may follow, a cursor keeps the plan's position (no snapshot is pinned); it is
+//!    registered, with the session (`lsid`) read only then, once the read is done.
 //!
 //! Reply: `{cursor: {firstBatch, id, ns}, ok}` (MongoDB's field order for find).
 //! `skip`/`limit` apply after ordering, the projection last.
@@ -559,7 +560,6 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         let first_max = r
             .batch_size
             .map_or(DEFAULT_BATCH, |b| usize::try_from(b).unwrap_or(usize::MAX));
-        let lsid = crate::cursor::session_in(inv.parsed.find("lsid"));
         let server = inv.server.clone();
         let deadline = crate::deadline::current();
         let target = inv.op.target.clone();
@@ -585,7 +585,9 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 && r.min.is_none()
                 && r.max.is_none()
         });
-        let (docs, id, ns) = blocking::run_short(point || small, move || {
+        // The cursor to keep, if any, comes back to be registered here, where its session is
+        // read (most finds return everything in their first batch and keep none).
+        let (docs, kept, ns) = blocking::run_short(point || small, move || {
             let store = &server.store;
             let ns = r.ns();
             let (skip, limit) = (r.skip, r.limit);
@@ -708,7 +710,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 }))
             })?;
             let Some((source, first)) = source else {
-                return Ok((Vec::new(), 0, ns));
+                return Ok((Vec::new(), None, ns));
             };
             let mut cursor = Cursor {
                 id: 0,
@@ -717,7 +719,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
                 remaining,
                 output: r.output.clone(),
                 time_budget: None,
-                lsid,
+                lsid: None,
                 txn_number,
                 target,
                 no_timeout: r.no_timeout,
@@ -726,9 +728,8 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             if first_max == 0 {
                 crate::ops::record_source_work(&cursor.source, &mut (0, 0));
                 cursor.id = server.cursors.new_id();
-                let (id, ns) = (cursor.id, cursor.ns.clone());
-                server.cursors.insert(cursor);
-                return Ok((Vec::new(), id, ns));
+                let ns = cursor.ns.clone();
+                return Ok((Vec::new(), Some(cursor), ns));
             }
             let batch = match first {
                 Some(Ok((docs, exhausted))) => finish_batch(&mut cursor, docs, exhausted),
@@ -738,16 +739,31 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             crate::ops::record_source_work(&cursor.source, &mut (0, 0));
             let (docs, exhausted) = batch?;
             if exhausted || r.single_batch {
-                return Ok((docs, 0, std::mem::take(&mut cursor.ns)));
+                return Ok((docs, None, std::mem::take(&mut cursor.ns)));
             }
             cursor.time_budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             cursor.id = server.cursors.new_id();
-            let (id, ns) = (cursor.id, cursor.ns.clone());
-            server.cursors.insert(cursor);
-            Ok((docs, id, ns))
+            let ns = cursor.ns.clone();
+            Ok((docs, Some(cursor), ns))
         })
         .await?;
-        Ok(crate::cursor::batch_reply("firstBatch", &docs, id, &ns, at_cluster_time).into())
+        let id = match kept {
+            Some(mut cursor) => {
+                cursor.lsid = crate::cursor::session_in(inv.parsed.find("lsid"));
+                let id = cursor.id;
+                inv.server.cursors.insert(cursor);
+                id
+            }
+            None => 0,
+        };
+        Ok(crate::cursor::batch_reply_counted(
+            "firstBatch",
+            &docs,
+            None,
+            id,
+            &ns,
+            at_cluster_time,
+        ))
     })
 }
 

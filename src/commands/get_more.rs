@@ -208,6 +208,13 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         .await?;
         let (docs, exhausted) = result;
         let id = if exhausted { 0 } else { id };
-        Ok(crate::cursor::batch_reply("nextBatch", &docs, id, &ns, at_cluster_time).into())
+        Ok(crate::cursor::batch_reply_counted(
+            "nextBatch",
+            &docs,
+            None,
+            id,
+            &ns,
+            at_cluster_time,
+        ))
     })
 }

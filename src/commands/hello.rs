@@ -395,6 +395,7 @@ async fn hello(inv: Invocation<'_>, legacy: bool) -> Result<Reply, CommandError>
     Ok(Reply {
         body: out,
         more_to_come,
+        cursor: None,
     })
 }
 

@@ -173,6 +173,11 @@ pub struct Reply {
     pub body: RawDocumentBuf,
     /// For exhaust streams: the command body to run next, sent with `moreToCome`.
     pub more_to_come: Option<RawDocumentBuf>,
+    /// For a cursor reply written with its batch in hand
+    /// ([`crate::cursor::batch_reply_counted`]): the batch's size and the cursor id, as
+    /// [`crate::metrics::cursor_reply`] reads them back from `body` (`None`: the metrics
+    /// read the body).
+    pub cursor: Option<(u64, i64)>,
 }
 
 impl From<RawDocumentBuf> for Reply {
@@ -180,6 +185,7 @@ impl From<RawDocumentBuf> for Reply {
         Reply {
             body,
             more_to_come: None,
+            cursor: None,
         }
     }
 }
@@ -634,12 +640,9 @@ pub async fn run(
     // One clock read for both accounts of the duration.
     let micros = running.op.micros();
     crate::ops::finished(server, &running.op, out.0.is_ok(), micros);
-    server.metrics.finished(
-        &running.op,
-        parsed,
-        out.0.as_ref().ok().map(|r| r.body.as_ref()),
-        micros,
-    );
+    server
+        .metrics
+        .finished(&running.op, parsed, out.0.as_ref().ok(), micros);
     if profiling.is_some() {
         let result = match &out.0 {
             Ok(r) => Ok(r.body.as_ref()),
@@ -706,9 +709,9 @@ async fn execute(
     })
     .await;
     record_latency(server, cmd, parsed, req.db, started);
-    let (mut body_result, more) = match result {
-        Ok(r) => (Ok(r.body), r.more_to_come),
-        Err(e) => (Err(e), None),
+    let (mut body_result, more, cursor) = match result {
+        Ok(r) => (Ok(r.body), r.more_to_come, r.cursor),
+        Err(e) => (Err(e), None, None),
     };
     if let Ok(reply) = &mut body_result
         && let Some(wce) = crate::failpoint::write_concern_error(cmd, db, body, client)
@@ -729,6 +732,7 @@ async fn execute(
     let result = body_result.map(|body| Reply {
         body,
         more_to_come: more,
+        cursor,
     });
     (result, tail)
 }

@@ -175,6 +175,10 @@ impl Interval {
 /// Sorts, drops empty intervals and merges overlapping or touching ones (`unionize`).
 pub(super) fn unionize(mut ivs: Vec<Interval>) -> Vec<Interval> {
     ivs.retain(|i| !i.is_empty());
+    if ivs.len() < 2 {
+        // Nothing to order or merge.
+        return ivs;
+    }
     ivs.sort_by(|a, b| {
         cmp(&a.start, &b.start).then_with(|| b.start_inclusive.cmp(&a.start_inclusive))
     });
@@ -1068,7 +1072,7 @@ pub fn bounds_for(expr: &Expr, fields: &[(String, bool)], multikey: bool) -> Ind
             },
         })
         .collect();
-    build(expr, &comps, multikey)
+    build(expr, comps, multikey)
 }
 
 /// Bounds of `expr` over `index` (hashed components included), or `None` when the index
@@ -1097,10 +1101,10 @@ pub fn bounds_for_index_with(
             return None;
         }
     }
-    Some(build(expr, &comps, index.multikey))
+    Some(build(expr, comps, index.multikey))
 }
 
-pub(super) fn build(expr: &Expr, comps: &[KeyComponent], multikey: bool) -> IndexBounds {
+pub(super) fn build(expr: &Expr, comps: Vec<KeyComponent>, multikey: bool) -> IndexBounds {
     let mut conj = Vec::new();
     flatten(expr, &mut conj);
     let always_false = conj.iter().any(|c| matches!(c, Expr::AlwaysFalse));
@@ -1159,12 +1163,12 @@ pub(super) fn build(expr: &Expr, comps: &[KeyComponent], multikey: bool) -> Inde
                 }
             }
         }
-        let head = comp.path.split('.').next().unwrap_or("").to_string();
         if multikey && acc.is_some() {
-            if bounded_heads.contains(&head) {
+            let head = comp.path.split('.').next().unwrap_or("");
+            if bounded_heads.iter().any(|h| h == head) {
                 acc = None;
             } else {
-                bounded_heads.push(head);
+                bounded_heads.push(head.to_string());
             }
         }
         let intervals = if always_false {
@@ -1173,8 +1177,8 @@ pub(super) fn build(expr: &Expr, comps: &[KeyComponent], multikey: bool) -> Inde
             acc.unwrap_or_else(|| vec![Interval::all()])
         };
         fields.push(FieldBounds {
-            path: comp.path.clone(),
             descending: comp.kind == KeyKind::Descending,
+            path: comp.path,
             hashed,
             intervals,
         });
@@ -1302,7 +1306,14 @@ fn byte_intervals(f: &FieldBounds) -> (Vec<ByteInterval>, bool) {
     let desc = f.descending;
     let mut out = Vec::with_capacity(f.intervals.len());
     for iv in &f.intervals {
-        let (Some(s), Some(e)) = (encode(&iv.start, desc), encode(&iv.end, desc)) else {
+        let s = encode(&iv.start, desc);
+        // Both ends of a point are one value: encoded once.
+        let e = if same_value(&iv.start, &iv.end) {
+            s.clone()
+        } else {
+            encode(&iv.end, desc)
+        };
+        let (Some(s), Some(e)) = (s, e) else {
             let (all, _) = byte_intervals(&FieldBounds {
                 intervals: vec![Interval::all()],
                 ..f.clone()
@@ -1329,6 +1340,15 @@ fn byte_intervals(f: &FieldBounds) -> (Vec<ByteInterval>, bool) {
         out.reverse();
     }
     (out, true)
+}
+
+/// Whether two values are the same value of the same type with the same bytes (so they
+/// encode to the same key); a double by its bits (`0.0` and `-0.0` are not the same here).
+fn same_value(a: &RawBson, b: &RawBson) -> bool {
+    match (a, b) {
+        (RawBson::Double(x), RawBson::Double(y)) => x.to_bits() == y.to_bits(),
+        _ => a == b,
+    }
 }
 
 /// The least byte string greater than every string starting with `p` (`None`: no such).
@@ -1384,6 +1404,10 @@ fn merge_ranges(mut rs: Vec<RawRange>) -> Vec<RawRange> {
         (Some(l), Some(h)) => l < h,
         _ => true,
     });
+    if rs.len() < 2 {
+        // Nothing to order or merge.
+        return rs;
+    }
     rs.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out: Vec<RawRange> = Vec::with_capacity(rs.len());
     for r in rs {
@@ -1461,7 +1485,7 @@ impl IndexBounds {
     /// The ranges, and whether they hold exactly the entries inside the bounds.
     fn ranges_and_tightness(&self) -> (Vec<KeyRange>, bool) {
         let mut tight = true;
-        let per: Vec<Vec<ByteInterval>> = self
+        let mut per: Vec<Vec<ByteInterval>> = self
             .fields
             .iter()
             .map(|f| {
@@ -1475,15 +1499,22 @@ impl IndexBounds {
         }
         let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
         let mut i = 0;
-        while let Some(f) = per.get(i) {
+        while let Some(f) = per.get_mut(i) {
             let all_points = f.iter().all(ByteInterval::is_point);
             if !all_points || prefixes.len().saturating_mul(f.len()) > MAX_RANGES {
                 break;
             }
-            prefixes = prefixes
-                .iter()
-                .flat_map(|p| f.iter().map(move |b| [p.as_slice(), &b.lo].concat()))
-                .collect();
+            // A field taken into the prefixes is not read again.
+            let f = std::mem::take(f);
+            prefixes = if i == 0 {
+                // The only prefix is empty: each point is a prefix as it is.
+                f.into_iter().map(|b| b.lo).collect()
+            } else {
+                prefixes
+                    .iter()
+                    .flat_map(|p| f.iter().map(move |b| [p.as_slice(), &b.lo].concat()))
+                    .collect()
+            };
             i += 1;
         }
         let mut ranges: Vec<RawRange> = Vec::new();
@@ -1497,14 +1528,16 @@ impl IndexBounds {
         match range_field {
             Some(f) => {
                 let budget = (MAX_RANGES / prefixes.len().max(1)).max(1);
-                let f = if f.len() > budget {
+                let widened;
+                let f: &[ByteInterval] = if f.len() > budget {
                     tight = false;
-                    widen(f.clone(), budget)
+                    widened = widen(f.clone(), budget);
+                    &widened
                 } else {
-                    f.clone()
+                    f
                 };
                 for p in &prefixes {
-                    for b in &f {
+                    for b in f {
                         if let Some(r) = range_for(p, b) {
                             ranges.push(r);
                         }
@@ -1512,11 +1545,12 @@ impl IndexBounds {
                 }
             }
             None => {
-                for p in &prefixes {
+                for p in prefixes {
                     if p.is_empty() {
                         ranges.push((None, None));
                     } else {
-                        ranges.push((Some(p.clone()), successor(p)));
+                        let hi = successor(&p);
+                        ranges.push((Some(p), hi));
                     }
                 }
             }
@@ -1530,7 +1564,7 @@ impl IndexBounds {
     /// residual filter. Conservative.
     pub fn is_exact_for(&self, expr: &Expr) -> bool {
         let comps: Vec<KeyComponent> = self.fields.iter().map(FieldBounds::component).collect();
-        let again = build(expr, &comps, self.multikey);
+        let again = build(expr, comps, self.multikey);
         again.exact
             && !self.fields.iter().any(|f| f.hashed)
             && again.fields == self.fields
@@ -1636,4 +1670,80 @@ pub fn index_sort_direction(bounds: &IndexBounds, sort: &[SortField]) -> Option<
         }
     }
     direction
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::rawdoc;
+
+    /// Ends that are the same value are encoded once: the bytes are those of encoding each
+    /// end, for every kind of value and both directions; ends that only compare equal
+    /// (`-0.0` and `0.0`, `5` and `5.0`) are encoded each.
+    #[test]
+    fn byte_intervals_encode_each_end_as_encoding_it() {
+        let mut array = RawArrayBuf::new();
+        array.push(1);
+        array.push("x");
+        let values = vec![
+            RawBson::String("x".into()),
+            RawBson::String(String::new()),
+            RawBson::Int32(5),
+            RawBson::Int64(5),
+            RawBson::Double(5.0),
+            RawBson::Double(0.0),
+            RawBson::Double(-0.0),
+            RawBson::Double(f64::NAN),
+            RawBson::Decimal128(bson::Decimal128::from_bytes([0; 16])),
+            RawBson::Null,
+            RawBson::Undefined,
+            RawBson::Boolean(true),
+            RawBson::Document(rawdoc! {"a": 1, "b": {"c": "d"}}),
+            RawBson::Array(array),
+            RawBson::MinKey,
+            RawBson::MaxKey,
+        ];
+        let mut intervals: Vec<Interval> = values.iter().cloned().map(Interval::point).collect();
+        intervals.push(Interval::new(
+            RawBson::Double(-0.0),
+            true,
+            RawBson::Double(0.0),
+            true,
+        ));
+        intervals.push(Interval::new(
+            RawBson::Int32(5),
+            true,
+            RawBson::Double(5.0),
+            true,
+        ));
+        intervals.push(Interval::new(
+            RawBson::Int32(1),
+            true,
+            RawBson::Int32(1),
+            false,
+        ));
+        intervals.push(Interval::new(
+            RawBson::Int32(1),
+            false,
+            RawBson::Int32(9),
+            true,
+        ));
+        for descending in [false, true] {
+            for iv in &intervals {
+                let f = FieldBounds {
+                    path: "a".into(),
+                    descending,
+                    hashed: false,
+                    intervals: vec![iv.clone()],
+                };
+                let (b, encoded) = byte_intervals(&f);
+                let s = encode(&iv.start, descending).unwrap();
+                let e = encode(&iv.end, descending).unwrap();
+                let (lo, hi) = if descending { (e, s) } else { (s, e) };
+                assert!(encoded, "{iv:?}");
+                assert_eq!(b.len(), 1, "{iv:?}");
+                assert_eq!((&b[0].lo, &b[0].hi), (&lo, &hi), "{iv:?} desc {descending}");
+            }
+        }
+    }
 }

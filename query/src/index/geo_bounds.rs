@@ -127,7 +127,7 @@ pub fn base_bounds(expr: &Expr, index: &IndexMeta) -> Option<IndexBounds> {
             return None;
         }
     }
-    let mut b = build(expr, &comps, index.multikey);
+    let mut b = build(expr, comps, index.multikey);
     // Whatever `build` made of predicates on geo fields does not apply to cell keys.
     for n in geo_fields(index) {
         if let Some(f) = b.fields.get_mut(n) {
