@@ -198,16 +198,17 @@ fn nul_at_ascii(s: &[u8]) -> Option<(usize, bool)> {
 
 /// [`CLASS`] for a type whose value starts with an int32 length (kept apart from the fixed
 /// widths, which are all below it).
-const VARIABLE: u8 = 0x80;
+pub const VARIABLE: u8 = 0x80;
 /// [`CLASS`] for a string (also code and symbol): the length prefix counts what follows it.
-const STRING: u8 = VARIABLE;
+pub const STRING: u8 = VARIABLE;
 /// [`CLASS`] for an embedded document or array: the length counts itself, ends in NUL.
-const DOCUMENT: u8 = 0x81;
+pub const DOCUMENT: u8 = 0x81;
 /// [`CLASS`] for a type not sized here.
-const UNSIZED: u8 = 0xFF;
+pub const UNSIZED: u8 = 0xFF;
 
-/// Per type byte: the fixed width of its value, or [`STRING`], [`DOCUMENT`], [`UNSIZED`].
-static CLASS: [u8; 256] = {
+/// Per type byte: the fixed width of its value, or [`STRING`], [`DOCUMENT`], [`UNSIZED`] (the
+/// light walks here and `cairn_query`'s field walk size values by it).
+pub static CLASS: [u8; 256] = {
     let mut c = [UNSIZED; 256];
     c[0x01] = 8;
     c[0x09] = 8;

@@ -17,7 +17,7 @@
 //! not fit, a string that is not UTF-8 — is answered by that function instead. Never panics.
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
-use cairn_storage::elements::{Elements, Step};
+use cairn_storage::elements::{CLASS, DOCUMENT, Elements, STRING, Step};
 
 use super::value::Value;
 
@@ -77,36 +77,6 @@ fn name_lengths(names: &[impl AsRef<str>]) -> u64 {
 
 const ONES: u64 = u64::from_le_bytes([1; 8]);
 const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-
-/// A BSON type's value size class for [`walk_fields`]: the fixed width of its value (below
-/// [`STRING`]), [`STRING`] (an int32 length counting what follows it), [`DOCUMENT`] (an
-/// int32 length counting itself, the value ending in NUL), or [`UNSIZED`] (left to the bson
-/// crate): the sizes [`cairn_storage::elements`] gives (`same_as_the_generic_walk` checks
-/// this walk's answers against the bson crate's).
-static CLASS: [u8; 256] = {
-    let mut c = [UNSIZED; 256];
-    c[0x01] = 8;
-    c[0x09] = 8;
-    c[0x11] = 8;
-    c[0x12] = 8;
-    c[0x10] = 4;
-    c[0x08] = 1;
-    c[0x07] = 12;
-    c[0x13] = 16;
-    c[0x0A] = 0;
-    c[0x06] = 0;
-    c[0xFF] = 0;
-    c[0x7F] = 0;
-    c[0x02] = STRING;
-    c[0x0D] = STRING;
-    c[0x0E] = STRING;
-    c[0x03] = DOCUMENT;
-    c[0x04] = DOCUMENT;
-    c
-};
-const STRING: u8 = 0x80;
-const DOCUMENT: u8 = 0x81;
-const UNSIZED: u8 = 0xFF;
 
 /// `fields` with the names' [`name_word`]s and [`name_lengths`] given (`names.len()` at most
 /// [`MAX_FIELDS`]). The walk reads each element's type, finds its key's NUL — for a key under
