@@ -88,7 +88,7 @@ impl<'a> Elements<'a> {
     /// [`Step`] would cost as much as the step itself.
     #[inline(always)]
     pub fn step_inline(&mut self) -> Step<'a> {
-        self.step_with::<false>()
+        self.step_with::<false>().0
     }
 
     /// [`Elements::step_inline`], with a key holding a non-ASCII byte also answered as
@@ -96,44 +96,53 @@ impl<'a> Elements<'a> {
     /// searched for: for callers that would leave such a key to the bson crate anyway.
     #[inline(always)]
     pub fn step_ascii(&mut self) -> Step<'a> {
+        self.step_with::<true>().0
+    }
+
+    /// [`Elements::step_ascii`], with the element's key as a [`key_word`] (read while its NUL
+    /// is searched for; 0 when there is no element): for a caller comparing keys with a few
+    /// names, one word comparison each.
+    #[inline(always)]
+    pub fn step_ascii_keyed(&mut self) -> (Step<'a>, u64) {
         self.step_with::<true>()
     }
 
-    /// The step; with `ASCII`, a non-ASCII key is `Unsure`.
+    /// The step and its key's word (0 without `ASCII`); with `ASCII`, a non-ASCII key is
+    /// `Unsure`.
     #[inline(always)]
-    fn step_with<const ASCII: bool>(&mut self) -> Step<'a> {
+    fn step_with<const ASCII: bool>(&mut self) -> (Step<'a>, u64) {
         let off = self.off;
         let Some(rest) = self.body.get(off..) else {
-            return Step::Unsure;
+            return (Step::Unsure, 0);
         };
         let Some((&kind, after)) = rest.split_first() else {
             return if self.terminated {
-                Step::End
+                (Step::End, 0)
             } else {
-                Step::Unsure
+                (Step::Unsure, 0)
             };
         };
-        let key_len = if ASCII {
+        let (key_len, word) = if ASCII {
             match nul_at_ascii(after) {
-                Some((n, true)) => n,
-                _ => return Step::Unsure,
+                Some((n, true, word)) => (n, word),
+                _ => return (Step::Unsure, 0),
             }
         } else {
             match nul_at(after) {
-                Some(n) => n,
-                None => return Step::Unsure,
+                Some(n) => (n, 0),
+                None => return (Step::Unsure, 0),
             }
         };
         let Some((key, tail)) = after.split_at_checked(key_len) else {
-            return Step::Unsure;
+            return (Step::Unsure, 0);
         };
         // `tail` starts with the key's NUL.
         let r = tail.get(1..).unwrap_or_default();
         let Some(value) = value_at(kind, r) else {
-            return Step::Unsure;
+            return (Step::Unsure, 0);
         };
         self.off = off + 1 + key_len + 1 + value.len();
-        Step::Element(Element { kind, key, value })
+        (Step::Element(Element { kind, key, value }), word)
     }
 
     /// How many elements remain, or `None` if the walk meets something it does not size.
@@ -169,31 +178,50 @@ pub(crate) fn nul_at(s: &[u8]) -> Option<usize> {
     rest.iter().position(|&c| c == 0).map(|p| at + p)
 }
 
-/// [`nul_at`], and whether every byte before that NUL is ASCII: the high bits of the words
-/// read are gathered, the NUL's word masked to the bits below the NUL's flag (the lowest set
-/// bit of the flags is the first zero byte's, see [`nul_at`]).
+/// [`nul_at`], whether every byte before that NUL is ASCII, and the bytes before it as a
+/// [`key_word`]: the high bits of the words read are gathered, the NUL's word masked to the
+/// bits below the NUL's flag (the lowest set bit of the flags is the first zero byte's, see
+/// [`nul_at`]), which for a key under eight bytes is also its word.
 #[inline(always)]
-fn nul_at_ascii(s: &[u8]) -> Option<(usize, bool)> {
+fn nul_at_ascii(s: &[u8]) -> Option<(usize, bool, u64)> {
     const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
     let mut at = 0usize;
     let mut rest = s;
     let mut seen = 0u64;
+    let mut first = 0u64;
     while let Some((word, tail)) = rest.split_first_chunk::<8>() {
         let v = u64::from_le_bytes(*word);
         let zeros = v.wrapping_sub(ONES) & !v & HIGHS;
         if zeros != 0 {
             let below = (zeros & zeros.wrapping_neg()) - 1;
             let ascii = (seen | (v & below)) & HIGHS == 0;
-            return Some((at + (zeros.trailing_zeros() / 8) as usize, ascii));
+            let word = if at == 0 { v & below } else { first };
+            return Some((at + (zeros.trailing_zeros() / 8) as usize, ascii, word));
+        }
+        if at == 0 {
+            first = v;
         }
         seen |= v;
         at += 8;
         rest = tail;
     }
     let p = rest.iter().position(|&c| c == 0)?;
-    let ascii = seen & HIGHS == 0 && rest.get(..p).is_some_and(<[u8]>::is_ascii);
-    Some((at + p, ascii))
+    let key = rest.get(..p)?;
+    let ascii = seen & HIGHS == 0 && key.is_ascii();
+    let word = if at == 0 { key_word(key) } else { first };
+    Some((at + p, ascii, word))
+}
+
+/// The first eight bytes of `key` as a little-endian word, zero-padded (what
+/// [`Elements::step_ascii_keyed`] gives with each element): a key of up to eight bytes is
+/// equal to a name of its length exactly when their words are.
+pub fn key_word(key: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    for (d, s) in w.iter_mut().zip(key) {
+        *d = *s;
+    }
+    u64::from_le_bytes(w)
 }
 
 /// [`CLASS`] for a type whose value starts with an int32 length (kept apart from the fixed
@@ -435,7 +463,7 @@ mod tests {
             proptest::sample::select(vec![0u8, 1, 2, 0x7F, 0x80, 0x81, 0xFE, 0xFF, b'a']), 0..40)) {
             let first = s.iter().position(|&c| c == 0);
             proptest::prop_assert_eq!(nul_at(&s), first);
-            let ascii = first.map(|n| (n, s[..n].is_ascii()));
+            let ascii = first.map(|n| (n, s[..n].is_ascii(), key_word(&s[..n])));
             proptest::prop_assert_eq!(nul_at_ascii(&s), ascii);
         }
     }

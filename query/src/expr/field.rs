@@ -4,7 +4,7 @@
 //! element before the one wanted.
 //!
 //! [`Paths`] reads several field paths (`$a.b`, `$c`) in one walk per document level — the
-//! names of a level found in one pass (`walk_fields`, which compares a key under eight bytes
+//! names of a level found in one pass (`walk_fields`, which compares a key of up to eight bytes
 //! with each name as one word), a sub-document walked only when a path enters it — and gives
 //! each path the value the expression evaluator gives it (a `$group` reads its key's and its
 //! accumulators' paths this way). [`copy_top_level`] copies the elements of some top-level
@@ -17,7 +17,7 @@
 //! not fit, a string that is not UTF-8 — is answered by that function instead. Never panics.
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
-use cairn_storage::elements::{CLASS, DOCUMENT, Elements, STRING, Step};
+use cairn_storage::elements::{Elements, Step, key_word};
 
 use super::value::Value;
 
@@ -53,18 +53,11 @@ pub(crate) fn fields<'a>(
         }
         return;
     }
-    let words: Vec<u64> = names.iter().map(|n| name_word(n.as_ref())).collect();
+    let words: Vec<u64> = names
+        .iter()
+        .map(|n| key_word(n.as_ref().as_bytes()))
+        .collect();
     walk_fields(d, names, &words, name_lengths(names), out);
-}
-
-/// The first eight bytes of `name` as a little-endian word, zero-padded: what [`walk_fields`]
-/// compares a short key with.
-fn name_word(name: &str) -> u64 {
-    let mut w = [0u8; 8];
-    for (d, s) in w.iter_mut().zip(name.as_bytes()) {
-        *d = *s;
-    }
-    u64::from_le_bytes(w)
 }
 
 /// The lengths of `names` (bit `n` for a name of `n` bytes; longer ones share bit 63): a key
@@ -75,15 +68,11 @@ fn name_lengths(names: &[impl AsRef<str>]) -> u64 {
         .fold(0u64, |m, n| m | 1 << n.as_ref().len().min(63))
 }
 
-const ONES: u64 = u64::from_le_bytes([1; 8]);
-const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-
-/// `fields` with the names' [`name_word`]s and [`name_lengths`] given (`names.len()` at most
-/// [`MAX_FIELDS`]). The walk reads each element's type, finds its key's NUL — for a key under
-/// eight bytes within the first word loaded, which is then the key's [`name_word`], so short
-/// names are compared as one word each — and sizes its value by its type, reading only what
-/// [`Elements::step_ascii`] reads plainly (a non-ASCII key, a type it does not size, a length
-/// that does not fit: the rest is left to [`crate::path::field`]).
+/// `fields` with the names' [`key_word`]s and [`name_lengths`] given (`names.len()` at most
+/// [`MAX_FIELDS`]), by the light walk ([`Elements::step_ascii_keyed`]: a non-ASCII key, a type it
+/// does not size or a length that does not fit leaves the rest to [`crate::path::field`]). A
+/// key of a length some name has is compared as a word first ([`key_word`]), so a short
+/// name costs one comparison.
 fn walk_fields<'a>(
     d: &'a RawDocument,
     names: &[impl AsRef<str>],
@@ -96,15 +85,39 @@ fn walk_fields<'a>(
         n @ 1..MAX_FIELDS => (1u64 << n) - 1,
         _ => u64::MAX,
     };
-    let b = d.as_bytes();
-    let (terminated, body) = match b.split_last() {
-        Some((&last, body)) => (last == 0, body),
-        None => (false, &[][..]),
-    };
-    let mut off = 4usize;
+    let mut elements = Elements::new(d.as_bytes());
     loop {
-        let Some((&kind, after)) = body.get(off..).and_then(<[u8]>::split_first) else {
-            if terminated && off == body.len() {
+        let (step, kw) = elements.step_ascii_keyed();
+        match step {
+            Step::Element(e) => {
+                let kl = e.key.len();
+                if lengths & 1 << kl.min(63) != 0 {
+                    let mut rest = left;
+                    while rest != 0 {
+                        let i = rest.trailing_zeros() as usize;
+                        rest &= rest - 1;
+                        let (Some(name), Some(&w)) = (names.get(i), words.get(i)) else {
+                            continue;
+                        };
+                        let n = name.as_ref().as_bytes();
+                        let same = w == kw && n.len() == kl && (kl <= 8 || n == e.key);
+                        if same && let Some(o) = out.get_mut(i) {
+                            left &= !(1 << i);
+                            *o = match value(e.kind, e.value) {
+                                Some(v) => Some(v),
+                                None => crate::path::field(d, name.as_ref()),
+                            };
+                        }
+                    }
+                    if left == 0 {
+                        return;
+                    }
+                }
+                if !readable(e.kind, e.value) {
+                    break;
+                }
+            }
+            Step::End => {
                 for (i, o) in out.iter_mut().enumerate().take(names.len()) {
                     if left & (1 << i) != 0 {
                         *o = None;
@@ -112,83 +125,7 @@ fn walk_fields<'a>(
                 }
                 return;
             }
-            break;
-        };
-        // The key: its NUL and ASCII-ness in the first word for a key under eight bytes (a
-        // NUL flag's lowest set bit is the first zero byte's; the bytes below it are the key).
-        let (kl, kw) = match after.first_chunk::<8>() {
-            Some(w) => {
-                let v = u64::from_le_bytes(*w);
-                let zeros = v.wrapping_sub(ONES) & !v & HIGHS;
-                if zeros != 0 {
-                    let below = (zeros & zeros.wrapping_neg()) - 1;
-                    if v & below & HIGHS != 0 {
-                        break;
-                    }
-                    ((zeros.trailing_zeros() / 8) as usize, v & below)
-                } else {
-                    match long_key(after) {
-                        Some(k) => k,
-                        None => break,
-                    }
-                }
-            }
-            None => match long_key(after) {
-                Some(k) => k,
-                None => break,
-            },
-        };
-        let Some(r) = after.get(kl + 1..) else {
-            break;
-        };
-        let class = CLASS[usize::from(kind)];
-        let vlen = if class < STRING {
-            usize::from(class)
-        } else {
-            let Some(n) = r.first_chunk::<4>() else {
-                break;
-            };
-            let Ok(n) = usize::try_from(i32::from_le_bytes(*n)) else {
-                break;
-            };
-            match class {
-                STRING => n + 4,
-                DOCUMENT if n >= 5 => n,
-                _ => break,
-            }
-        };
-        let Some(v) = r.get(..vlen) else {
-            break;
-        };
-        if class == DOCUMENT && v.last() != Some(&0) {
-            break;
-        }
-        off += kl + 2 + vlen;
-        if lengths & 1 << kl.min(63) != 0 {
-            let mut rest = left;
-            while rest != 0 {
-                let i = rest.trailing_zeros() as usize;
-                rest &= rest - 1;
-                let (Some(name), Some(&w)) = (names.get(i), words.get(i)) else {
-                    continue;
-                };
-                let n = name.as_ref().as_bytes();
-                let same =
-                    n.len() == kl && w == kw && (kl < 8 || after.get(..kl).is_some_and(|k| k == n));
-                if same && let Some(o) = out.get_mut(i) {
-                    left &= !(1 << i);
-                    *o = match value(kind, v) {
-                        Some(v) => Some(v),
-                        None => crate::path::field(d, name.as_ref()),
-                    };
-                }
-            }
-            if left == 0 {
-                return;
-            }
-        }
-        if !readable(kind, v) {
-            break;
+            Step::Unsure => break,
         }
     }
     for (i, (name, o)) in names.iter().zip(out.iter_mut()).enumerate() {
@@ -196,21 +133,6 @@ fn walk_fields<'a>(
             *o = crate::path::field(d, name.as_ref());
         }
     }
-}
-
-/// A key of eight bytes or more (or near the document's end): its length, and its first
-/// eight bytes as a word ([`name_word`]); `None` when it has no NUL or is not ASCII.
-fn long_key(after: &[u8]) -> Option<(usize, u64)> {
-    let kl = after.iter().position(|&c| c == 0)?;
-    let key = after.get(..kl)?;
-    if !key.is_ascii() {
-        return None;
-    }
-    let mut w = [0u8; 8];
-    for (d, s) in w.iter_mut().zip(key) {
-        *d = *s;
-    }
-    Some((kl, u64::from_le_bytes(w)))
 }
 
 /// The elements of `d` whose keys are among `names`, in document order (duplicates too), as
@@ -267,7 +189,7 @@ pub(crate) struct Paths {
 #[derive(Debug, Clone, Default)]
 struct Level {
     names: Vec<String>,
-    /// Each name's [`name_word`].
+    /// Each name's [`key_word`].
     words: Vec<u64>,
     /// The names' [`name_lengths`].
     lengths: u64,
@@ -340,7 +262,7 @@ impl Level {
                     return None;
                 }
                 self.names.push(first.clone());
-                self.words.push(name_word(first));
+                self.words.push(key_word(first.as_bytes()));
                 self.lengths = name_lengths(&self.names);
                 self.nodes.push(PathNode::default());
                 self.names.len() - 1
