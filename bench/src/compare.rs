@@ -6,6 +6,10 @@
 //! [`DOCS`] documents of ~300 bytes and ten fields, a nested object and a 5-string array
 //! (see [`document`]); PostgreSQL holds them as `docs(id bigint primary key, doc jsonb)` with
 //! expression indexes on the indexed fields and `ANALYZE` run, Cairn with the same indexes.
+//! After the load both are checkpointed the same way: PostgreSQL's `CHECKPOINT` writes its
+//! dirty buffers to the data files, Cairn's `fsync` command flushes its write buffers
+//! (memtables) into tables; each server's write-back is then part of neither the load's
+//! figures nor the first workload's.
 //! The clients are the official Rust driver (documents decoded into `bson::Document`) and
 //! `tokio-postgres` with prepared statements (rows decoded into `serde_json::Value`), one
 //! connection per client, connected and warmed before timing.
@@ -647,6 +651,12 @@ async fn load(
     pg.batch_execute("ANALYZE docs; ANALYZE sets; CHECKPOINT")
         .await
         .expect("analyze");
+    cairn
+        .client()
+        .database("admin")
+        .run_command(doc! {"fsync": 1})
+        .await
+        .expect("fsync");
     (c, p)
 }
 
