@@ -67,8 +67,35 @@ impl PartialOrd for InternalKey {
 // Otherwise queries will not match expected behaviour
 impl Ord for InternalKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (&self.user_key, other.seqno).cmp(&(&other.user_key, self.seqno))
+        // Cairn patch: the user keys are compared by `compare_keys` (one pass, inline)
+        // rather than by `ByteView`'s `Ord`, which compares a 4-byte prefix and then the
+        // whole key, each through a `memcmp` call.
+        compare_keys(&self.user_key, &other.user_key).then_with(|| other.seqno.cmp(&self.seqno))
     }
+}
+
+/// Cairn patch: the lexicographic order of two byte strings (`<[u8]>::cmp`), computed 8 bytes
+/// at a time as big-endian words and inline. Keys here are short (mostly under 64 bytes) and
+/// share long prefixes (a keyspace's keys start alike), so a memtable insert or seek compares
+/// many of them; a `memcmp` call per comparison costs more than the comparison.
+#[inline]
+pub fn compare_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let n = a.len().min(b.len());
+    let (mut x, mut y) = (&a[..n], &b[..n]);
+    while let (Some((wx, rx)), Some((wy, ry))) = (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
+    {
+        if wx != wy {
+            return u64::from_be_bytes(*wx).cmp(&u64::from_be_bytes(*wy));
+        }
+        x = rx;
+        y = ry;
+    }
+    for (p, q) in x.iter().zip(y) {
+        if p != q {
+            return p.cmp(q);
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 #[cfg(test)]
