@@ -56,8 +56,12 @@
 //! plain read takes a fresh one (the attempt returned nothing, so the command is simply
 //! answered as of the later snapshot). CPU that is not bounded by reads — stages that make
 //! documents without reading, sub-pipelines, writes — is kept out by the caller (see
-//! `crate::commands::aggregate`'s stage list). Measured on `$match` on an indexed field (100
-//! documents) then `$group`, 8 clients, 100k documents: see the README's performance section.
+//! `crate::commands::aggregate`'s stage list). Measured on the shared 2-core VM (`$match` on
+//! an indexed field, 100 documents, then `$group`; 100k documents, 8 clients; seven to eight
+//! runs each, medians): server CPU per aggregate 157 → 139 µs, context switches per aggregate
+//! 2.4–3.2 → 0.5–0.95; user-space instructions are unchanged (callgrind, ~553k → ~557k: the
+//! hand-off's cost is in the kernel). An aggregate over all 100k documents, which trips the
+//! budget, used 49–50 ms of CPU against 52–53 ms before.
 
 use std::ops::Bound;
 use std::sync::OnceLock;
@@ -293,4 +297,29 @@ where
         escalate(|| f(None))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call may read one more than what is left (so reaching its bound trips the budget);
+    /// the read past the budget fails and every later one too.
+    #[test]
+    fn budget_bounds_calls_and_stays_tripped() {
+        let b = ReadBudget::new(3);
+        assert_eq!(b.bound().unwrap(), 4);
+        b.take(2).unwrap();
+        assert_eq!(b.bound().unwrap(), 2);
+        b.take(1).unwrap();
+        assert_eq!(b.bound().unwrap(), 1);
+        assert!(!b.tripped());
+        assert!(b.take(1).is_err());
+        assert!(b.tripped());
+        assert!(b.bound().is_err());
+        assert!(b.take(0).is_err());
+        let b = ReadBudget::new(0);
+        assert!(b.take(0).is_ok());
+        assert!(b.take(1).is_err() && b.tripped());
+    }
 }
