@@ -100,10 +100,14 @@ where
 
 /// Runs `f` — the long remainder of work that began inline through [`run_short`] — off the
 /// async scheduler: through `block_in_place` when called on a multi-threaded runtime's
-/// worker, directly elsewhere (a blocking thread, a current-thread runtime, no runtime).
+/// worker (no longer inline there: a write conflict's rerun may sleep again,
+/// `cairn_storage::store::run_blocking`), directly elsewhere (a blocking thread, a
+/// current-thread runtime, no runtime).
 pub fn escalate<R>(f: impl FnOnce() -> R) -> R {
     match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| cairn_storage::store::run_blocking(f))
+        }
         _ => f(),
     }
 }
