@@ -9,11 +9,15 @@
 //!    pipelines (`$documents`, `$currentOp`).
 //! 2. [`AggRequest::prepare`] parses the pipeline with the command's `let` variables and
 //!    optimizes it ([`cairn_query::agg::Aggregation::prepare`]).
-//! 3. The pipeline runs on a blocking thread. Every batch reads through the command's session
-//!    target ([`crate::session::target::Target`]: a fresh snapshot, a `readConcern: snapshot`
-//!    snapshot, or the session's transaction) and `$out`/`$merge` write through [`write_txn`]
-//!    (the one place writes happen; never inside a transaction, as in MongoDB); the server
-//!    side of the pipeline is [`ServerHost`].
+//! 3. The first batch starts inline on the runtime worker under a read budget
+//!    ([`blocking::run_budgeted`]) when every stage's work is bounded by what it reads and
+//!    nothing writes ([`INLINE_STAGES`]); past the budget, or for any other pipeline, it runs
+//!    off the worker ([`blocking::escalate`]). An inline attempt's work is recorded, and its
+//!    cursor registered, only once its batch stands ([`Deferred`]). Every batch reads through
+//!    the command's session target ([`crate::session::target::Target`]: a fresh snapshot, a
+//!    `readConcern: snapshot` snapshot, or the session's transaction) and `$out`/`$merge`
+//!    write through [`write_txn`] (the one place writes happen; never inside a transaction,
+//!    as in MongoDB); the server side of the pipeline is [`ServerHost`].
 //! 4. The first batch holds `cursor.batchSize` documents (101 by default) within 16 MiB; when
 //!    more may follow, a cursor keeps the running pipeline ([`PipelineCursor`]): a streaming
 //!    pipeline keeps only its position and reads each `getMore` batch from a fresh snapshot;
@@ -39,7 +43,7 @@ use cairn_storage::catalog::CollectionMeta;
 use cairn_storage::{Durability, Store, WriteTxn};
 
 use super::{CmdFuture, Command, Counter, Fields, Invocation, Request, opt_strict_bool, type_name};
-use crate::blocking;
+use crate::blocking::{self, ReadBudget};
 use crate::cursor::{Cursor, MAX_BATCH_BYTES};
 use crate::error::{CommandError, ErrorCode};
 use crate::session::target::{ReadView, Target};
@@ -373,6 +377,38 @@ impl AggRequest {
     }
 }
 
+/// The stages of a pipeline that may start inline ([`blocking::run_budgeted`]): their work
+/// is bounded by the documents they read, and they write nothing. Stages that produce
+/// documents without reading (`$documents`, `$densify`, `$collStats`, `$currentOp`, ...),
+/// run sub-pipelines (`$lookup`, `$unionWith`, `$facet`, `$graphLookup`) or write (`$out`,
+/// `$merge`), and change streams, run off the worker from the start.
+const INLINE_STAGES: &[&str] = &[
+    "$cursor",
+    "$match",
+    "$group",
+    "$project",
+    "$addFields",
+    "$set",
+    "$unset",
+    "$sort",
+    "$limit",
+    "$skip",
+    "$count",
+    "$unwind",
+    "$replaceRoot",
+    "$replaceWith",
+    "$redact",
+    "$bucketAuto",
+];
+
+/// Whether `agg` may start inline: a collection's pipeline of [`INLINE_STAGES`] only.
+fn inline_ok(agg: &Aggregation) -> bool {
+    agg.cursor.is_some()
+        && !agg.writes()
+        && !agg.is_change_stream()
+        && agg.stage_names().iter().all(|s| INLINE_STAGES.contains(s))
+}
+
 /// A stage name as a BSON key.
 pub fn stage_key(name: &str) -> Result<&bson::raw::CStr, CommandError> {
     crate::error::key(name)
@@ -483,6 +519,64 @@ pub struct ServerHost<'a> {
     server: &'a ServerState,
     durability: Durability,
     bypass: bool,
+    /// Set in an inline attempt: the work it reports is held here until it succeeds.
+    deferred: Option<&'a Deferred>,
+    /// The command's interruption context, taken where the host is made: a read-ahead
+    /// thread reports work and checks for interruption through it too.
+    ctx: crate::deadline::Interrupt,
+}
+
+/// The work an inline attempt reported ([`Host::record_work`]), held until the attempt is
+/// known to stand: then it is recorded as it would have been ([`Deferred::record`]); an
+/// abandoned attempt instead takes back the index uses its plans counted
+/// ([`Deferred::forget`]), since the rerun counts them again.
+#[derive(Default)]
+pub struct Deferred(std::sync::Mutex<DeferredWork>);
+
+#[derive(Default)]
+struct DeferredWork {
+    keys: u64,
+    docs: u64,
+    plans: Vec<Arc<cairn_query::plan::Plan>>,
+}
+
+impl Deferred {
+    fn add(&self, plan: &Arc<cairn_query::plan::Plan>, keys: u64, docs: u64) {
+        let mut w = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        w.keys += keys;
+        w.docs += docs;
+        if !w.plans.iter().any(|p| Arc::ptr_eq(p, plan)) {
+            w.plans.push(plan.clone());
+        }
+    }
+
+    /// Records the held work in the running operation, as [`ServerHost::record_work`] does.
+    pub fn record(self) {
+        let w = self.0.into_inner().unwrap_or_else(|p| p.into_inner());
+        for plan in &w.plans {
+            record_work_now(plan, 0, 0);
+        }
+        crate::ops::record_work(w.keys, w.docs);
+    }
+
+    /// Takes back the index uses the plans chosen on `ns` counted in the plan cache.
+    pub fn forget(self, server: &ServerState, ns: &str) {
+        let w = self.0.into_inner().unwrap_or_else(|p| p.into_inner());
+        for plan in &w.plans {
+            server.plan_cache.forget_use(ns, plan);
+        }
+    }
+}
+
+/// The work of `plan` recorded in the running operation: its keys and documents examined,
+/// and the plan itself when none is recorded yet.
+fn record_work_now(plan: &Arc<cairn_query::plan::Plan>, keys: u64, docs: u64) {
+    crate::ops::record_work(keys, docs);
+    if let Some(op) = crate::deadline::context().op
+        && !op.has_plan()
+    {
+        crate::ops::record_chosen_plan(plan);
+    }
 }
 
 impl<'a> ServerHost<'a> {
@@ -492,7 +586,15 @@ impl<'a> ServerHost<'a> {
             server,
             durability,
             bypass: false,
+            deferred: None,
+            ctx: crate::deadline::context(),
         }
+    }
+
+    /// The work reported is held in `deferred` (an inline attempt, see [`Deferred`]).
+    pub fn deferring(mut self, deferred: Option<&'a Deferred>) -> ServerHost<'a> {
+        self.deferred = deferred;
+        self
     }
 
     /// Writes (`$out`, `$merge`) skip document validation (`bypassDocumentValidation`).
@@ -548,16 +650,17 @@ impl Host for ServerHost<'_> {
     }
 
     fn check_interrupt(&self) -> cairn_query::Result<()> {
-        crate::deadline::check().map_err(query_error)
+        crate::deadline::with_thread_context(self.ctx.clone(), crate::deadline::check)
+            .map_err(query_error)
     }
 
     /// The plan is recorded once, unrendered (its `planSummary` is built when read).
     fn record_work(&self, plan: &Arc<cairn_query::plan::Plan>, keys: u64, docs: u64) {
-        crate::ops::record_work(keys, docs);
-        if let Some(op) = crate::deadline::context().op
-            && !op.has_plan()
-        {
-            crate::ops::record_chosen_plan(plan);
+        match self.deferred {
+            Some(d) => d.add(plan, keys, docs),
+            None => crate::deadline::with_thread_context(self.ctx.clone(), || {
+                record_work_now(plan, keys, docs)
+            }),
         }
     }
 
@@ -854,10 +957,12 @@ pub(crate) fn batch(
     durability: Durability,
     max_docs: usize,
 ) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
-    batch_writing(server, target, running, durability, false, max_docs)
+    batch_writing(server, target, running, durability, false, max_docs, None)
 }
 
-/// [`batch`] whose `$out`/`$merge` writes bypass document validation when `bypass`.
+/// [`batch`] whose `$out`/`$merge` writes bypass document validation when `bypass`; with
+/// `inline`, an inline attempt's: reads count against its budget and the work reported is
+/// deferred.
 fn batch_writing(
     server: &ServerState,
     target: &Target,
@@ -865,12 +970,19 @@ fn batch_writing(
     durability: Durability,
     bypass: bool,
     max_docs: usize,
+    inline: Option<(&ReadBudget, &Deferred)>,
 ) -> Result<(Vec<RawDocumentBuf>, bool), CommandError> {
     target.read(&server.store, |view| {
-        let host = ServerHost::new(server, durability).bypassing_validation(bypass);
+        let host = ServerHost::new(server, durability)
+            .bypassing_validation(bypass)
+            .deferring(inline.map(|(_, d)| d));
         let catalog = ViewCatalog(view);
+        let budgeted = inline.map(|(b, _)| b.source(view.source()));
         let cx = ExecCx {
-            source: view.source(),
+            source: match &budgeted {
+                Some(b) => b,
+                None => view.source(),
+            },
             catalog: &catalog,
             host: &host,
         };
@@ -923,12 +1035,37 @@ impl Start {
         self,
         r: &AggRequest,
     ) -> Result<(Vec<RawDocumentBuf>, i64, Option<RawDocumentBuf>), CommandError> {
-        let server = self.server;
-        let target = self.target;
+        self.run_with(r, None)
+    }
+
+    /// [`Start::run`]; with a `budget`, an inline attempt ([`blocking::run_budgeted`]): a
+    /// pipeline that may run inline ([`inline_ok`]) reads its first batch through the
+    /// budget and, once that batch stands, records its work and registers its cursor; any
+    /// other moves off the worker first ([`blocking::escalate`]).
+    pub fn run_with(
+        &self,
+        r: &AggRequest,
+        budget: Option<&ReadBudget>,
+    ) -> Result<(Vec<RawDocumentBuf>, i64, Option<RawDocumentBuf>), CommandError> {
         let agg = r.prepare()?;
+        match budget {
+            Some(b) if inline_ok(&agg) => self.run_prepared(r, agg, Some(b)),
+            Some(_) => blocking::escalate(|| self.run_prepared(r, agg, None)),
+            None => self.run_prepared(r, agg, None),
+        }
+    }
+
+    fn run_prepared(
+        &self,
+        r: &AggRequest,
+        agg: Aggregation,
+        budget: Option<&ReadBudget>,
+    ) -> Result<(Vec<RawDocumentBuf>, i64, Option<RawDocumentBuf>), CommandError> {
+        let server = &self.server;
+        let target = &self.target;
         let writes = agg.writes();
-        check_target(&target, writes)?;
-        let opts = r.options(&server);
+        check_target(target, writes)?;
+        let opts = r.options(server);
         let stream = agg.is_change_stream().then(|| opts.stream.clone());
         if let Some(p) = &stream {
             if target.in_txn() {
@@ -945,21 +1082,41 @@ impl Start {
         let mut pbrt = None;
         let (docs, exhausted) = if let Some(progress) = &stream {
             // A router's first reply establishes the stream and returns no event.
-            let (_, _) = stream_batch(&server, &target, &mut running, r.durability, progress, 0)?;
+            let (_, _) = stream_batch(server, target, &mut running, r.durability, progress, 0)?;
             pbrt = progress.lock().ok().and_then(|p| p.pbrt.clone());
             (Vec::new(), false)
         } else if writes {
             let (_, done) = batch_writing(
-                &server,
-                &target,
+                server,
+                target,
                 &mut running,
                 r.durability,
                 r.bypass,
                 usize::MAX,
+                None,
             )?;
             (Vec::new(), done)
+        } else if let Some(budget) = budget {
+            let deferred = Deferred::default();
+            let out = batch_writing(
+                server,
+                target,
+                &mut running,
+                r.durability,
+                false,
+                self.first_max,
+                Some((budget, &deferred)),
+            );
+            if budget.tripped() {
+                // Abandoned: the rerun counts its own work and index uses.
+                let ns = cairn_query::plan::namespace(&r.db, r.coll.as_deref().unwrap_or(""));
+                deferred.forget(server, &ns);
+                return Err(ReadBudget::error().into());
+            }
+            deferred.record();
+            out?
         } else {
-            batch(&server, &target, &mut running, r.durability, self.first_max)?
+            batch(server, target, &mut running, r.durability, self.first_max)?
         };
         if exhausted || (self.single_batch && stream.is_none()) {
             return Ok((docs, 0, None));
@@ -972,10 +1129,10 @@ impl Start {
         };
         let mut cursor = Cursor {
             id: server.cursors.new_id(),
-            ns: self.ns,
+            ns: self.ns.clone(),
             source: crate::cursor::Source::Pipeline(Box::new(PipelineCursor {
                 running,
-                server: Arc::downgrade(&server),
+                server: Arc::downgrade(server),
                 durability: r.durability,
                 target: target.clone(),
                 stream,
@@ -983,9 +1140,9 @@ impl Start {
             remaining: None,
             output: None,
             time_budget,
-            lsid: self.lsid,
+            lsid: self.lsid.clone(),
             txn_number: self.txn_number,
-            target,
+            target: target.clone(),
             no_timeout: false,
             last_used: Instant::now(),
         };
@@ -1029,10 +1186,16 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
             deadline: crate::deadline::current(),
         };
         let at_cluster_time = inv.op.at_cluster_time;
-        let (docs, id, pbrt) = blocking::run(move || {
-            let mut r = r;
-            r.resolve_view(&start.server, &start.target)?;
-            start.run(&r)
+        // Every pipeline starts inline under a read budget; one that may not run inline
+        // ([`inline_ok`]) or trips the budget moves off the worker (see [`Start::run_with`]).
+        let mut r = r;
+        let mut resolved = false;
+        let (docs, id, pbrt) = blocking::run_budgeted(true, move |budget| {
+            if !resolved {
+                r.resolve_view(&start.server, &start.target)?;
+                resolved = true;
+            }
+            start.run_with(&r, budget)
         })
         .await?;
         Ok(first_reply(docs, pbrt, id, &ns, at_cluster_time))

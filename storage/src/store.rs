@@ -70,14 +70,24 @@ thread_local! {
 /// inside [`Store::write`] then yield the thread instead of sleeping on it (a sleep there
 /// would stall every task of that worker).
 pub fn run_inline<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            INLINE.set(self.0);
-        }
-    }
-    let _reset = Reset(INLINE.replace(true));
+    let _reset = ResetInline(INLINE.replace(true));
     f()
+}
+
+/// Runs `f` with [`run_inline`]'s mark cleared: work that began inline and moved off the
+/// runtime worker (a `block_in_place`) may sleep between conflict reruns again.
+pub fn run_blocking<R>(f: impl FnOnce() -> R) -> R {
+    let _reset = ResetInline(INLINE.replace(false));
+    f()
+}
+
+/// Restores the thread's [`INLINE`] mark when dropped.
+struct ResetInline(bool);
+
+impl Drop for ResetInline {
+    fn drop(&mut self) {
+        INLINE.set(self.0);
+    }
 }
 
 /// Deltas beyond which a collection's statistics are folded into one key.
@@ -2415,4 +2425,22 @@ pub fn collection_names(cat: &Catalog, db: &str) -> Vec<String> {
 /// The end of the key range of one document (exclusive), given its key.
 pub fn document_end(key: &[u8]) -> Option<Vec<u8>> {
     prefix_end(key)
+}
+
+#[cfg(test)]
+mod inline_tests {
+    use super::*;
+
+    /// Inline work is marked; work moved off the worker from inside it is not; each mark is
+    /// restored on the way out.
+    #[test]
+    fn run_blocking_clears_the_inline_mark_inside_inline_work() {
+        assert!(!INLINE.get());
+        run_inline(|| {
+            assert!(INLINE.get());
+            run_blocking(|| assert!(!INLINE.get()));
+            assert!(INLINE.get());
+        });
+        assert!(!INLINE.get());
+    }
 }

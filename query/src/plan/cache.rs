@@ -135,21 +135,8 @@ impl PlanCache {
     /// Counts one use of each index of a chosen plan (`$indexStats` accesses), and of a
     /// collection scan (`$collStats` queryExecStats).
     pub fn record_use(&self, ns: &str, plan: &super::Plan) {
-        fn each(a: &super::Access, f: &mut dyn FnMut(&str)) {
-            match a {
-                super::Access::Eof => {}
-                super::Access::IdPoint { .. }
-                | super::Access::Docs {
-                    bounds: Some(_), ..
-                } => f("_id_"),
-                super::Access::Docs { bounds: None, .. } => f("$collscan"),
-                super::Access::Index(ia) => f(&ia.index.name),
-                super::Access::Near(na) => f(&na.index.name),
-                super::Access::Or(cs) => cs.iter().for_each(|c| each(c, f)),
-            }
-        }
         let mut u = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-        each(&plan.access, &mut |name| {
+        used_by(&plan.access, &mut |name| {
             if let Some(e) = u.by_ns.get_mut(ns).and_then(|m| m.get_mut(name)) {
                 e.0 += 1;
                 return;
@@ -169,6 +156,17 @@ impl PlanCache {
         });
     }
 
+    /// Takes back one [`PlanCache::record_use`] of `plan` (a use by an attempt that was
+    /// abandoned and rerun, so the rerun's use is the only one counted).
+    pub fn forget_use(&self, ns: &str, plan: &super::Plan) {
+        let mut u = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        used_by(&plan.access, &mut |name| {
+            if let Some(e) = u.by_ns.get_mut(ns).and_then(|m| m.get_mut(name)) {
+                e.0 = e.0.saturating_sub(1);
+            }
+        });
+    }
+
     /// Uses of an index (or `$collscan`) of a namespace and since when (epoch ms).
     pub fn usage(&self, ns: &str, index: &str) -> Option<(u64, i64)> {
         let u = self.usage.lock().unwrap_or_else(|p| p.into_inner());
@@ -178,5 +176,21 @@ impl PlanCache {
     /// Number of entries for a namespace.
     pub fn len_for(&self, ns: &str) -> usize {
         self.lock().keys().filter(|(n, _)| n == ns).count()
+    }
+}
+
+/// Calls `f` with the name of each index a plan's access uses (`_id_` for `_id` reads,
+/// `$collscan` for a collection scan), as [`PlanCache::record_use`] counts them.
+fn used_by(a: &super::Access, f: &mut dyn FnMut(&str)) {
+    match a {
+        super::Access::Eof => {}
+        super::Access::IdPoint { .. }
+        | super::Access::Docs {
+            bounds: Some(_), ..
+        } => f("_id_"),
+        super::Access::Docs { bounds: None, .. } => f("$collscan"),
+        super::Access::Index(ia) => f(&ia.index.name),
+        super::Access::Near(na) => f(&na.index.name),
+        super::Access::Or(cs) => cs.iter().for_each(|c| used_by(c, f)),
     }
 }
