@@ -1055,6 +1055,14 @@ mod tests {
             }
             tx.commit().unwrap();
             e.checkpoint().unwrap();
+            if round == 0 {
+                // The move down runs on a worker: a second table flushed before it would be
+                // merged with the first, and the third left alone in level 0.
+                let ks = e.handle(1).unwrap();
+                wait_until("the first table moved down", || {
+                    ks.inner().tree.l0_run_count() == 0
+                });
+            }
         }
         let ks = e.handle(1).unwrap();
         let tree = &ks.inner().tree;
@@ -1212,6 +1220,40 @@ mod tests {
         }
         assert!(commits.len() >= 20);
         assert_eq!(everything(&*e.snapshot().unwrap(), 1).len(), n as usize + 1);
+    }
+
+    #[test]
+    fn tables_flushed_for_idleness_are_compacted() {
+        // As `three_flushed_tables_compact_into_one`, with the idle flusher doing the flushes.
+        let dir = tempfile::tempdir().unwrap();
+        let e = idle_engine(dir.path(), Some(Duration::from_millis(50)), 0);
+        e.open_space(1).unwrap();
+        let tree_counts = || {
+            let ks = e.handle(1).unwrap();
+            let t = &ks.inner().tree;
+            (t.active_memtable().size(), t.sealed_memtable_count())
+        };
+        for round in 0..3u32 {
+            let mut tx = e.begin().unwrap();
+            for i in 0..1000u32 {
+                tx.put(1, &(i * 7919 % 1000).to_be_bytes(), &round.to_be_bytes())
+                    .unwrap();
+            }
+            tx.commit().unwrap();
+            wait_until("the round flushed for idleness", || tree_counts() == (0, 0));
+            if round == 0 {
+                // (As in `three_flushed_tables_compact_into_one`.)
+                let ks = e.handle(1).unwrap();
+                wait_until("the first table moved down", || {
+                    ks.inner().tree.l0_run_count() == 0
+                });
+            }
+        }
+        assert!(e.stats().idle_flushes >= 3);
+        wait_until("one table left", || memtable_and_tables(&e, 1).1 == 1);
+        let all = everything(&*e.snapshot().unwrap(), 1);
+        assert_eq!(all.len(), 1000);
+        assert!(all.iter().all(|(_, v)| v == &2u32.to_be_bytes()));
     }
 
     #[test]
