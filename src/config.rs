@@ -212,6 +212,17 @@ pub struct Config {
     )]
     pub journal_size_mb: u64,
 
+    /// A collection's or index's write buffer (memtable) that has had no write for this many
+    /// milliseconds (and holds at least 1 MiB) is flushed to the storage files, so data that
+    /// is only read is read from compact blocks and a restart after a crash need not replay
+    /// it; 0 flushes only for size and the journal bound.
+    #[arg(
+        long = "idle-flush-ms",
+        env = "CAIRN_IDLE_FLUSH_MS",
+        default_value_t = cairn_storage::engine::fjall::IDLE_FLUSH_PERIOD.as_millis() as u64
+    )]
+    pub idle_flush_ms: u64,
+
     /// Make every write durable (fsync, shared by concurrent writers) before acknowledging
     /// it, as if every write concern had `j: true`.
     #[arg(long, env = "CAIRN_SYNC")]
@@ -436,6 +447,7 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("./data"));
         assert_eq!(c.compressors, ["snappy", "zstd", "zlib"]);
         assert_eq!(c.journal_size_mb, 64);
+        assert_eq!(c.idle_flush_ms, 1000);
         assert!(c.explicit.is_empty());
     }
 

@@ -44,10 +44,14 @@ fn open_store(config: &cairn::config::Config) -> Result<Arc<cairn_storage::Store
     use cairn_storage::engine::fjall::{FjallEngine, FjallOptions};
     let engine = FjallEngine::open(
         &config.data_dir,
-        &FjallOptions::with_cache(
-            config.cache_size_mb.saturating_mul(1024 * 1024),
-            config.journal_size_mb.saturating_mul(1024 * 1024),
-        ),
+        &FjallOptions {
+            idle_flush: (config.idle_flush_ms > 0)
+                .then(|| std::time::Duration::from_millis(config.idle_flush_ms)),
+            ..FjallOptions::with_cache(
+                config.cache_size_mb.saturating_mul(1024 * 1024),
+                config.journal_size_mb.saturating_mul(1024 * 1024),
+            )
+        },
     )
     .map_err(|e| e.to_string())?;
     let store = cairn_storage::Store::open_with(

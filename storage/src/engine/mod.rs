@@ -246,6 +246,8 @@ pub struct EngineStats {
     /// Bytes of filter and index blocks the engine keeps pinned in memory outside the block
     /// cache (fjall pins level 0's filters and the index blocks of levels 0 and 1).
     pub pinned_bytes: u64,
+    /// Write buffers flushed because they had gone idle, since start.
+    pub idle_flushes: u64,
 }
 
 /// The smallest key greater than every key starting with `prefix` (None if the prefix is
