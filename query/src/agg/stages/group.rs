@@ -8,9 +8,10 @@
 //! Reading a document: the `_id` and accumulator operands that are field paths (`$g`,
 //! `$c.region`) are read together, one walk per document level ([`Paths`]: the top-level
 //! fields once, a sub-document only when a path enters it), each value as the evaluator
-//! gives it and borrowed from the document; an accumulator input that is the same for every
-//! document (`$sum: 1`, `$count`) is fed as it is ([`AccumulatorSpec::constant_input`]);
-//! other operands are evaluated.
+//! gives it and borrowed from the document (documents of a [`DocStream::stored`] input, the
+//! `$cursor` stage's, without checking their strings again); an accumulator input that is
+//! the same for every document (`$sum: 1`, `$count`) is fed as it is
+//! ([`AccumulatorSpec::constant_input`]); other operands are evaluated.
 //! A group is found by its `_id`'s encoded key ([`value_key_into`]); a string `_id` seen
 //! before is found by its bytes, without encoding it.
 //!
@@ -354,6 +355,7 @@ impl GroupStream {
         let mut n = 0u32;
         let mut kbuf = Vec::new();
         let opts = &self.opts;
+        let stored = input.stored();
         input.drain(cx, &mut |doc| {
             n = n.wrapping_add(1);
             if n.is_multiple_of(1024) {
@@ -362,7 +364,7 @@ impl GroupStream {
             let reads = &stage.reads;
             let mut values: [Value<'_>; READ_AT_ONCE] = std::array::from_fn(|_| Value::Missing);
             let values = values.get_mut(..reads.paths.slots()).unwrap_or_default();
-            reads.paths.read(doc, values);
+            reads.paths.read(doc, values, stored);
             let value = |slot: usize| values.get(slot).and_then(Value::get);
             // The key is encoded into one reused buffer and looked up by slice (a string
             // seen before by its bytes): a document of a known group allocates nothing here.
@@ -607,7 +609,7 @@ mod tests {
 
     /// The one-walk reads give every field-path operand (of `_id` and of each accumulator)
     /// what the expression evaluator gives it: the accumulators fed either way end equal,
-    /// and the key read either way is the same value.
+    /// and the key read either way is the same value (and read as a stored document too).
     #[test]
     fn one_walk_reads_equal_the_evaluator() {
         let ext = ExprExtensions::default();
@@ -629,7 +631,15 @@ mod tests {
             assert!(reads.paths.slots() > 0);
             for doc in docs() {
                 let mut values = vec![Value::Ref(RawBsonRef::MaxKey); reads.paths.slots()];
-                reads.paths.read(&doc, &mut values);
+                reads.paths.read(&doc, &mut values, false);
+                // A stored document (every one here is well-formed) reads the same.
+                let mut stored = vec![Value::Ref(RawBsonRef::MaxKey); reads.paths.slots()];
+                reads.paths.read(&doc, &mut stored, true);
+                assert!(bson::Document::try_from(doc.as_ref()).is_ok());
+                let as_bson = |v: &[Value<'_>]| -> Vec<Option<RawBson>> {
+                    v.iter().map(|v| v.get().map(RawBson::from)).collect()
+                };
+                assert_eq!(as_bson(&stored), as_bson(&values), "{doc:?}");
                 let value = |slot: usize| values[slot].get();
                 if let Operand::Path(slot) = reads.id {
                     assert_eq!(
