@@ -661,6 +661,14 @@ impl DocStream for CursorStream {
         }
     }
 
+    /// Its documents are the plan's, read from the call's [`crate::plan::Source`] (sorted
+    /// through this process's own spill files, or not), whole or projected (a projection
+    /// builds its output from the stored document's values), or the empty documents of a
+    /// count.
+    fn stored(&self) -> bool {
+        true
+    }
+
     fn next(&mut self, cx: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
         if matches!(self.state, State::Start) {
             self.start(cx)?;

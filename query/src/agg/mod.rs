@@ -81,6 +81,16 @@ pub trait DocStream: Send {
         }
         Ok(())
     }
+
+    /// Whether every document this stream passes is as storage holds it — read from a
+    /// [`crate::plan::Source`] (the store's transactions) and passed on whole, projected or
+    /// copied element by element — and so well-formed with UTF-8 names and strings
+    /// (`cairn_storage::doc`'s trusted reads, the wire layer's checks on insert): a reader
+    /// may then skip checking that again (`$group`'s field walk does). False unless a
+    /// stream knows it.
+    fn stored(&self) -> bool {
+        false
+    }
 }
 
 /// Where a stage may appear.

@@ -5,19 +5,24 @@
 //!
 //! [`Paths`] reads several field paths (`$a.b`, `$c`) in one walk per document level — the
 //! names of a level found in one pass (`walk_fields`, which compares a key of up to eight bytes
-//! with each name as one word), a sub-document walked only when a path enters it — and gives
-//! each path the value the expression evaluator gives it (a `$group` reads its key's and its
-//! accumulators' paths this way). [`copy_top_level`] copies the elements of some top-level
-//! fields (the `$cursor` stage's projection of top-level dependencies).
+//! with each name as one word, and steps over the elements of such short keys that are none
+//! of the names in a tight loop, `skip`), a sub-document walked only when a path enters it —
+//! and gives each path the value the expression evaluator gives it (a `$group` reads its
+//! key's and its accumulators' paths this way). A document known to be as storage holds it
+//! (well-formed, UTF-8: [`crate::agg::DocStream::stored`]) is walked without checking the
+//! strings and booleans it steps over again; the values are the same. [`copy_top_level`]
+//! copies the elements of some top-level fields (the `$cursor` stage's projection of
+//! top-level dependencies).
 //!
 //! Invariant: [`field`], and each name of a `walk_fields` pass, is exactly what
 //! [`crate::path::field`] returns (the first field of that name, `None` when absent or when
 //! malformed BSON ends the search first): anything these walks do not read plainly — a key
 //! that is not ASCII (its UTF-8 unchecked), a type byte they do not size, a length that does
-//! not fit, a string that is not UTF-8 — is answered by that function instead. Never panics.
+//! not fit, a string that is not UTF-8 (unless the document is stored) — is answered by that
+//! function instead. Never panics.
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
-use cairn_storage::elements::{Elements, Step, key_word};
+use cairn_storage::elements::{CLASS, DOCUMENT, Elements, STRING, Step, VARIABLE, key_word};
 
 use super::value::Value;
 
@@ -46,6 +51,7 @@ pub(crate) fn fields<'a>(
     d: &'a RawDocument,
     names: &[impl AsRef<str>],
     out: &mut [Option<RawBsonRef<'a>>],
+    stored: bool,
 ) {
     if names.len() > MAX_FIELDS {
         for (name, o) in names.iter().zip(out.iter_mut()) {
@@ -57,7 +63,7 @@ pub(crate) fn fields<'a>(
         .iter()
         .map(|n| key_word(n.as_ref().as_bytes()))
         .collect();
-    walk_fields(d, names, &words, name_lengths(names), out);
+    walk_fields(d, names, &words, name_lengths(names), out, stored);
 }
 
 /// The lengths of `names` (bit `n` for a name of `n` bytes; longer ones share bit 63): a key
@@ -72,60 +78,98 @@ fn name_lengths(names: &[impl AsRef<str>]) -> u64 {
 /// [`MAX_FIELDS`]), by the light walk ([`Elements::step_ascii_keyed`]: a non-ASCII key, a type it
 /// does not size or a length that does not fit leaves the rest to [`crate::path::field`]). A
 /// key of a length some name has is compared as a word first ([`key_word`]), so a short
-/// name costs one comparison.
+/// name costs one comparison; the elements between are stepped over by [`skip`].
+///
+/// `stored`: `d` is known to be well-formed with UTF-8 names and strings — a document as
+/// storage holds it (see `cairn_storage::doc`'s trusted reads) — so every value the walk
+/// sizes is one the generic walk reads, and [`readable`] (always true then) is not asked.
+/// The answer is the same either way for such a document.
 fn walk_fields<'a>(
     d: &'a RawDocument,
     names: &[impl AsRef<str>],
     words: &[u64],
     lengths: u64,
     out: &mut [Option<RawBsonRef<'a>>],
+    stored: bool,
 ) {
     let mut left: u64 = match names.len() {
         0 => return,
         n @ 1..MAX_FIELDS => (1u64 << n) - 1,
         _ => u64::MAX,
     };
-    let mut elements = Elements::new(d.as_bytes());
+    let b = d.as_bytes();
+    // The offset of the document's last byte: every element lies before it.
+    let last = b.len().saturating_sub(1);
+    let mut off = 4usize;
     loop {
-        let (step, kw) = elements.step_ascii_keyed();
-        match step {
-            Step::Element(e) => {
-                let kl = e.key.len();
-                if lengths & 1 << kl.min(63) != 0 {
-                    let mut rest = left;
-                    while rest != 0 {
-                        let i = rest.trailing_zeros() as usize;
-                        rest &= rest - 1;
-                        let (Some(name), Some(&w)) = (names.get(i), words.get(i)) else {
-                            continue;
-                        };
-                        let n = name.as_ref().as_bytes();
-                        let same = w == kw && n.len() == kl && (kl <= 8 || n == e.key);
-                        if same && let Some(o) = out.get_mut(i) {
-                            left &= !(1 << i);
-                            *o = match value(e.kind, e.value) {
-                                Some(v) => Some(v),
-                                None => crate::path::field(d, name.as_ref()),
-                            };
-                        }
-                    }
+        let (kind, key, kw, v) = match skip(b, last, &mut off, words, stored) {
+            Skipped::Candidate(i, kind, key, kw, v) => {
+                // A short key equal to the word of `names[i]` and as long is that name (and
+                // no other: the names are distinct).
+                if left & (1 << i) != 0
+                    && let (Some(name), Some(o)) = (names.get(i), out.get_mut(i))
+                    && name.as_ref().len() == key.len()
+                {
+                    left &= !(1 << i);
+                    *o = match value(kind, v) {
+                        Some(v) => Some(v),
+                        None => crate::path::field(d, name.as_ref()),
+                    };
                     if left == 0 {
                         return;
                     }
+                    if !stored && !readable(kind, v) {
+                        break;
+                    }
+                    continue;
                 }
-                if !readable(e.kind, e.value) {
-                    break;
+                (kind, key, kw, v)
+            }
+            Skipped::Unreadable => break,
+            Skipped::Other => {
+                let mut elements = Elements::at(b, off);
+                match elements.step_ascii_keyed() {
+                    (Step::Element(e), kw) => {
+                        off = elements.offset();
+                        (e.kind, e.key, kw, e.value)
+                    }
+                    (Step::End, _) => {
+                        for (i, o) in out.iter_mut().enumerate().take(names.len()) {
+                            if left & (1 << i) != 0 {
+                                *o = None;
+                            }
+                        }
+                        return;
+                    }
+                    (Step::Unsure, _) => break,
                 }
             }
-            Step::End => {
-                for (i, o) in out.iter_mut().enumerate().take(names.len()) {
-                    if left & (1 << i) != 0 {
-                        *o = None;
-                    }
+        };
+        let kl = key.len();
+        if lengths & 1 << kl.min(63) != 0 {
+            let mut rest = left;
+            while rest != 0 {
+                let i = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                let (Some(name), Some(&w)) = (names.get(i), words.get(i)) else {
+                    continue;
+                };
+                let n = name.as_ref().as_bytes();
+                let same = w == kw && n.len() == kl && (kl <= 8 || n == key);
+                if same && let Some(o) = out.get_mut(i) {
+                    left &= !(1 << i);
+                    *o = match value(kind, v) {
+                        Some(v) => Some(v),
+                        None => crate::path::field(d, name.as_ref()),
+                    };
                 }
+            }
+            if left == 0 {
                 return;
             }
-            Step::Unsure => break,
+        }
+        if !stored && !readable(kind, v) {
+            break;
         }
     }
     for (i, (name, o)) in names.iter().zip(out.iter_mut()).enumerate() {
@@ -133,6 +177,116 @@ fn walk_fields<'a>(
             *o = crate::path::field(d, name.as_ref());
         }
     }
+}
+
+/// Where [`skip`] stopped.
+enum Skipped<'a> {
+    /// An element read by [`short_key_step`] whose key word is one of the names' (a
+    /// candidate): the first such name's index, and the element's type, key, key word and
+    /// value (the offset is past it).
+    Candidate(usize, u8, &'a [u8], u64, &'a [u8]),
+    /// An element [`short_key_step`] does not read, or the end, at the offset: for
+    /// [`Elements::step_ascii_keyed`] to answer.
+    Other,
+    /// An element the generic walk does not read ([`readable`]).
+    Unreadable,
+}
+
+/// Steps from `*off` over the elements of `b` ([`short_key_step`]; `last` the offset of its
+/// last byte) whose key words are none of `words`, each checked [`readable`] unless `stored`
+/// (see [`walk_fields`]), until one whose word is, one the generic walk does not read or one
+/// [`short_key_step`] leaves. A key under eight bytes equals a name only if their words are
+/// equal ([`key_word`]), so no element stepped over is one of the names.
+#[inline(always)]
+fn skip<'a>(b: &'a [u8], last: usize, off: &mut usize, words: &[u64], stored: bool) -> Skipped<'a> {
+    let mut at = *off;
+    loop {
+        let Some(e) = short_key_step(b, last, at) else {
+            *off = at;
+            return Skipped::Other;
+        };
+        let candidate = words.iter().position(|&w| w == e.word);
+        if candidate.is_some() || !stored {
+            let (Some(key), Some(v)) = (b.get(at + 1..at + 1 + e.key_len), b.get(e.start..e.end))
+            else {
+                *off = at;
+                return Skipped::Other;
+            };
+            if let Some(i) = candidate {
+                *off = e.end;
+                return Skipped::Candidate(i, e.kind, key, e.word, v);
+            }
+            if !readable(e.kind, v) {
+                return Skipped::Unreadable;
+            }
+        }
+        at = e.end;
+    }
+}
+
+/// An element as [`short_key_step`] reads it, by offsets into the document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Short {
+    kind: u8,
+    /// The key's length (under eight); the key starts after the type byte.
+    key_len: usize,
+    /// The key's [`key_word`].
+    word: u64,
+    /// The value's offsets: it is `start..end`, and the next element starts at `end`.
+    start: usize,
+    end: usize,
+}
+
+/// [`Elements::step_ascii_keyed`] at offset `off` of the framed document `b` (`last` its last
+/// byte's offset) for the common element — a key of under eight ASCII bytes with eight
+/// bytes readable from its start, a type [`CLASS`] sizes, a value that fits — read with one
+/// word for the key and no [`Step`] built: exactly what that step gives, by offsets
+/// (`short_steps_equal_the_light_walk`). `None` for anything else (an end, a long or
+/// non-ASCII key, a value that does not fit), which the caller leaves to that step.
+#[inline(always)]
+fn short_key_step(b: &[u8], last: usize, off: usize) -> Option<Short> {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let [kind, w @ ..] = *b.get(off..)?.first_chunk::<9>()?;
+    let v = u64::from_le_bytes(w);
+    // The first zero byte's flag is the lowest set bit (see `elements::nul_at`).
+    let zeros = v.wrapping_sub(ONES) & !v & HIGHS;
+    let below = (zeros & zeros.wrapping_neg()).wrapping_sub(1);
+    let word = v & below;
+    if zeros == 0 || word & HIGHS != 0 {
+        return None;
+    }
+    let key_len = (zeros.trailing_zeros() / 8) as usize;
+    // At most `off + 9`: within `b`.
+    let start = off + 2 + key_len;
+    let class = CLASS[usize::from(kind)];
+    let end = if class < VARIABLE {
+        start + usize::from(class)
+    } else {
+        let n = *b.get(start..)?.first_chunk::<4>()?;
+        let n = usize::try_from(i32::from_le_bytes(n)).ok()?;
+        match class {
+            STRING => start.checked_add(4)?.checked_add(n)?,
+            DOCUMENT if n >= 5 => {
+                let end = start.checked_add(n)?;
+                if b.get(end - 1) != Some(&0) {
+                    return None;
+                }
+                end
+            }
+            _ => return None,
+        }
+    };
+    if end > last {
+        return None;
+    }
+    Some(Short {
+        kind,
+        key_len,
+        word,
+        start,
+        end,
+    })
 }
 
 /// The elements of `d` whose keys are among `names`, in document order (duplicates too), as
@@ -245,9 +399,11 @@ impl Paths {
         self.slots
     }
 
-    /// The value of each path in `d` into `out` (by slot; see the type's docs).
-    pub(crate) fn read<'a>(&self, d: &'a RawDocument, out: &mut [Value<'a>]) {
-        self.top.read(d, out);
+    /// The value of each path in `d` into `out` (by slot; see the type's docs). `stored`: `d`
+    /// is a document as storage holds it (well-formed, UTF-8), which the walk then does not
+    /// check again (see [`walk_fields`]); the values are the same either way.
+    pub(crate) fn read<'a>(&self, d: &'a RawDocument, out: &mut [Value<'a>], stored: bool) {
+        self.top.read(d, out, stored);
     }
 }
 
@@ -278,10 +434,10 @@ impl Level {
         Some(())
     }
 
-    fn read<'a>(&self, d: &'a RawDocument, out: &mut [Value<'a>]) {
+    fn read<'a>(&self, d: &'a RawDocument, out: &mut [Value<'a>], stored: bool) {
         let mut firsts = [None; PATHS_PER_LEVEL];
         let firsts = firsts.get_mut(..self.names.len()).unwrap_or_default();
-        walk_fields(d, &self.names, &self.words, self.lengths, firsts);
+        walk_fields(d, &self.names, &self.words, self.lengths, firsts, stored);
         for (node, v) in self.nodes.iter().zip(firsts.iter()) {
             if let Some(o) = node.slot.and_then(|s| out.get_mut(s)) {
                 *o = match v {
@@ -293,7 +449,7 @@ impl Level {
                 continue;
             }
             match v {
-                Some(RawBsonRef::Document(sub)) => node.sub.read(sub, out),
+                Some(RawBsonRef::Document(sub)) => node.sub.read(sub, out, stored),
                 Some(v @ RawBsonRef::Array(_)) => {
                     for (slot, rest) in &node.below {
                         if let Some(o) = out.get_mut(*slot) {
@@ -422,18 +578,30 @@ mod tests {
 
     use super::*;
 
+    /// Whether the bson crate reads all of `d` (every element at every level, names and
+    /// strings UTF-8): what storage guarantees of the documents it holds.
+    fn well_formed(d: &RawDocument) -> bool {
+        bson::Document::try_from(d).is_ok()
+    }
+
     /// [`fields`] over every subset of `names` in a few orders (and over all of them)
-    /// answers as [`field`] does name by name.
+    /// answers as [`field`] does name by name; and so does its `stored` walk, on a
+    /// [`well_formed`] document.
     fn same_fields(d: &RawDocument, names: &[&str]) {
         let mut sets: Vec<Vec<&str>> = vec![names.to_vec(), names.iter().rev().copied().collect()];
         for w in 1..=3.min(names.len()) {
             sets.extend(names.windows(w).map(<[&str]>::to_vec));
         }
         for set in sets {
-            let mut out = vec![Some(RawBsonRef::Null); set.len()];
-            fields(d, &set, &mut out);
             let want: Vec<_> = set.iter().map(|n| field(d, n)).collect();
-            assert_eq!(out, want, "{set:?} in {:?}", d.as_bytes());
+            for stored in [false, true] {
+                if stored && !well_formed(d) {
+                    continue;
+                }
+                let mut out = vec![Some(RawBsonRef::Null); set.len()];
+                fields(d, &set, &mut out, stored);
+                assert_eq!(out, want, "{set:?} in {:?} ({stored})", d.as_bytes());
+            }
         }
     }
 
@@ -503,6 +671,8 @@ mod tests {
         let names = [
             "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q",
             "r", "s", "é", "t", "u", "v", "zz", "", &long, &longer,
+            // The same key word as "a" (and as ""), another length.
+            "a\0", "\0",
         ];
         for d in &docs {
             for n in names {
@@ -546,6 +716,60 @@ mod tests {
             same_copy(&d, &["a", "s", "b", "d", "z", "q"], false);
             same_fields(&d, &["z", "a"]);
         }
+    }
+
+    /// [`short_key_step`] answers exactly as [`Elements::step_ascii_keyed`] at the same
+    /// offset wherever it answers, and answers for the plain elements of short keys: every
+    /// offset of documents with short, eight-byte, long and non-ASCII keys, every type the
+    /// light walk sizes and some it does not, each byte replaced by values near the edges
+    /// of the checks, and every cut.
+    #[test]
+    fn short_steps_equal_the_light_walk() {
+        let bin = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: vec![1],
+        };
+        let docs = [
+            rawdoc! {"a": 1, "s": "xy", "b": true, "d": 2.5, "z": 3_i64, "n": null},
+            rawdoc! {"seven77": {"x": [1, {"y": "é"}]}, "eight888": 1, "é": 2, "k": "ü",
+            "o": bson::oid::ObjectId::from_bytes([7; 12]), "t": bson::DateTime::from_millis(9),
+            "m": bson::Decimal128::from_bytes([3; 16]), "": "", "bin": bin, "after": 1},
+            rawdoc! {"a_rather_long_key": 1, "x": {}, "y": [], "q": bson::Timestamp { time: 1, increment: 2 }},
+        ];
+        let mut answered = 0;
+        let mut check = |b: &[u8]| {
+            let last = b.len().saturating_sub(1);
+            for off in 0..b.len() + 2 {
+                let mut walk = Elements::at(b, off);
+                let general = walk.step_ascii_keyed();
+                if let Some(e) = short_key_step(b, last, off) {
+                    let want = Step::Element(cairn_storage::elements::Element {
+                        kind: e.kind,
+                        key: &b[off + 1..off + 1 + e.key_len],
+                        value: &b[e.start..e.end],
+                    });
+                    assert_eq!(general, (want, e.word), "{off} in {b:?}");
+                    assert_eq!(walk.offset(), e.end, "{off} in {b:?}");
+                    answered += 1;
+                } else if let (Step::Element(el), _) = general {
+                    // It leaves only long keys and keys without eight bytes after them.
+                    assert!(el.key.len() >= 8 || off + 9 > b.len(), "{off} in {b:?}");
+                }
+            }
+        };
+        for d in &docs {
+            let b = d.as_bytes();
+            check(b);
+            for i in 0..b.len() {
+                check(&b[..i]);
+                for byte in [0u8, 1, 4, 5, 0x7F, 0x80, 0xFF] {
+                    let mut bad = b.to_vec();
+                    bad[i] = byte;
+                    check(&bad);
+                }
+            }
+        }
+        assert!(answered > 1000, "{answered}");
     }
 
     /// [`Paths`] gives every path what the expression evaluator gives `$path` (the general
@@ -615,6 +839,7 @@ mod tests {
         let ext = crate::expr::ExprExtensions::default();
         let vars = ext.variables();
         let mut compared = 0;
+        let mut stored_compared = 0;
         for set in sets {
             let parts: Vec<Vec<String>> = set
                 .iter()
@@ -630,17 +855,24 @@ mod tests {
                 })
                 .collect();
             for d in &docs {
-                let mut out = vec![Value::Ref(RawBsonRef::MaxKey); paths.slots()];
-                paths.read(d, &mut out);
-                for ((p, e), slot) in set.iter().zip(&exprs).zip(&slot_of) {
-                    let want = e.evaluate(d, vars).unwrap();
-                    let got = out[*slot].get().map(bson::RawBson::from);
-                    assert_eq!(got, want, "{p} in {:?}", d.as_bytes());
-                    compared += 1;
+                for stored in [false, true] {
+                    if stored && !well_formed(d) {
+                        continue;
+                    }
+                    let mut out = vec![Value::Ref(RawBsonRef::MaxKey); paths.slots()];
+                    paths.read(d, &mut out, stored);
+                    for ((p, e), slot) in set.iter().zip(&exprs).zip(&slot_of) {
+                        let want = e.evaluate(d, vars).unwrap();
+                        let got = out[*slot].get().map(bson::RawBson::from);
+                        assert_eq!(got, want, "{p} in {:?} ({stored})", d.as_bytes());
+                        compared += 1;
+                        stored_compared += usize::from(stored);
+                    }
                 }
             }
         }
         assert!(compared > 1000, "{compared}");
+        assert!(stored_compared > 500, "{stored_compared}");
         // More names at one level than one walk reads: no tree.
         let many: Vec<Vec<String>> = (0..=PATHS_PER_LEVEL)
             .map(|i| vec![format!("f{i}")])

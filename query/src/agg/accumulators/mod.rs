@@ -215,14 +215,19 @@ impl AccumulatorSpec {
         v: RawBsonRef<'_>,
         ext: &ExprExtensions,
     ) -> Result<AccumulatorSpec> {
-        let spec = match v {
-            RawBsonRef::Document(d)
-                if d.iter()
-                    .next()
-                    .is_some_and(|e| e.is_ok_and(|(k, _)| k.as_str().starts_with('$'))) =>
-            {
-                d
+        // The spec's elements, read once: the first decides 40234, the second 40238.
+        let mut it = match v {
+            RawBsonRef::Document(d) => d.iter(),
+            _ => {
+                return Err(loc(
+                    40234,
+                    format!("The field '{field}' must be an accumulator object"),
+                ));
             }
+        };
+        let first = it.next();
+        match &first {
+            Some(Ok((k, _))) if k.as_str().starts_with('$') => {}
             _ => {
                 return Err(loc(
                     40234,
@@ -242,8 +247,7 @@ impl AccumulatorSpec {
                 format!("The field name '{field}' cannot be an operator name"),
             ));
         }
-        let mut it = spec.iter();
-        let Some(Ok((name, arg))) = it.next() else {
+        let Some(Ok((name, arg))) = first else {
             return Err(loc(
                 40234,
                 format!("The field '{field}' must be an accumulator object"),

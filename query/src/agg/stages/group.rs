@@ -8,9 +8,10 @@
 //! Reading a document: the `_id` and accumulator operands that are field paths (`$g`,
 //! `$c.region`) are read together, one walk per document level ([`Paths`]: the top-level
 //! fields once, a sub-document only when a path enters it), each value as the evaluator
-//! gives it and borrowed from the document; an accumulator input that is the same for every
-//! document (`$sum: 1`, `$count`) is fed as it is ([`AccumulatorSpec::constant_input`]);
-//! other operands are evaluated.
+//! gives it and borrowed from the document (documents of a [`DocStream::stored`] input, the
+//! `$cursor` stage's, without checking their strings again); an accumulator input that is
+//! the same for every document (`$sum: 1`, `$count`) is fed as it is
+//! ([`AccumulatorSpec::constant_input`]); other operands are evaluated.
 //! A group is found by its `_id`'s encoded key ([`value_key_into`]); a string `_id` seen
 //! before is found by its bytes, without encoding it.
 //!
@@ -354,6 +355,7 @@ impl GroupStream {
         let mut n = 0u32;
         let mut kbuf = Vec::new();
         let opts = &self.opts;
+        let stored = input.stored();
         input.drain(cx, &mut |doc| {
             n = n.wrapping_add(1);
             if n.is_multiple_of(1024) {
@@ -362,7 +364,7 @@ impl GroupStream {
             let reads = &stage.reads;
             let mut values: [Value<'_>; READ_AT_ONCE] = std::array::from_fn(|_| Value::Missing);
             let values = values.get_mut(..reads.paths.slots()).unwrap_or_default();
-            reads.paths.read(doc, values);
+            reads.paths.read(doc, values, stored);
             let value = |slot: usize| values.get(slot).and_then(Value::get);
             // The key is encoded into one reused buffer and looked up by slice (a string
             // seen before by its bytes): a document of a known group allocates nothing here.
@@ -607,7 +609,7 @@ mod tests {
 
     /// The one-walk reads give every field-path operand (of `_id` and of each accumulator)
     /// what the expression evaluator gives it: the accumulators fed either way end equal,
-    /// and the key read either way is the same value.
+    /// and the key read either way is the same value (and read as a stored document too).
     #[test]
     fn one_walk_reads_equal_the_evaluator() {
         let ext = ExprExtensions::default();
@@ -629,7 +631,15 @@ mod tests {
             assert!(reads.paths.slots() > 0);
             for doc in docs() {
                 let mut values = vec![Value::Ref(RawBsonRef::MaxKey); reads.paths.slots()];
-                reads.paths.read(&doc, &mut values);
+                reads.paths.read(&doc, &mut values, false);
+                // A stored document (every one here is well-formed) reads the same.
+                let mut stored = vec![Value::Ref(RawBsonRef::MaxKey); reads.paths.slots()];
+                reads.paths.read(&doc, &mut stored, true);
+                assert!(bson::Document::try_from(doc.as_ref()).is_ok());
+                let as_bson = |v: &[Value<'_>]| -> Vec<Option<RawBson>> {
+                    v.iter().map(|v| v.get().map(RawBson::from)).collect()
+                };
+                assert_eq!(as_bson(&stored), as_bson(&values), "{doc:?}");
                 let value = |slot: usize| values[slot].get();
                 if let Operand::Path(slot) = reads.id {
                     assert_eq!(
@@ -665,6 +675,86 @@ mod tests {
             }
         }
         assert!(checked > 100, "{checked}");
+    }
+
+    /// Documents passed one by one, said to be stored or not.
+    struct Docs(std::collections::VecDeque<RawDocumentBuf>, bool);
+
+    impl DocStream for Docs {
+        fn next(&mut self, _: &ExecCx<'_>) -> Result<Option<RawDocumentBuf>> {
+            Ok(self.0.pop_front())
+        }
+
+        fn stored(&self) -> bool {
+            self.1
+        }
+    }
+
+    /// The stage's output over `docs`, read as stored documents or not.
+    fn run(spec: &RawDocument, docs: &[RawDocumentBuf], stored: bool) -> Vec<bson::Document> {
+        let ext = ExprExtensions::default();
+        let g = Arc::new(parse_group(spec, &ext).unwrap());
+        let opts = Arc::new(Options::default());
+        let input = Box::new(Docs(docs.iter().cloned().collect(), stored));
+        let mut s = g.open(input, &opts).unwrap();
+        let cx = ExecCx {
+            source: &crate::agg::NoData,
+            catalog: &crate::agg::NoData,
+            host: &crate::agg::NoHost,
+        };
+        let mut out = Vec::new();
+        while let Some(d) = s.next(&cx).unwrap() {
+            out.push(bson::Document::try_from(d.as_ref()).unwrap());
+        }
+        out
+    }
+
+    /// A stored input (read without re-checking strings) groups exactly as any other, with
+    /// MongoDB's result types: `$sum` of int32s an int32 (a long once it overflows, a double
+    /// with a double or once longs overflow, a decimal with a decimal), `$avg` a double (a
+    /// decimal with decimals); groups keyed by a nested path with missing, null, array,
+    /// deeper and duplicated parents, after strings, booleans and sub-documents the walk
+    /// steps over.
+    #[test]
+    fn stored_input_groups_as_any_input() {
+        let dec = |s: &str| Bson::Decimal128(s.parse().unwrap());
+        let docs: Vec<RawDocumentBuf> = [
+            doc! {"_id": 1, "s": "x", "b": true, "a": {"c": "Oslo", "z": 1}, "v": 1, "w": 2_i64},
+            doc! {"_id": 2, "s": "ü", "a": {"c": "Oslo"}, "v": 2, "w": i64::MAX},
+            doc! {"_id": 3, "a": {"c": "Bergen"}, "v": 2, "w": 1},
+            doc! {"_id": 4, "a": {"c": "Bergen"}, "v": dec("1.5"), "w": dec("2")},
+            doc! {"_id": 5, "a": null, "v": i32::MAX},
+            doc! {"_id": 6, "v": i32::MAX},
+            doc! {"_id": 7, "a": [{"c": "Oslo"}, {"c": "Tromsø"}], "v": i32::MAX, "w": "no"},
+            doc! {"_id": 8, "a": {"b": {"c": 1}}, "s": {"t": "u"}, "v": [1, 2]},
+            doc! {"_id": 12, "a": {"c": "Oslo"}, "v": 0.5, "w": null},
+            doc! {"_id": 9, "a": {"c": "Tromsø"}, "v": 1_i64},
+            doc! {"_id": 10, "a": {"c": "Tromsø"}, "v": 2},
+        ]
+        .iter()
+        .map(|d| RawDocumentBuf::try_from(d).unwrap())
+        .collect();
+        let mut dup = rawdoc! {"_id": 11, "a": {"c": "Oslo"}, "v": 4};
+        dup.append(bson::raw::cstr!("a"), rawdoc! {"c": "Bergen"});
+        dup.append(bson::raw::cstr!("v"), 100);
+        let mut docs = docs;
+        docs.push(dup);
+        let spec = rawdoc! {"_id": "$a.c", "n": {"$sum": 1}, "sum": {"$sum": "$v"},
+        "avg": {"$avg": "$v"}, "w": {"$sum": "$w"}, "s": {"$first": "$s"}};
+        let got = run(&spec, &docs, true);
+        assert_eq!(got, run(&spec, &docs, false));
+        let want = vec![
+            doc! {"_id": "Oslo", "n": 4, "sum": 7.5, "avg": 7.5 / 4.0,
+            "w": 2.0 + i64::MAX as f64, "s": "x"},
+            doc! {"_id": "Bergen", "n": 2, "sum": dec("3.5"), "avg": dec("1.75"), "w": dec("3"),
+            "s": Bson::Null},
+            doc! {"_id": Bson::Null, "n": 3, "sum": 2 * i64::from(i32::MAX),
+            "avg": f64::from(i32::MAX), "w": 0, "s": Bson::Null},
+            doc! {"_id": ["Oslo", "Tromsø"], "n": 1, "sum": i32::MAX, "avg": f64::from(i32::MAX),
+            "w": 0, "s": Bson::Null},
+            doc! {"_id": "Tromsø", "n": 2, "sum": 3_i64, "avg": 1.5, "w": 0, "s": Bson::Null},
+        ];
+        assert_eq!(got, want);
     }
 
     /// Finding groups by a string's bytes agrees with finding them by encoded keys alone:
