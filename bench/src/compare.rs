@@ -24,7 +24,9 @@
 //! Workloads (the table of issue "beat PostgreSQL JSONB"):
 //! - `insertMany` of 1,000 documents (the load itself, batches alternating between targets;
 //!   per document) — PostgreSQL: `INSERT … SELECT * FROM unnest($1::bigint[], $2::jsonb[])`;
-//! - `insert_one` of a new document, 1 and 8 clients;
+//! - `insert_one` of a new document, 1 and 8 clients, into a collection (table) of its own
+//!   with the same two indexes, so that every read below sees the same documents on both
+//!   targets whatever number each inserted;
 //! - `find_one` by `_id`, 1 and 16 clients — `SELECT doc FROM docs WHERE id = $1`;
 //! - indexed equality `{cat: v}` limit 10 (100 documents per value), 16 clients;
 //! - indexed range + sort + limit 20: `{score: {$gte: x}}` sorted by `score`, 16 clients;
@@ -200,18 +202,23 @@ pub(crate) fn cairn_worker(db: &mongodb::Database) -> Worker {
     Worker::Cairn(CairnWorker {
         db: db.clone(),
         docs: db.collection("docs"),
+        inserts: db.collection("inserts"),
         sets: db.collection("sets"),
     })
 }
 
 /// Loads Cairn alone as [`load`] does (for [`crate::drive`]).
 pub(crate) async fn load_cairn(cairn: &mongodb::Database, n: usize) {
-    let coll = cairn.collection::<Document>("docs");
-    for keys in [doc! {"cat": 1}, doc! {"score": 1}] {
-        coll.create_index(mongodb::IndexModel::builder().keys(keys).build())
-            .await
-            .expect("index");
+    for name in ["docs", "inserts"] {
+        for keys in [doc! {"cat": 1}, doc! {"score": 1}] {
+            cairn
+                .collection::<Document>(name)
+                .create_index(mongodb::IndexModel::builder().keys(keys).build())
+                .await
+                .expect("index");
+        }
     }
+    let coll = cairn.collection::<Document>("docs");
     let mut i = 0;
     while i < n {
         let end = (i + BATCH).min(n);
@@ -229,6 +236,8 @@ pub(crate) async fn load_cairn(cairn: &mongodb::Database, n: usize) {
 pub(crate) struct CairnWorker {
     db: mongodb::Database,
     docs: mongodb::Collection<Document>,
+    /// `insert_one`'s collection.
+    inserts: mongodb::Collection<Document>,
     sets: mongodb::Collection<Document>,
 }
 
@@ -261,7 +270,7 @@ impl Worker {
             Worker::Cairn(c) => match w {
                 Workload::InsertOne => {
                     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-                    c.docs.insert_one(document(id)).await.expect("insert");
+                    c.inserts.insert_one(document(id)).await.expect("insert");
                 }
                 Workload::FindById => {
                     let d = c.docs.find_one(doc! {"_id": id}).await.expect("find");
@@ -371,7 +380,7 @@ impl Worker {
 async fn pg_worker(pg: &Postgres) -> Worker {
     let c = pg.connect().await;
     let prep = async |sql: &str| c.prepare(sql).await.expect("prepare");
-    let insert = prep("INSERT INTO docs VALUES ($1, $2)").await;
+    let insert = prep("INSERT INTO inserts VALUES ($1, $2)").await;
     let by_id = prep("SELECT doc FROM docs WHERE id = $1").await;
     let eq = prep("SELECT doc FROM docs WHERE doc->>'cat' = $1 LIMIT 10").await;
     let range = prep(
@@ -573,21 +582,23 @@ async fn load(
         "CREATE TABLE docs (id bigint PRIMARY KEY, doc jsonb NOT NULL);
          CREATE TABLE sets (id bigint PRIMARY KEY, doc jsonb NOT NULL);
          CREATE INDEX docs_cat ON docs ((doc->>'cat'));
-         CREATE INDEX docs_score ON docs (((doc->>'score')::float8));",
+         CREATE INDEX docs_score ON docs (((doc->>'score')::float8));
+         CREATE TABLE inserts (id bigint PRIMARY KEY, doc jsonb NOT NULL);
+         CREATE INDEX inserts_cat ON inserts ((doc->>'cat'));
+         CREATE INDEX inserts_score ON inserts (((doc->>'score')::float8));",
     )
     .await
     .expect("create tables");
+    for name in ["docs", "inserts"] {
+        for keys in [doc! {"cat": 1}, doc! {"score": 1}] {
+            cairn
+                .collection::<Document>(name)
+                .create_index(mongodb::IndexModel::builder().keys(keys).build())
+                .await
+                .expect("index");
+        }
+    }
     let coll = cairn.collection::<Document>("docs");
-    coll.create_index(mongodb::IndexModel::builder().keys(doc! {"cat": 1}).build())
-        .await
-        .expect("index cat");
-    coll.create_index(
-        mongodb::IndexModel::builder()
-            .keys(doc! {"score": 1})
-            .build(),
-    )
-    .await
-    .expect("index score");
     let stmt = pg
         .prepare("INSERT INTO docs SELECT * FROM unnest($1::bigint[], $2::jsonb[])")
         .await
@@ -764,6 +775,7 @@ pub async fn run(opts: &Opts) {
                 Worker::Cairn(CairnWorker {
                     db: db.clone(),
                     docs: db.collection("docs"),
+                    inserts: db.collection("inserts"),
                     sets: db.collection("sets"),
                 })
             })
