@@ -48,7 +48,7 @@ use std::sync::{Arc, OnceLock};
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::client::Client;
-use crate::error::{CommandError, ErrorCode, ok_reply};
+use crate::error::{CommandError, ErrorCode};
 use crate::state::ServerState;
 
 pub use crate::auth::authorize::Authz;
@@ -375,46 +375,52 @@ pub const GENERIC_ARGUMENTS: &[&str] = &[
     "writeConcern",
 ];
 
-/// Whether `name` is one of [`GENERIC_ARGUMENTS`] (a `match`: a length switch and a byte
-/// comparison or two, where a search of the list compares at every step; a test checks it
-/// against the list).
+/// Whether `name` is one of [`GENERIC_ARGUMENTS`].
 pub fn is_generic_argument(name: &str) -> bool {
-    matches!(
-        name,
-        "$audit"
-            | "$client"
-            | "$clusterTime"
-            | "$configServerState"
-            | "$configTime"
-            | "$db"
-            | "$oplogQueryData"
-            | "$queryOptions"
-            | "$readPreference"
-            | "$replData"
-            | "$tenant"
-            | "$topologyTime"
-            | "allowImplicitCollectionCreation"
-            | "apiDeprecationErrors"
-            | "apiStrict"
-            | "apiVersion"
-            | "autocommit"
-            | "clientOperationKey"
-            | "comment"
-            | "coordinator"
-            | "databaseVersion"
-            | "lsid"
-            | "maxTimeMS"
-            | "maxTimeMSOpOnly"
-            | "mayBypassWriteBlocking"
-            | "readConcern"
-            | "shardVersion"
-            | "startTransaction"
-            | "stmtId"
-            | "tracking_info"
-            | "txnNumber"
-            | "txnRetryCounter"
-            | "writeConcern"
-    )
+    generic_argument(name.as_bytes()).is_some()
+}
+
+/// The generic argument (one of [`GENERIC_ARGUMENTS`]) spelled by `name`: a `match` (a length
+/// switch and a byte comparison or two, where a search of the list compares at every step; a
+/// test checks it against the list). [`Parsed`] takes a key's text from here without decoding
+/// it.
+pub fn generic_argument(name: &[u8]) -> Option<&'static str> {
+    Some(match name {
+        b"$audit" => "$audit",
+        b"$client" => "$client",
+        b"$clusterTime" => "$clusterTime",
+        b"$configServerState" => "$configServerState",
+        b"$configTime" => "$configTime",
+        b"$db" => "$db",
+        b"$oplogQueryData" => "$oplogQueryData",
+        b"$queryOptions" => "$queryOptions",
+        b"$readPreference" => "$readPreference",
+        b"$replData" => "$replData",
+        b"$tenant" => "$tenant",
+        b"$topologyTime" => "$topologyTime",
+        b"allowImplicitCollectionCreation" => "allowImplicitCollectionCreation",
+        b"apiDeprecationErrors" => "apiDeprecationErrors",
+        b"apiStrict" => "apiStrict",
+        b"apiVersion" => "apiVersion",
+        b"autocommit" => "autocommit",
+        b"clientOperationKey" => "clientOperationKey",
+        b"comment" => "comment",
+        b"coordinator" => "coordinator",
+        b"databaseVersion" => "databaseVersion",
+        b"lsid" => "lsid",
+        b"maxTimeMS" => "maxTimeMS",
+        b"maxTimeMSOpOnly" => "maxTimeMSOpOnly",
+        b"mayBypassWriteBlocking" => "mayBypassWriteBlocking",
+        b"readConcern" => "readConcern",
+        b"shardVersion" => "shardVersion",
+        b"startTransaction" => "startTransaction",
+        b"stmtId" => "stmtId",
+        b"tracking_info" => "tracking_info",
+        b"txnNumber" => "txnNumber",
+        b"txnRetryCounter" => "txnRetryCounter",
+        b"writeConcern" => "writeConcern",
+        _ => return None,
+    })
 }
 
 /// The command index, hashed with foldhash as the storage engine's space map and the plan
@@ -538,9 +544,51 @@ pub fn envelope<'a>(body: &Parsed<'a>) -> Result<(&'a str, &'a str), CommandErro
 
 /// Bytes a successful reply gains after its body besides the tail: `ok: 1.0` (12),
 /// `$clusterTime` (101) and `operationTime` (23), rounded up.
-/// A handler that knows its reply's size reserves this much more (the cursor replies do),
-/// so the dispatcher's reservation finds the room already there.
+/// A handler that knows its reply's size reserves this much more (the cursor replies do, and
+/// [`empty_reply`]), so the dispatcher's reservation finds the room already there.
 pub const REPLY_TRAILER: usize = 160;
+
+/// An empty reply body with room for what the dispatcher appends ([`REPLY_TRAILER`]).
+pub fn empty_reply() -> RawDocumentBuf {
+    let mut bytes = Vec::with_capacity(5 + REPLY_TRAILER);
+    bytes.extend_from_slice(&[5, 0, 0, 0, 0]);
+    RawDocumentBuf::from_bytes(bytes).unwrap_or_default()
+}
+
+/// The element `ok: 1.0` of a successful reply.
+const OK_ELEMENT: [u8; 12] = {
+    let one = 1.0f64.to_le_bytes();
+    [
+        0x01, b'o', b'k', 0, one[0], one[1], one[2], one[3], one[4], one[5], one[6], one[7],
+    ]
+};
+
+/// A successful reply: the handler's `body`, then `ok: 1.0`, the cluster-time gossip
+/// ([`crate::session::write_gossip`]) and the session's `tail` fields, written after the
+/// body's elements in its own buffer (no document is rebuilt element by element).
+fn success_reply(
+    body: RawDocumentBuf,
+    server: &ServerState,
+    op_time: Option<bson::Timestamp>,
+    tail: Option<&RawDocument>,
+) -> Result<RawDocumentBuf, CommandError> {
+    // A document's elements lie between its length prefix and its terminator.
+    let tail = tail
+        .map(RawDocument::as_bytes)
+        .and_then(|b| b.get(4..b.len().saturating_sub(1)))
+        .unwrap_or_default();
+    let mut bytes = body.into_bytes();
+    // Drop the terminator (a document always ends with one); `close` writes it back.
+    bytes.pop();
+    bytes.reserve(REPLY_TRAILER + tail.len());
+    bytes.extend_from_slice(&OK_ELEMENT);
+    crate::session::write_gossip(&mut bytes, server, op_time);
+    bytes.extend_from_slice(tail);
+    cairn_wire::doc_writer::close(&mut bytes, 0)
+        .map_err(|e| CommandError::new(ErrorCode::BSONObjectTooLarge, e.to_string()))?;
+    RawDocumentBuf::from_bytes(bytes)
+        .map_err(|e| CommandError::new(ErrorCode::InternalError, e.to_string()))
+}
 
 /// Runs one command document and returns the complete reply (with `ok` and the cluster-time
 /// gossip a router adds to every reply), plus the next body for exhaust streaming.
@@ -564,19 +612,13 @@ pub async fn dispatch_parsed(
     let mut op = crate::session::OpCtx::default();
     let mut effects = crate::failpoint::Effects::default();
     let (result, tail) = run(server, client, body, exhaust_allowed, &mut op, &mut effects).await;
+    let result = result.and_then(|reply| {
+        let more = reply.more_to_come;
+        success_reply(reply.body, server, op.at_cluster_time, tail.as_deref())
+            .map(|out| (out, more))
+    });
     match result {
-        Ok(reply) => {
-            // Room for `ok`, the gossip and the tail, so appending them does not grow the
-            // buffer step by step.
-            let mut bytes = reply.body.into_bytes();
-            bytes.reserve(REPLY_TRAILER + tail.as_bytes().len());
-            // (The same bytes, so still a document.)
-            let body = RawDocumentBuf::from_bytes(bytes).unwrap_or_default();
-            let mut out = ok_reply(body);
-            crate::session::append_gossip(&mut out, server, op.at_cluster_time);
-            crate::error::append_all(&mut out, &tail);
-            (out, reply.more_to_come)
-        }
+        Ok(done) => done,
         Err(mut e) => {
             let gossip = crate::session::gossip_out(server, op.at_cluster_time);
             crate::session::label_error(body.body(), &mut e);
@@ -608,11 +650,11 @@ pub async fn run(
     exhaust_allowed: bool,
     op: &mut crate::session::OpCtx,
     effects: &mut crate::failpoint::Effects,
-) -> (CmdResult, RawDocumentBuf) {
+) -> (CmdResult, Option<RawDocumentBuf>) {
     let body = parsed.body();
     let (cmd, db, name) = match resolve(server, parsed) {
         Ok(r) => r,
-        Err(e) => return (Err(e), RawDocumentBuf::new()),
+        Err(e) => return (Err(e), None),
     };
     let checked = match crate::auth::check_authenticated(server, client, cmd).await {
         Ok(()) => prepare(cmd, parsed),
@@ -620,7 +662,7 @@ pub async fn run(
     };
     let deadline = match checked {
         Ok(d) => d,
-        Err(e) => return (Err(e), RawDocumentBuf::new()),
+        Err(e) => return (Err(e), None),
     };
     let running = server.ops.start(client, cmd, db, parsed);
     let profiling = server.profiler.level(db);
@@ -668,9 +710,9 @@ async fn execute(
     parsed: &Parsed<'_>,
     op: &mut crate::session::OpCtx,
     effects: &mut crate::failpoint::Effects,
-) -> (CmdResult, RawDocumentBuf) {
+) -> (CmdResult, Option<RawDocumentBuf>) {
     let (db, body) = (req.db, req.body);
-    let early = |e: CommandError| (Err(e), RawDocumentBuf::new());
+    let early = |e: CommandError| (Err(e), None);
     if crate::deadline::current().is_some()
         && let Err(e) = crate::deadline::check()
     {
@@ -926,6 +968,8 @@ mod tests {
                 GENERIC_ARGUMENTS.contains(&n.as_str()),
                 "{n}"
             );
+            let listed = GENERIC_ARGUMENTS.iter().find(|g| **g == n.as_str());
+            assert_eq!(generic_argument(n.as_bytes()), listed.copied(), "{n}");
         }
     }
 }

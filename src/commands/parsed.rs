@@ -15,7 +15,9 @@
 //! documents, numbers, booleans, null) straight from the bytes ([`plain_fields`]); a body
 //! with any other element, or anything out of place, is walked by bson's iterator instead,
 //! which answers every case (errors included). Both give the same table for what the direct
-//! read accepts (a test mutates bodies byte by byte and compares them).
+//! read accepts (a test mutates bodies byte by byte and compares them). The direct read takes
+//! a generic argument's key text from [`super::generic_argument`] rather than decoding it.
+//! The table holds a dozen fields in place and moves to the heap only beyond.
 //!
 //! Invariants: [`Parsed::get`] answers exactly what `RawDocument::get` answers on the same
 //! body — the first field with that key, a value found before a malformed element, and an
@@ -30,9 +32,58 @@ use crate::error::{CommandError, ErrorCode};
 #[derive(Debug, Clone)]
 pub struct Parsed<'a> {
     body: &'a RawDocument,
-    entries: Vec<(&'a str, RawBsonRef<'a>)>,
+    entries: Entries<'a>,
     /// The message of the malformed element that ended the walk, if one did.
     malformed: Option<String>,
+}
+
+/// How many fields [`Entries`] holds without allocating: more than a driver's `find`, `insert`
+/// or `hello` carries with its generic arguments.
+const INLINE_FIELDS: usize = 12;
+
+/// One field: its key and value.
+type Entry<'a> = (&'a str, RawBsonRef<'a>);
+
+/// The fields of a body in order: up to [`INLINE_FIELDS`] in an array, all of them in a
+/// vector once there are more (so reading an ordinary command allocates nothing).
+#[derive(Debug, Clone)]
+struct Entries<'a> {
+    inline: [Entry<'a>; INLINE_FIELDS],
+    len: usize,
+    spilled: Vec<Entry<'a>>,
+}
+
+impl<'a> Entries<'a> {
+    fn new() -> Self {
+        Entries {
+            inline: [("", RawBsonRef::Null); INLINE_FIELDS],
+            len: 0,
+            spilled: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, e: Entry<'a>) {
+        if self.spilled.is_empty()
+            && let Some(slot) = self.inline.get_mut(self.len)
+        {
+            *slot = e;
+            self.len += 1;
+            return;
+        }
+        if self.spilled.is_empty() {
+            self.spilled.reserve(2 * INLINE_FIELDS);
+            self.spilled.extend_from_slice(&self.inline);
+        }
+        self.spilled.push(e);
+    }
+
+    fn as_slice(&self) -> &[Entry<'a>] {
+        if self.spilled.is_empty() {
+            self.inline.get(..self.len).unwrap_or_default()
+        } else {
+            &self.spilled
+        }
+    }
 }
 
 fn invalid(message: &str) -> CommandError {
@@ -54,7 +105,7 @@ impl<'a> Parsed<'a> {
 
     /// [`Parsed::parse`] by bson's iterator.
     fn walked(body: &'a RawDocument) -> Parsed<'a> {
-        let mut entries = Vec::with_capacity(16);
+        let mut entries = Entries::new();
         let mut malformed = None;
         for el in body.iter() {
             match el {
@@ -79,7 +130,7 @@ impl<'a> Parsed<'a> {
 
     /// The first field named `key`, as `RawDocument::get` finds it.
     pub fn get(&self, key: &str) -> Result<Option<RawBsonRef<'a>>, CommandError> {
-        match self.entries.iter().find(|(k, _)| *k == key) {
+        match self.entries.as_slice().iter().find(|(k, _)| *k == key) {
             Some((_, v)) => Ok(Some(*v)),
             None => match &self.malformed {
                 Some(m) => Err(invalid(m)),
@@ -102,7 +153,7 @@ impl<'a> Parsed<'a> {
 
     /// The first field (the command name and its value), as `body.iter().next()` gives it.
     pub fn first(&self) -> Option<Result<(&'a str, RawBsonRef<'a>), CommandError>> {
-        match (self.entries.first(), &self.malformed) {
+        match (self.entries.as_slice().first(), &self.malformed) {
             (Some(e), _) => Some(Ok(*e)),
             (None, Some(m)) => Some(Err(invalid(m))),
             (None, None) => None,
@@ -114,6 +165,7 @@ impl<'a> Parsed<'a> {
         &self,
     ) -> impl Iterator<Item = Result<(&'a str, RawBsonRef<'a>), CommandError>> + '_ {
         self.entries
+            .as_slice()
             .iter()
             .map(|e| Ok(*e))
             .chain(self.malformed.iter().map(|m| Err(invalid(m))))
@@ -128,19 +180,24 @@ impl<'a> Parsed<'a> {
 /// strictly: a key ends before the terminator, a string has a length of at least 1 and ends
 /// with NUL, an embedded document passes `RawDocument::from_bytes`, every value ends before
 /// the terminator, and the last element ends exactly there).
-fn plain_fields(body: &RawDocument) -> Option<Vec<(&str, RawBsonRef<'_>)>> {
+fn plain_fields(body: &RawDocument) -> Option<Entries<'_>> {
     let b = body.as_bytes();
     let end = b.len().checked_sub(1)?;
     if b.get(end) != Some(&0) {
         return None;
     }
-    let mut out = Vec::with_capacity(16);
+    let mut out = Entries::new();
     let mut at = 4;
     while at < end {
         let tag = *b.get(at)?;
         let key_at = at + 1;
         let nul = b.get(key_at..end)?.iter().position(|&c| c == 0)?;
-        let key = std::str::from_utf8(b.get(key_at..key_at + nul)?).ok()?;
+        let key = b.get(key_at..key_at + nul)?;
+        // A generic argument's text comes from the list instead of being decoded.
+        let key = match super::generic_argument(key) {
+            Some(k) => k,
+            None => std::str::from_utf8(key).ok()?,
+        };
         let v = key_at + nul + 1;
         // The `n` bytes of the value, which must end before the terminator.
         let value = |n: usize| -> Option<&[u8]> {
@@ -239,11 +296,18 @@ mod tests {
                 "lsid": {"id": "x"}, "$db": "db", "": "", "é": "ü",
             },
             rawdoc! {"insert": "c", "documents": [{"a": 1}], "ordered": false, "$db": "d"},
+            // More fields than the table holds in place; generic arguments and near misses.
+            rawdoc! {
+                "update": "c", "ordered": true, "lsid": {"id": 1}, "lsidx": 1, "$d": "x",
+                "txnNumber": 5_i64, "autocommit": false, "startTransaction": true,
+                "maxTimeMS": 10, "comment": "c", "$db": "d", "bypassDocumentValidation": false,
+                "let": {"v": 1}, "writeConcern": {"w": 1}, "$clusterTime": {"t": 1},
+            },
             rawdoc! {"x": 1},
             rawdoc! {},
         ];
         fn table<'a>(p: &Parsed<'a>) -> (Vec<(&'a str, RawBsonRef<'a>)>, Option<String>) {
-            (p.entries.clone(), p.malformed.clone())
+            (p.entries.as_slice().to_vec(), p.malformed.clone())
         }
         for body in &bodies {
             let plain = !body
