@@ -430,11 +430,10 @@ impl Connection {
         exhaust_allowed: bool,
     ) -> Option<(RawDocumentBuf, Option<RawDocumentBuf>)> {
         let parsed = commands::Parsed::parse(body);
-        let envelope = commands::envelope(&parsed).ok();
-        let name = envelope.map(|(_, n)| n).unwrap_or_default();
-        let db = envelope.map(|(d, _)| d).unwrap_or_default();
+        let named = commands::Named::of(&parsed);
+        let (db, name) = named.envelope.as_ref().copied().unwrap_or_default();
         let awaitable = parsed.find("maxAwaitTimeMS").is_some();
-        let kill_on_disconnect = commands::lookup(name).is_some_and(|c| c.kill_on_disconnect);
+        let kill_on_disconnect = named.command.is_some_and(|c| c.kill_on_disconnect);
         let started = Instant::now();
         self.server.connections.active.fetch_add(1, Relaxed);
         let Connection {
@@ -444,7 +443,7 @@ impl Connection {
             client,
             ..
         } = self;
-        let fut = commands::dispatch_parsed(server, client, &parsed, exhaust_allowed);
+        let fut = commands::dispatch_parsed(server, client, &parsed, named, exhaust_allowed);
         let result = if kill_on_disconnect {
             tokio::pin!(fut);
             loop {

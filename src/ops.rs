@@ -72,10 +72,10 @@ pub struct Operation {
     pub conn: Arc<Connection>,
     /// The command's name (the registered one).
     pub command_name: &'static str,
-    /// `$db`.
-    pub db: String,
-    /// The namespace (`db.coll`, or `db.$cmd`).
+    /// The namespace (`db.coll`, or `db.$cmd`), which begins with `$db` ([`Operation::db`]).
     pub ns: String,
+    /// The length of `$db` at the start of `ns`.
+    db_len: usize,
     /// MongoDB's `op`: `command`, `query`, `getmore`, `insert`, `update`, `remove`.
     pub op_type: &'static str,
     /// The command document (or its `$truncated` summary).
@@ -93,6 +93,11 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// `$db`.
+    pub fn db(&self) -> &str {
+        self.ns.get(..self.db_len).unwrap_or_default()
+    }
+
     /// Microseconds since it started.
     pub fn micros(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
@@ -478,7 +483,7 @@ impl Usage {
     /// Counts one `command` that took `micros`.
     fn record(&mut self, command: &str, micros: u64) {
         self.total.add(micros);
-        if WRITES.contains(&command) {
+        if is_write(command) {
             self.write_lock.add(micros);
         } else {
             self.read_lock.add(micros);
@@ -502,20 +507,23 @@ pub struct Top {
     usage: Mutex<HashMap<String, Usage, foldhash::fast::RandomState>>,
 }
 
-/// Commands that write (they count under `writeLock`).
-const WRITES: &[&str] = &[
-    "collMod",
-    "create",
-    "createIndexes",
-    "delete",
-    "drop",
-    "dropIndexes",
-    "findAndModify",
-    "insert",
-    "renameCollection",
-    "update",
-];
-
+/// Whether a command writes (it counts under `writeLock`): a `match` (a length switch and a
+/// comparison or two) rather than a search of a list on every command.
+fn is_write(command: &str) -> bool {
+    matches!(
+        command,
+        "collMod"
+            | "create"
+            | "createIndexes"
+            | "delete"
+            | "drop"
+            | "dropIndexes"
+            | "findAndModify"
+            | "insert"
+            | "renameCollection"
+            | "update"
+    )
+}
 impl Top {
     /// Records one operation on a collection namespace (`db.$cmd` is not recorded).
     pub fn record(&self, ns: &str, command: &str, micros: u64) {
@@ -633,8 +641,8 @@ impl Ops {
             opid,
             conn,
             command_name: cmd.name,
-            db: db.to_string(),
             ns: namespace(db, body, cmd.name),
+            db_len: db.len(),
             op_type: op_type(cmd.name),
             command: match body.first() {
                 Some(Ok((name, _))) => kept_copy(
@@ -745,7 +753,7 @@ pub fn finished(server: &crate::state::ServerState, op: &Operation, ok: bool, mi
     let top = &server.ops.top;
     match (op.command_name, ok) {
         ("drop", true) => top.forget(&op.ns),
-        ("dropDatabase", true) => top.forget(&format!("{}.", op.db)),
+        ("dropDatabase", true) => top.forget(&format!("{}.", op.db())),
         _ => top.record(&op.ns, op.command_name, micros),
     }
 }

@@ -31,12 +31,13 @@
 //! authorization bookkeeping ([`crate::auth::authorize::after`]: who owns a new cursor or
 //! session).
 //!
-//! The body is walked once ([`Parsed`], by the connection or [`dispatch`]); the envelope, the
-//! stable-API and strict-field checks, `maxTimeMS`, the session arguments
-//! ([`crate::session::begin`]), the latency and metrics bookkeeping all read that one table,
-//! and handlers get it too ([`Invocation::parsed`]).
+//! The body is walked once ([`Parsed`], by the connection or [`dispatch`]), and its envelope
+//! read and its command looked up once ([`Named`]); the stable-API and strict-field checks,
+//! `maxTimeMS`, the session arguments ([`crate::session::begin`]), the latency and metrics
+//! bookkeeping all read that one table, and handlers get it too ([`Invocation::parsed`]).
 //!
-//! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
+//! Handlers return the reply body *without* `ok`; the dispatcher writes `ok: 1.0`, the
+//! cluster-time gossip and the session's fields after it in the same buffer, or renders
 //! a [`CommandError`] through [`CommandError::to_reply`] — with the fail point's labels when it
 //! gave some.
 
@@ -542,6 +543,26 @@ pub fn envelope<'a>(body: &Parsed<'a>) -> Result<(&'a str, &'a str), CommandErro
     Ok((db, name))
 }
 
+/// What a request names, read once for the connection's bookkeeping and the dispatcher:
+/// `$db` and the command name ([`envelope`]), and the registered command of that name
+/// ([`lookup`], test commands included).
+#[derive(Debug)]
+pub struct Named<'a> {
+    /// `$db` and the command name, or the error MongoDB gives for a body without them.
+    pub envelope: Result<(&'a str, &'a str), CommandError>,
+    /// The command registered under the name.
+    pub command: Option<&'static Command>,
+}
+
+impl<'a> Named<'a> {
+    /// Reads the envelope of `body` and looks its command up.
+    pub fn of(body: &Parsed<'a>) -> Named<'a> {
+        let envelope = envelope(body);
+        let command = envelope.as_ref().ok().and_then(|(_, name)| lookup(name));
+        Named { envelope, command }
+    }
+}
+
 /// Bytes a successful reply gains after its body besides the tail: `ok: 1.0` (12),
 /// `$clusterTime` (101) and `operationTime` (23), rounded up.
 /// A handler that knows its reply's size reserves this much more (the cursor replies do, and
@@ -598,20 +619,32 @@ pub async fn dispatch(
     body: &RawDocument,
     exhaust_allowed: bool,
 ) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
-    dispatch_parsed(server, client, &Parsed::parse(body), exhaust_allowed).await
+    let parsed = Parsed::parse(body);
+    let named = Named::of(&parsed);
+    dispatch_parsed(server, client, &parsed, named, exhaust_allowed).await
 }
 
-/// [`dispatch`] for a body whose fields were already read (the connection reads them once
-/// for its own bookkeeping and the dispatcher's).
-pub async fn dispatch_parsed(
+/// [`dispatch`] for a body whose fields and name were already read (the connection reads
+/// them once for its own bookkeeping and the dispatcher's).
+pub async fn dispatch_parsed<'a>(
     server: &Arc<ServerState>,
     client: &mut Client,
-    body: &Parsed<'_>,
+    body: &Parsed<'a>,
+    named: Named<'a>,
     exhaust_allowed: bool,
 ) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
     let mut op = crate::session::OpCtx::default();
     let mut effects = crate::failpoint::Effects::default();
-    let (result, tail) = run(server, client, body, exhaust_allowed, &mut op, &mut effects).await;
+    let (result, tail) = run(
+        server,
+        client,
+        body,
+        named,
+        exhaust_allowed,
+        &mut op,
+        &mut effects,
+    )
+    .await;
     let result = result.and_then(|reply| {
         let more = reply.more_to_come;
         success_reply(reply.body, server, op.at_cluster_time, tail.as_deref())
@@ -643,16 +676,17 @@ pub async fn dispatch_parsed(
 /// Looks up and runs a command; see the module doc for the checks applied. Returns the
 /// result and the fields the session layer appends to a successful reply; `effects`
 /// receives what a `failCommand` fail point asks of the reply.
-pub async fn run(
+pub async fn run<'a>(
     server: &Arc<ServerState>,
     client: &mut Client,
-    parsed: &Parsed<'_>,
+    parsed: &Parsed<'a>,
+    named: Named<'a>,
     exhaust_allowed: bool,
     op: &mut crate::session::OpCtx,
     effects: &mut crate::failpoint::Effects,
 ) -> (CmdResult, Option<RawDocumentBuf>) {
     let body = parsed.body();
-    let (cmd, db, name) = match resolve(server, parsed) {
+    let (cmd, db, name) = match resolve(server, named) {
         Ok(r) => r,
         Err(e) => return (Err(e), None),
     };
@@ -793,10 +827,11 @@ pub fn available(server: &ServerState, cmd: &Command) -> bool {
 /// with `$db` and the name as sent.
 fn resolve<'a>(
     server: &ServerState,
-    body: &Parsed<'a>,
+    named: Named<'a>,
 ) -> Result<(&'static Command, &'a str, &'a str), CommandError> {
-    let (db, name) = envelope(body)?;
-    let cmd = lookup(name)
+    let (db, name) = named.envelope?;
+    let cmd = named
+        .command
         .filter(|c| available(server, c))
         .ok_or_else(|| {
             CommandError::new(

@@ -77,6 +77,7 @@ impl<'a> Entries<'a> {
         self.spilled.push(e);
     }
 
+    #[inline]
     fn as_slice(&self) -> &[Entry<'a>] {
         if self.spilled.is_empty() {
             self.inline.get(..self.len).unwrap_or_default()
@@ -93,14 +94,15 @@ fn invalid(message: &str) -> CommandError {
 impl<'a> Parsed<'a> {
     /// Walks `body` once.
     pub fn parse(body: &'a RawDocument) -> Parsed<'a> {
-        if let Some(entries) = plain_fields(body) {
-            return Parsed {
-                body,
-                entries,
-                malformed: None,
-            };
+        let mut parsed = Parsed {
+            body,
+            entries: Entries::new(),
+            malformed: None,
+        };
+        if !plain_fields(body, &mut parsed.entries) {
+            parsed = Self::walked(body);
         }
-        Self::walked(body)
+        parsed
     }
 
     /// [`Parsed::parse`] by bson's iterator.
@@ -130,8 +132,8 @@ impl<'a> Parsed<'a> {
 
     /// The first field named `key`, as `RawDocument::get` finds it.
     pub fn get(&self, key: &str) -> Result<Option<RawBsonRef<'a>>, CommandError> {
-        match self.entries.as_slice().iter().find(|(k, _)| *k == key) {
-            Some((_, v)) => Ok(Some(*v)),
+        match self.find(key) {
+            Some(v) => Ok(Some(v)),
             None => match &self.malformed {
                 Some(m) => Err(invalid(m)),
                 None => Ok(None),
@@ -140,9 +142,15 @@ impl<'a> Parsed<'a> {
     }
 
     /// The first field named `key`; `None` when absent or unreadable (as
-    /// `body.get(key).ok().flatten()`).
+    /// `body.get(key).ok().flatten()`: a field read before a malformed element is found,
+    /// one after it is not in the table).
+    #[inline]
     pub fn find(&self, key: &str) -> Option<RawBsonRef<'a>> {
-        self.get(key).ok().flatten()
+        self.entries
+            .as_slice()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
     }
 
     /// Whether the walk stopped at a malformed element (then a key not found before it is an
@@ -172,21 +180,26 @@ impl<'a> Parsed<'a> {
     }
 }
 
-/// The fields of `body` read straight from its bytes, or `None` when it holds an element of
-/// another type than double, string, document, boolean, null, int32 or int64, or anything
+/// Reads the fields of `body` straight from its bytes into `out` (empty on entry); false
+/// when it holds an element of another type than double, string, document, boolean, null, int32 or int64, or anything
 /// bson's iterator might refuse (a key or length out of place, a boolean not 0 or 1, text that
 /// is not UTF-8): [`Parsed::parse`] then walks it with bson's iterator. What this accepts,
 /// the iterator reads to the same keys and values (bson's `RawIter` checks, each at least as
 /// strictly: a key ends before the terminator, a string has a length of at least 1 and ends
 /// with NUL, an embedded document passes `RawDocument::from_bytes`, every value ends before
-/// the terminator, and the last element ends exactly there).
-fn plain_fields(body: &RawDocument) -> Option<Entries<'_>> {
+/// the terminator, and the last element ends exactly there). After false, `out` holds what
+/// was read before the element that stopped the direct read.
+fn plain_fields<'a>(body: &'a RawDocument, out: &mut Entries<'a>) -> bool {
+    plain_fields_into(body, out).is_some()
+}
+
+/// [`plain_fields`], `None` for false.
+fn plain_fields_into<'a>(body: &'a RawDocument, out: &mut Entries<'a>) -> Option<()> {
     let b = body.as_bytes();
     let end = b.len().checked_sub(1)?;
     if b.get(end) != Some(&0) {
         return None;
     }
-    let mut out = Entries::new();
     let mut at = 4;
     while at < end {
         let tag = *b.get(at)?;
@@ -234,7 +247,7 @@ fn plain_fields(body: &RawDocument) -> Option<Entries<'_>> {
         out.push((key, parsed));
         at = v + size;
     }
-    (at == end).then_some(out)
+    (at == end).then_some(())
 }
 
 /// Where argument readers find a command's fields: its raw body, or the [`Parsed`] already
@@ -314,7 +327,7 @@ mod tests {
                 .iter()
                 .flatten()
                 .any(|(_, v)| matches!(v, RawBsonRef::Array(_) | RawBsonRef::Timestamp(_)));
-            assert_eq!(plain_fields(body).is_some(), plain, "{body:?}");
+            assert_eq!(plain_fields(body, &mut Entries::new()), plain, "{body:?}");
             let bytes = body.as_bytes();
             let mut checked = 0;
             for at in 4..bytes.len() {
