@@ -78,8 +78,8 @@ pub struct Operation {
     db_len: usize,
     /// MongoDB's `op`: `command`, `query`, `getmore`, `insert`, `update`, `remove`.
     pub op_type: &'static str,
-    /// The command document (or its `$truncated` summary).
-    pub command: RawDocumentBuf,
+    /// The command document (or its `$truncated` summary), see [`Operation::command`].
+    command: Kept,
     /// When it started.
     pub started: Instant,
     /// Wall-clock start (`ts`).
@@ -92,7 +92,27 @@ pub struct Operation {
     pub msg: Mutex<Option<String>>,
 }
 
+/// What an operation keeps of its command document.
+#[derive(Debug)]
+enum Kept {
+    /// The body as received, shared with the message it came in (no copy).
+    Shared(bytes::Bytes),
+    /// A copy: redacted, summarized, or of a body that came in no message.
+    Copied(RawDocumentBuf),
+}
+
 impl Operation {
+    /// The command document (secrets redacted), or its `$truncated` summary.
+    pub fn command(&self) -> &RawDocument {
+        static EMPTY: std::sync::LazyLock<RawDocumentBuf> =
+            std::sync::LazyLock::new(RawDocumentBuf::new);
+        match &self.command {
+            Kept::Copied(d) => d,
+            // (Shared only from a document's exact bytes.)
+            Kept::Shared(b) => RawDocument::from_bytes(b).unwrap_or(&EMPTY),
+        }
+    }
+
     /// `$db`.
     pub fn db(&self) -> &str {
         self.ns.get(..self.db_len).unwrap_or_default()
@@ -147,7 +167,7 @@ impl Operation {
 
     /// The `lsid` it runs in, as sent.
     pub fn lsid(&self) -> Option<RawDocumentBuf> {
-        match self.command.get("lsid") {
+        match self.command().get("lsid") {
             Ok(Some(RawBsonRef::Document(d))) => Some(d.to_owned()),
             _ => None,
         }
@@ -327,6 +347,22 @@ pub fn namespace(db: &str, body: &crate::commands::Parsed<'_>, command: &str) ->
 /// whole when small, else MongoDB's summary.
 pub fn command_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
     kept_copy(&crate::auth::redact::command(body), limit)
+}
+
+/// What an operation keeps of its command: the body shared with the message it came in
+/// when it is whole (within `limit`) and has nothing to redact, else [`command_copy`].
+fn keep(body: &crate::commands::Parsed<'_>, limit: usize) -> Kept {
+    let Some(Ok((name, _))) = body.first() else {
+        return Kept::Copied(command_copy(body.body(), limit));
+    };
+    let redacted = crate::auth::redact::command_named(name, body.body());
+    if matches!(redacted, std::borrow::Cow::Borrowed(_))
+        && body.body().as_bytes().len() <= limit
+        && let Some(shared) = body.shared()
+    {
+        return Kept::Shared(shared);
+    }
+    Kept::Copied(kept_copy(&redacted, limit))
 }
 
 /// [`command_copy`] of a body already redacted.
@@ -644,13 +680,7 @@ impl Ops {
             ns: namespace(db, body, cmd.name),
             db_len: db.len(),
             op_type: op_type(cmd.name),
-            command: match body.first() {
-                Some(Ok((name, _))) => kept_copy(
-                    &crate::auth::redact::command_named(name, body.body()),
-                    MAX_COMMAND_BYTES,
-                ),
-                _ => command_copy(body.body(), MAX_COMMAND_BYTES),
-            },
+            command: keep(body, MAX_COMMAND_BYTES),
             started: Instant::now(),
             started_at: SystemTime::now(),
             killed: AtomicBool::new(false),
@@ -802,7 +832,7 @@ pub fn render(op: &Operation, host: &str) -> RawDocumentBuf {
         );
         d.append(cstr!("lsid"), l);
     }
-    if let Ok(Some(t)) = op.command.get("txnNumber") {
+    if let Ok(Some(t)) = op.command().get("txnNumber") {
         d.append(
             cstr!("transaction"),
             rawdoc! {"parameters": {"txnNumber": t}},
@@ -816,7 +846,7 @@ pub fn render(op: &Operation, host: &str) -> RawDocumentBuf {
             "op": op.op_type,
             "ns": op.ns.as_str(),
             "redacted": false,
-            "command": op.command.clone(),
+            "command": op.command().to_owned(),
         },
     );
     if let Some(p) = op.plan_summary() {

@@ -973,6 +973,17 @@ mod tests {
         );
     }
 
+    /// The reply's fixed pieces are what bson writes for them.
+    #[test]
+    fn reply_pieces_are_bsons() {
+        let ok = bson::rawdoc! {"ok": 1.0};
+        let b = ok.as_bytes();
+        assert_eq!(&b[4..b.len() - 1], &OK_ELEMENT);
+        let empty = empty_reply();
+        assert_eq!(empty.as_bytes(), RawDocumentBuf::new().as_bytes());
+        assert!(empty.into_bytes().capacity() >= 5 + REPLY_TRAILER);
+    }
+
     #[test]
     fn generic_arguments_sorted() {
         let mut s = GENERIC_ARGUMENTS.to_vec();

@@ -25,6 +25,7 @@
 //! is copied: every value borrows the body.
 
 use bson::{RawBsonRef, RawDocument};
+use bytes::Bytes;
 
 use crate::error::{CommandError, ErrorCode};
 
@@ -32,6 +33,9 @@ use crate::error::{CommandError, ErrorCode};
 #[derive(Debug, Clone)]
 pub struct Parsed<'a> {
     body: &'a RawDocument,
+    /// The received message the body lies in, when it was read from one
+    /// ([`Parsed::parse_in`]).
+    frame: Option<&'a Bytes>,
     entries: Entries<'a>,
     /// The message of the malformed element that ended the walk, if one did.
     malformed: Option<String>,
@@ -96,6 +100,7 @@ impl<'a> Parsed<'a> {
     pub fn parse(body: &'a RawDocument) -> Parsed<'a> {
         let mut parsed = Parsed {
             body,
+            frame: None,
             entries: Entries::new(),
             malformed: None,
         };
@@ -120,9 +125,28 @@ impl<'a> Parsed<'a> {
         }
         Parsed {
             body,
+            frame: None,
             entries,
             malformed,
         }
+    }
+
+    /// [`Parsed::parse`] of a body that lies in `frame`, the message it was received in:
+    /// [`Parsed::shared`] then hands the body out without a copy.
+    pub fn parse_in(body: &'a RawDocument, frame: &'a Bytes) -> Parsed<'a> {
+        let mut parsed = Self::parse(body);
+        parsed.frame = Some(frame);
+        parsed
+    }
+
+    /// The body as a shared slice of the message it was received in (`None` when it was not
+    /// read from one, or does not lie in it: a decompressed or merged command).
+    pub fn shared(&self) -> Option<Bytes> {
+        let frame = self.frame?;
+        let body = self.body.as_bytes();
+        let start = (body.as_ptr() as usize).checked_sub(frame.as_ptr() as usize)?;
+        let end = start.checked_add(body.len())?;
+        (end <= frame.len()).then(|| frame.slice(start..end))
     }
 
     /// The body the fields were read from.
@@ -354,6 +378,23 @@ mod tests {
                 assert_eq!(table(&fast), table(&slow), "cut at {len}");
             }
         }
+    }
+
+    /// A body lying in its frame is handed out as the frame's bytes; one that does not (a
+    /// copy of it) is not.
+    #[test]
+    fn shared_body_is_the_frames() {
+        let body = rawdoc! {"find": "c", "$db": "d"};
+        let mut frame = vec![9u8; 7];
+        frame.extend_from_slice(body.as_bytes());
+        frame.extend_from_slice(&[1, 2, 3]);
+        let frame = Bytes::from(frame);
+        let inside = RawDocument::from_bytes(&frame[7..7 + body.as_bytes().len()]).unwrap();
+        let p = Parsed::parse_in(inside, &frame);
+        assert_eq!(p.shared().unwrap(), body.as_bytes());
+        assert_eq!(p.get("find").unwrap(), body.get("find").unwrap());
+        assert!(Parsed::parse_in(&body, &frame).shared().is_none());
+        assert!(Parsed::parse(inside).shared().is_none());
     }
 
     #[test]

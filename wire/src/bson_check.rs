@@ -379,7 +379,11 @@ mod tests {
             }
             let b = bytes(&d);
             for limit in [levels - 1, levels, levels + 1] {
-                assert_eq!(validate(&b, limit).is_ok(), levels <= limit, "{levels} {limit}");
+                assert_eq!(
+                    validate(&b, limit).is_ok(),
+                    levels <= limit,
+                    "{levels} {limit}"
+                );
             }
             // The outermost "after" string's terminator: corrupting it is found on the way out.
             let mut bad = b.clone();
