@@ -19,7 +19,8 @@
 //! unless two commands share it); its mutexes are held only to insert, remove or copy out `Arc`s,
 //! never across an `.await` or while rendering; an operation's counters are atomics; a
 //! command document larger than [`MAX_COMMAND_BYTES`] is kept as MongoDB's `$truncated`
-//! summary, so the per-operation copy stays small.
+//! summary, so the per-operation copy stays small; a smaller one with nothing to redact is not
+//! copied at all but shares the bytes of the message it came in ([`Operation::command`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -347,6 +347,13 @@ mod tests {
             (p.entries.as_slice().to_vec(), p.malformed.clone())
         }
         for body in &bodies {
+            // Both reads give bson's own fields, in order (beyond the table's inline part too).
+            let fields: Vec<_> = body
+                .iter()
+                .map(|e| e.map(|(k, v)| (k.as_str(), v)).unwrap())
+                .collect();
+            assert_eq!(table(&Parsed::parse(body)).0, fields);
+            assert_eq!(table(&Parsed::walked(body)).0, fields);
             let plain = !body
                 .iter()
                 .flatten()
