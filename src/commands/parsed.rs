@@ -192,6 +192,12 @@ impl<'a> Parsed<'a> {
         }
     }
 
+    /// The fields read, in order (those before the malformed element, if the walk met one).
+    #[inline]
+    pub fn fields(&self) -> &[(&'a str, RawBsonRef<'a>)] {
+        self.entries.as_slice()
+    }
+
     /// Every field in order, then the malformed element's error if the walk met one.
     pub fn iter(
         &self,

@@ -241,10 +241,54 @@ pub struct SessionArgs {
     pub write_concern: bool,
 }
 
+/// The position of a field [`SessionArgs::parse`] reads in [`SessionFields`] (a `match`: a
+/// length switch and a comparison or two).
+#[inline(always)]
+fn session_slot(name: &str) -> Option<usize> {
+    Some(match name {
+        "autocommit" => 0,
+        "txnNumber" => 1,
+        "lsid" => 2,
+        "txnRetryCounter" => 3,
+        "startTransaction" => 4,
+        "writeConcern" => 5,
+        _ => return None,
+    })
+}
+
+/// The fields [`SessionArgs::parse`] reads, picked out of the body's table in one pass
+/// instead of a search of the table for each (most are absent): the first occurrence of each,
+/// as [`Parsed::find`] answers; any other name is asked of the table.
+struct SessionFields<'p, 'a> {
+    body: &'p Parsed<'a>,
+    found: [Option<RawBsonRef<'a>>; 6],
+}
+
+impl<'p, 'a> SessionFields<'p, 'a> {
+    fn new(body: &'p Parsed<'a>) -> Self {
+        let mut found = [None; 6];
+        for (k, v) in body.fields() {
+            if let Some(slot @ None) = session_slot(k).and_then(|i| found.get_mut(i)) {
+                *slot = Some(*v);
+            }
+        }
+        SessionFields { body, found }
+    }
+
+    #[inline(always)]
+    fn get(&self, name: &str) -> Option<RawBsonRef<'a>> {
+        match session_slot(name) {
+            Some(i) => self.found.get(i).copied().flatten(),
+            None => self.body.find(name),
+        }
+    }
+}
+
 impl SessionArgs {
     /// Reads and checks the session fields of `body` for `cmd`.
     pub fn parse(cmd: &Command, body: &Parsed<'_>) -> Result<SessionArgs, CommandError> {
-        let get = |f: &str| body.find(f);
+        let fields = SessionFields::new(body);
+        let get = |f: &str| fields.get(f);
         let name = cmd.name;
         if !cmd.requires_auth {
             if get("autocommit").is_some() {
@@ -1330,6 +1374,32 @@ mod tests {
             }
         }
         assert!(fast > 1, "the direct read took the driver's shape");
+    }
+
+    /// The one-pass table answers as the body's table: first occurrences, absent fields.
+    #[test]
+    fn session_fields_answer_as_the_table() {
+        let body = rawdoc! {
+            "insert": "c", "txnNumber": 5_i64, "lsid": {"id": 1}, "txnNumber": 6_i64,
+            "autocommit": false, "writeConcern": {"w": 1}, "$db": "d", "lsid": 2,
+        };
+        let parsed = Parsed::parse(&body);
+        let fields = SessionFields::new(&parsed);
+        for name in [
+            "autocommit",
+            "txnNumber",
+            "lsid",
+            "txnRetryCounter",
+            "startTransaction",
+            "writeConcern",
+            "insert",
+            "$db",
+            "readConcern",
+            "",
+        ] {
+            assert_eq!(fields.get(name), parsed.find(name), "{name}");
+        }
+        assert_eq!(fields.get("txnNumber"), Some(RawBsonRef::Int64(5)));
     }
 
     #[test]
