@@ -34,7 +34,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use bson::{RawDocument, RawDocumentBuf, rawdoc};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use cairn_wire::message::{ReplyProtocol, decode};
 use cairn_wire::op_msg::{self, MORE_TO_COME};
 use cairn_wire::op_query::{self, REPLY_AWAIT_CAPABLE, REPLY_QUERY_FAILURE};
@@ -80,7 +80,7 @@ const OP_QUERY_COMMANDS: &[&str] = &[
 const QUERY_FLAG_EXHAUST: i32 = 1 << 6;
 
 enum ReadOutcome {
-    Frame(BytesMut),
+    Frame(Bytes),
     Closed,
     Fatal(String),
 }
@@ -194,7 +194,7 @@ impl Connection {
             match header::check_frame(&self.buf, max) {
                 Err(e) => return ReadOutcome::Fatal(e.to_string()),
                 Ok(Some(n)) if self.buf.len() >= n => {
-                    return ReadOutcome::Frame(self.buf.split_to(n));
+                    return ReadOutcome::Frame(self.buf.split_to(n).freeze());
                 }
                 Ok(Some(n)) => {
                     let missing = n - self.buf.len();
@@ -274,7 +274,7 @@ impl Connection {
     }
 
     /// Handles one frame; returns false when the connection must close.
-    async fn handle(&mut self, frame: &[u8]) -> bool {
+    async fn handle(&mut self, frame: &Bytes) -> bool {
         self.server.network.num_requests.fetch_add(1, Relaxed);
         let incoming = match decode(frame, MAX_MESSAGE_SIZE) {
             Ok(i) => i,
@@ -318,7 +318,10 @@ impl Connection {
                         return self.send(m, compressor).await;
                     }
                 };
-                let Some((reply, next)) = self.run_command(&command, exhaust_allowed).await else {
+                let Some((reply, next)) = self
+                    .run_command(&command, exhaust_allowed, Some(frame))
+                    .await
+                else {
                     return false;
                 };
                 if client_more_to_come {
@@ -339,7 +342,7 @@ impl Connection {
             }
             Body::Query(query) => {
                 let reply = match self.query_command(&query) {
-                    Ok(cmd) => match self.run_command(&cmd, false).await {
+                    Ok(cmd) => match self.run_command(&cmd, false, None).await {
                         Some((reply, _)) => reply,
                         None => return false,
                     },
@@ -422,19 +425,23 @@ impl Connection {
         Ok(out)
     }
 
-    /// Runs a command, logging it (and it if slow). Returns `None` when the client
-    /// disconnected while a kill-on-disconnect command was waiting.
+    /// Runs a command, logging it (and it if slow); `frame` is the message the body lies in,
+    /// if it does. Returns `None` when the client disconnected while a kill-on-disconnect
+    /// command was waiting.
     async fn run_command(
         &mut self,
         body: &RawDocument,
         exhaust_allowed: bool,
+        frame: Option<&Bytes>,
     ) -> Option<(RawDocumentBuf, Option<RawDocumentBuf>)> {
-        let parsed = commands::Parsed::parse(body);
-        let envelope = commands::envelope(&parsed).ok();
-        let name = envelope.map(|(_, n)| n).unwrap_or_default();
-        let db = envelope.map(|(d, _)| d).unwrap_or_default();
+        let parsed = match frame {
+            Some(frame) => commands::Parsed::parse_in(body, frame),
+            None => commands::Parsed::parse(body),
+        };
+        let named = commands::Named::of(&parsed);
+        let (db, name) = named.envelope.as_ref().copied().unwrap_or_default();
         let awaitable = parsed.find("maxAwaitTimeMS").is_some();
-        let kill_on_disconnect = commands::lookup(name).is_some_and(|c| c.kill_on_disconnect);
+        let kill_on_disconnect = named.command.is_some_and(|c| c.kill_on_disconnect);
         let started = Instant::now();
         self.server.connections.active.fetch_add(1, Relaxed);
         let Connection {
@@ -444,7 +451,7 @@ impl Connection {
             client,
             ..
         } = self;
-        let fut = commands::dispatch_parsed(server, client, &parsed, exhaust_allowed);
+        let fut = commands::dispatch_parsed(server, client, &parsed, named, exhaust_allowed);
         let result = if kill_on_disconnect {
             tokio::pin!(fut);
             loop {
@@ -522,7 +529,7 @@ impl Connection {
         counter.fetch_add(1, Relaxed);
         let server = self.server.clone();
         let keep = loop {
-            let Some((reply, more)) = self.run_command(&next, true).await else {
+            let Some((reply, more)) = self.run_command(&next, true, None).await else {
                 break false;
             };
             let id = self.request_id();

@@ -201,6 +201,12 @@ pub fn get(name: &str) -> Option<&'static FailPoint> {
     REGISTRY.get(i)
 }
 
+/// `failCommand`, found once (every command checks it, twice).
+fn fail_command_point() -> Option<&'static FailPoint> {
+    static POINT: LazyLock<Option<&'static FailPoint>> = LazyLock::new(|| get("failCommand"));
+    *POINT
+}
+
 fn integer(v: RawBsonRef<'_>, field: &str) -> Result<i64, CommandError> {
     match v {
         RawBsonRef::Int32(i) => Ok(i64::from(i)),
@@ -446,7 +452,7 @@ pub async fn fail_command(
     client: &mut Client,
     effects: &mut Effects,
 ) -> Result<(), CommandError> {
-    let Some(fp) = get("failCommand") else {
+    let Some(fp) = fail_command_point() else {
         return Ok(());
     };
     if !fp.is_active() {
@@ -557,7 +563,7 @@ pub fn write_concern_error(
     body: &RawDocument,
     client: &Client,
 ) -> Option<RawDocumentBuf> {
-    let fp = get("failCommand")?;
+    let fp = fail_command_point()?;
     if !fp.is_active() || !supports_write_concern(cmd, body) {
         return None;
     }

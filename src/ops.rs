@@ -19,7 +19,8 @@
 //! unless two commands share it); its mutexes are held only to insert, remove or copy out `Arc`s,
 //! never across an `.await` or while rendering; an operation's counters are atomics; a
 //! command document larger than [`MAX_COMMAND_BYTES`] is kept as MongoDB's `$truncated`
-//! summary, so the per-operation copy stays small.
+//! summary, so the per-operation copy stays small; a smaller one with nothing to redact is not
+//! copied at all but shares the bytes of the message it came in ([`Operation::command`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -72,14 +73,14 @@ pub struct Operation {
     pub conn: Arc<Connection>,
     /// The command's name (the registered one).
     pub command_name: &'static str,
-    /// `$db`.
-    pub db: String,
-    /// The namespace (`db.coll`, or `db.$cmd`).
+    /// The namespace (`db.coll`, or `db.$cmd`), which begins with `$db` ([`Operation::db`]).
     pub ns: String,
+    /// The length of `$db` at the start of `ns`.
+    db_len: usize,
     /// MongoDB's `op`: `command`, `query`, `getmore`, `insert`, `update`, `remove`.
     pub op_type: &'static str,
-    /// The command document (or its `$truncated` summary).
-    pub command: RawDocumentBuf,
+    /// The command document (or its `$truncated` summary), see [`Operation::command`].
+    command: Kept,
     /// When it started.
     pub started: Instant,
     /// Wall-clock start (`ts`).
@@ -92,7 +93,32 @@ pub struct Operation {
     pub msg: Mutex<Option<String>>,
 }
 
+/// What an operation keeps of its command document.
+#[derive(Debug)]
+enum Kept {
+    /// The body as received, shared with the message it came in (no copy).
+    Shared(bytes::Bytes),
+    /// A copy: redacted, summarized, or of a body that came in no message.
+    Copied(RawDocumentBuf),
+}
+
 impl Operation {
+    /// The command document (secrets redacted), or its `$truncated` summary.
+    pub fn command(&self) -> &RawDocument {
+        static EMPTY: std::sync::LazyLock<RawDocumentBuf> =
+            std::sync::LazyLock::new(RawDocumentBuf::new);
+        match &self.command {
+            Kept::Copied(d) => d,
+            // (Shared only from a document's exact bytes.)
+            Kept::Shared(b) => RawDocument::from_bytes(b).unwrap_or(&EMPTY),
+        }
+    }
+
+    /// `$db`.
+    pub fn db(&self) -> &str {
+        self.ns.get(..self.db_len).unwrap_or_default()
+    }
+
     /// Microseconds since it started.
     pub fn micros(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
@@ -142,7 +168,7 @@ impl Operation {
 
     /// The `lsid` it runs in, as sent.
     pub fn lsid(&self) -> Option<RawDocumentBuf> {
-        match self.command.get("lsid") {
+        match self.command().get("lsid") {
             Ok(Some(RawBsonRef::Document(d))) => Some(d.to_owned()),
             _ => None,
         }
@@ -324,6 +350,22 @@ pub fn command_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
     kept_copy(&crate::auth::redact::command(body), limit)
 }
 
+/// What an operation keeps of its command: the body shared with the message it came in
+/// when it is whole (within `limit`) and has nothing to redact, else [`command_copy`].
+fn keep(body: &crate::commands::Parsed<'_>, limit: usize) -> Kept {
+    let Some(Ok((name, _))) = body.first() else {
+        return Kept::Copied(command_copy(body.body(), limit));
+    };
+    let redacted = crate::auth::redact::command_named(name, body.body());
+    if matches!(redacted, std::borrow::Cow::Borrowed(_))
+        && body.body().as_bytes().len() <= limit
+        && let Some(shared) = body.shared()
+    {
+        return Kept::Shared(shared);
+    }
+    Kept::Copied(kept_copy(&redacted, limit))
+}
+
 /// [`command_copy`] of a body already redacted.
 fn kept_copy(body: &RawDocument, limit: usize) -> RawDocumentBuf {
     if body.as_bytes().len() <= limit {
@@ -478,7 +520,7 @@ impl Usage {
     /// Counts one `command` that took `micros`.
     fn record(&mut self, command: &str, micros: u64) {
         self.total.add(micros);
-        if WRITES.contains(&command) {
+        if is_write(command) {
             self.write_lock.add(micros);
         } else {
             self.read_lock.add(micros);
@@ -502,20 +544,23 @@ pub struct Top {
     usage: Mutex<HashMap<String, Usage, foldhash::fast::RandomState>>,
 }
 
-/// Commands that write (they count under `writeLock`).
-const WRITES: &[&str] = &[
-    "collMod",
-    "create",
-    "createIndexes",
-    "delete",
-    "drop",
-    "dropIndexes",
-    "findAndModify",
-    "insert",
-    "renameCollection",
-    "update",
-];
-
+/// Whether a command writes (it counts under `writeLock`): a `match` (a length switch and a
+/// comparison or two) rather than a search of a list on every command.
+fn is_write(command: &str) -> bool {
+    matches!(
+        command,
+        "collMod"
+            | "create"
+            | "createIndexes"
+            | "delete"
+            | "drop"
+            | "dropIndexes"
+            | "findAndModify"
+            | "insert"
+            | "renameCollection"
+            | "update"
+    )
+}
 impl Top {
     /// Records one operation on a collection namespace (`db.$cmd` is not recorded).
     pub fn record(&self, ns: &str, command: &str, micros: u64) {
@@ -633,16 +678,10 @@ impl Ops {
             opid,
             conn,
             command_name: cmd.name,
-            db: db.to_string(),
             ns: namespace(db, body, cmd.name),
+            db_len: db.len(),
             op_type: op_type(cmd.name),
-            command: match body.first() {
-                Some(Ok((name, _))) => kept_copy(
-                    &crate::auth::redact::command_named(name, body.body()),
-                    MAX_COMMAND_BYTES,
-                ),
-                _ => command_copy(body.body(), MAX_COMMAND_BYTES),
-            },
+            command: keep(body, MAX_COMMAND_BYTES),
             started: Instant::now(),
             started_at: SystemTime::now(),
             killed: AtomicBool::new(false),
@@ -745,7 +784,7 @@ pub fn finished(server: &crate::state::ServerState, op: &Operation, ok: bool, mi
     let top = &server.ops.top;
     match (op.command_name, ok) {
         ("drop", true) => top.forget(&op.ns),
-        ("dropDatabase", true) => top.forget(&format!("{}.", op.db)),
+        ("dropDatabase", true) => top.forget(&format!("{}.", op.db())),
         _ => top.record(&op.ns, op.command_name, micros),
     }
 }
@@ -794,7 +833,7 @@ pub fn render(op: &Operation, host: &str) -> RawDocumentBuf {
         );
         d.append(cstr!("lsid"), l);
     }
-    if let Ok(Some(t)) = op.command.get("txnNumber") {
+    if let Ok(Some(t)) = op.command().get("txnNumber") {
         d.append(
             cstr!("transaction"),
             rawdoc! {"parameters": {"txnNumber": t}},
@@ -808,7 +847,7 @@ pub fn render(op: &Operation, host: &str) -> RawDocumentBuf {
             "op": op.op_type,
             "ns": op.ns.as_str(),
             "redacted": false,
-            "command": op.command.clone(),
+            "command": op.command().to_owned(),
         },
     );
     if let Some(p) = op.plan_summary() {

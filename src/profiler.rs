@@ -314,7 +314,7 @@ pub async fn record(
         return passes;
     }
     let server2 = server.clone();
-    let db = op.db.clone();
+    let db = op.db().to_string();
     let written = crate::blocking::run(move || {
         let _guard = server2.profiler.write_lock.lock();
         write(&server2.store, &db, e)

@@ -276,13 +276,13 @@ pub struct RawReply {
 
 impl RawReply {
     /// The body of an OP_MSG reply.
-    pub fn msg(&self) -> cairn_wire::OpMsg {
+    pub fn msg(&self) -> cairn_wire::OpMsg<'_> {
         cairn_wire::OpMsg::parse(&self.frame).expect("OP_MSG reply")
     }
 
     /// The body document of an OP_MSG reply.
     pub fn body(&self) -> RawDocumentBuf {
-        self.msg().body
+        self.msg().body.into_owned()
     }
 
     /// The document of an OP_REPLY.

@@ -92,6 +92,7 @@ fn collection_name<'a>(
 
 /// An optional non-negative integer field (`batchSize`, `limit`, `skip`): numbers are
 /// truncated; negatives are 51024; other types 14.
+#[inline]
 pub fn opt_count<'a>(
     body: impl Args<'a>,
     cmd: &str,
@@ -107,6 +108,7 @@ pub fn opt_count<'a>(
 }
 
 /// An optional document field (14 when present with another type).
+#[inline]
 pub fn opt_document<'a>(
     body: impl Args<'a>,
     cmd: &str,
@@ -124,6 +126,7 @@ pub fn opt_document<'a>(
 }
 
 /// An optional strictly boolean field (`ordered`, `singleBatch`...).
+#[inline]
 pub fn opt_strict_bool<'a>(
     body: impl Args<'a>,
     cmd: &str,
@@ -141,6 +144,7 @@ pub fn opt_strict_bool<'a>(
 }
 
 /// Reads an optional boolean-ish IDL field (`safeBool`: bool or number).
+#[inline]
 pub fn opt_bool<'a>(
     body: impl Args<'a>,
     cmd: &str,

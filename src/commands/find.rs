@@ -129,6 +129,7 @@ fn not_implemented(what: &str) -> CommandError {
 /// The position of `name` in [`FIELDS`] (a `match`: a length switch and at most a couple of
 /// byte comparisons, where a search of the list compares strings at every step; a test checks
 /// it against the list).
+#[inline(always)]
 fn field_slot(name: &str) -> Option<usize> {
     Some(match name {
         "allowDiskUse" => 0,
@@ -182,6 +183,7 @@ impl<'p, 'a> FindFields<'p, 'a> {
 }
 
 impl<'a> super::Args<'a> for &FindFields<'_, 'a> {
+    #[inline(always)]
     fn arg(self, field: &str) -> Result<Option<RawBsonRef<'a>>, CommandError> {
         match field_slot(field) {
             Some(i) => match self.values.get(i).copied().flatten() {

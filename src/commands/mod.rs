@@ -31,12 +31,13 @@
 //! authorization bookkeeping ([`crate::auth::authorize::after`]: who owns a new cursor or
 //! session).
 //!
-//! The body is walked once ([`Parsed`], by the connection or [`dispatch`]); the envelope, the
-//! stable-API and strict-field checks, `maxTimeMS`, the session arguments
-//! ([`crate::session::begin`]), the latency and metrics bookkeeping all read that one table,
-//! and handlers get it too ([`Invocation::parsed`]).
+//! The body is walked once ([`Parsed`], by the connection or [`dispatch`]), and its envelope
+//! read and its command looked up once ([`Named`]); the stable-API and strict-field checks,
+//! `maxTimeMS`, the session arguments ([`crate::session::begin`]), the latency and metrics
+//! bookkeeping all read that one table, and handlers get it too ([`Invocation::parsed`]).
 //!
-//! Handlers return the reply body *without* `ok`; the dispatcher appends `ok: 1.0`, or renders
+//! Handlers return the reply body *without* `ok`; the dispatcher writes `ok: 1.0`, the
+//! cluster-time gossip and the session's fields after it in the same buffer, or renders
 //! a [`CommandError`] through [`CommandError::to_reply`] — with the fail point's labels when it
 //! gave some.
 
@@ -48,7 +49,7 @@ use std::sync::{Arc, OnceLock};
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 
 use crate::client::Client;
-use crate::error::{CommandError, ErrorCode, ok_reply};
+use crate::error::{CommandError, ErrorCode};
 use crate::state::ServerState;
 
 pub use crate::auth::authorize::Authz;
@@ -375,46 +376,52 @@ pub const GENERIC_ARGUMENTS: &[&str] = &[
     "writeConcern",
 ];
 
-/// Whether `name` is one of [`GENERIC_ARGUMENTS`] (a `match`: a length switch and a byte
-/// comparison or two, where a search of the list compares at every step; a test checks it
-/// against the list).
+/// Whether `name` is one of [`GENERIC_ARGUMENTS`].
 pub fn is_generic_argument(name: &str) -> bool {
-    matches!(
-        name,
-        "$audit"
-            | "$client"
-            | "$clusterTime"
-            | "$configServerState"
-            | "$configTime"
-            | "$db"
-            | "$oplogQueryData"
-            | "$queryOptions"
-            | "$readPreference"
-            | "$replData"
-            | "$tenant"
-            | "$topologyTime"
-            | "allowImplicitCollectionCreation"
-            | "apiDeprecationErrors"
-            | "apiStrict"
-            | "apiVersion"
-            | "autocommit"
-            | "clientOperationKey"
-            | "comment"
-            | "coordinator"
-            | "databaseVersion"
-            | "lsid"
-            | "maxTimeMS"
-            | "maxTimeMSOpOnly"
-            | "mayBypassWriteBlocking"
-            | "readConcern"
-            | "shardVersion"
-            | "startTransaction"
-            | "stmtId"
-            | "tracking_info"
-            | "txnNumber"
-            | "txnRetryCounter"
-            | "writeConcern"
-    )
+    generic_argument(name.as_bytes()).is_some()
+}
+
+/// The generic argument (one of [`GENERIC_ARGUMENTS`]) spelled by `name`: a `match` (a length
+/// switch and a byte comparison or two, where a search of the list compares at every step; a
+/// test checks it against the list). [`Parsed`] takes a key's text from here without decoding
+/// it.
+pub fn generic_argument(name: &[u8]) -> Option<&'static str> {
+    Some(match name {
+        b"$audit" => "$audit",
+        b"$client" => "$client",
+        b"$clusterTime" => "$clusterTime",
+        b"$configServerState" => "$configServerState",
+        b"$configTime" => "$configTime",
+        b"$db" => "$db",
+        b"$oplogQueryData" => "$oplogQueryData",
+        b"$queryOptions" => "$queryOptions",
+        b"$readPreference" => "$readPreference",
+        b"$replData" => "$replData",
+        b"$tenant" => "$tenant",
+        b"$topologyTime" => "$topologyTime",
+        b"allowImplicitCollectionCreation" => "allowImplicitCollectionCreation",
+        b"apiDeprecationErrors" => "apiDeprecationErrors",
+        b"apiStrict" => "apiStrict",
+        b"apiVersion" => "apiVersion",
+        b"autocommit" => "autocommit",
+        b"clientOperationKey" => "clientOperationKey",
+        b"comment" => "comment",
+        b"coordinator" => "coordinator",
+        b"databaseVersion" => "databaseVersion",
+        b"lsid" => "lsid",
+        b"maxTimeMS" => "maxTimeMS",
+        b"maxTimeMSOpOnly" => "maxTimeMSOpOnly",
+        b"mayBypassWriteBlocking" => "mayBypassWriteBlocking",
+        b"readConcern" => "readConcern",
+        b"shardVersion" => "shardVersion",
+        b"startTransaction" => "startTransaction",
+        b"stmtId" => "stmtId",
+        b"tracking_info" => "tracking_info",
+        b"txnNumber" => "txnNumber",
+        b"txnRetryCounter" => "txnRetryCounter",
+        b"writeConcern" => "writeConcern",
+        _ => return None,
+    })
 }
 
 /// The command index, hashed with foldhash as the storage engine's space map and the plan
@@ -536,11 +543,73 @@ pub fn envelope<'a>(body: &Parsed<'a>) -> Result<(&'a str, &'a str), CommandErro
     Ok((db, name))
 }
 
+/// What a request names, read once for the connection's bookkeeping and the dispatcher:
+/// `$db` and the command name ([`envelope`]), and the registered command of that name
+/// ([`lookup`], test commands included).
+#[derive(Debug)]
+pub struct Named<'a> {
+    /// `$db` and the command name, or the error MongoDB gives for a body without them.
+    pub envelope: Result<(&'a str, &'a str), CommandError>,
+    /// The command registered under the name.
+    pub command: Option<&'static Command>,
+}
+
+impl<'a> Named<'a> {
+    /// Reads the envelope of `body` and looks its command up.
+    pub fn of(body: &Parsed<'a>) -> Named<'a> {
+        let envelope = envelope(body);
+        let command = envelope.as_ref().ok().and_then(|(_, name)| lookup(name));
+        Named { envelope, command }
+    }
+}
+
 /// Bytes a successful reply gains after its body besides the tail: `ok: 1.0` (12),
 /// `$clusterTime` (101) and `operationTime` (23), rounded up.
-/// A handler that knows its reply's size reserves this much more (the cursor replies do),
-/// so the dispatcher's reservation finds the room already there.
+/// A handler that knows its reply's size reserves this much more (the cursor replies do, and
+/// [`empty_reply`]), so the dispatcher's reservation finds the room already there.
 pub const REPLY_TRAILER: usize = 160;
+
+/// An empty reply body with room for what the dispatcher appends ([`REPLY_TRAILER`]).
+pub fn empty_reply() -> RawDocumentBuf {
+    let mut bytes = Vec::with_capacity(5 + REPLY_TRAILER);
+    bytes.extend_from_slice(&[5, 0, 0, 0, 0]);
+    RawDocumentBuf::from_bytes(bytes).unwrap_or_default()
+}
+
+/// The element `ok: 1.0` of a successful reply.
+const OK_ELEMENT: [u8; 12] = {
+    let one = 1.0f64.to_le_bytes();
+    [
+        0x01, b'o', b'k', 0, one[0], one[1], one[2], one[3], one[4], one[5], one[6], one[7],
+    ]
+};
+
+/// A successful reply: the handler's `body`, then `ok: 1.0`, the cluster-time gossip
+/// ([`crate::session::write_gossip`]) and the session's `tail` fields, written after the
+/// body's elements in its own buffer (no document is rebuilt element by element).
+fn success_reply(
+    body: RawDocumentBuf,
+    server: &ServerState,
+    op_time: Option<bson::Timestamp>,
+    tail: Option<&RawDocument>,
+) -> Result<RawDocumentBuf, CommandError> {
+    // A document's elements lie between its length prefix and its terminator.
+    let tail = tail
+        .map(RawDocument::as_bytes)
+        .and_then(|b| b.get(4..b.len().saturating_sub(1)))
+        .unwrap_or_default();
+    let mut bytes = body.into_bytes();
+    // Drop the terminator (a document always ends with one); `close` writes it back.
+    bytes.pop();
+    bytes.reserve(REPLY_TRAILER + tail.len());
+    bytes.extend_from_slice(&OK_ELEMENT);
+    crate::session::write_gossip(&mut bytes, server, op_time);
+    bytes.extend_from_slice(tail);
+    cairn_wire::doc_writer::close(&mut bytes, 0)
+        .map_err(|e| CommandError::new(ErrorCode::BSONObjectTooLarge, e.to_string()))?;
+    RawDocumentBuf::from_bytes(bytes)
+        .map_err(|e| CommandError::new(ErrorCode::InternalError, e.to_string()))
+}
 
 /// Runs one command document and returns the complete reply (with `ok` and the cluster-time
 /// gossip a router adds to every reply), plus the next body for exhaust streaming.
@@ -550,33 +619,39 @@ pub async fn dispatch(
     body: &RawDocument,
     exhaust_allowed: bool,
 ) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
-    dispatch_parsed(server, client, &Parsed::parse(body), exhaust_allowed).await
+    let parsed = Parsed::parse(body);
+    let named = Named::of(&parsed);
+    dispatch_parsed(server, client, &parsed, named, exhaust_allowed).await
 }
 
-/// [`dispatch`] for a body whose fields were already read (the connection reads them once
-/// for its own bookkeeping and the dispatcher's).
-pub async fn dispatch_parsed(
+/// [`dispatch`] for a body whose fields and name were already read (the connection reads
+/// them once for its own bookkeeping and the dispatcher's).
+pub async fn dispatch_parsed<'a>(
     server: &Arc<ServerState>,
     client: &mut Client,
-    body: &Parsed<'_>,
+    body: &Parsed<'a>,
+    named: Named<'a>,
     exhaust_allowed: bool,
 ) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
     let mut op = crate::session::OpCtx::default();
     let mut effects = crate::failpoint::Effects::default();
-    let (result, tail) = run(server, client, body, exhaust_allowed, &mut op, &mut effects).await;
+    let (result, tail) = run(
+        server,
+        client,
+        body,
+        named,
+        exhaust_allowed,
+        &mut op,
+        &mut effects,
+    )
+    .await;
+    let result = result.and_then(|reply| {
+        let more = reply.more_to_come;
+        success_reply(reply.body, server, op.at_cluster_time, tail.as_deref())
+            .map(|out| (out, more))
+    });
     match result {
-        Ok(reply) => {
-            // Room for `ok`, the gossip and the tail, so appending them does not grow the
-            // buffer step by step.
-            let mut bytes = reply.body.into_bytes();
-            bytes.reserve(REPLY_TRAILER + tail.as_bytes().len());
-            // (The same bytes, so still a document.)
-            let body = RawDocumentBuf::from_bytes(bytes).unwrap_or_default();
-            let mut out = ok_reply(body);
-            crate::session::append_gossip(&mut out, server, op.at_cluster_time);
-            crate::error::append_all(&mut out, &tail);
-            (out, reply.more_to_come)
-        }
+        Ok(done) => done,
         Err(mut e) => {
             let gossip = crate::session::gossip_out(server, op.at_cluster_time);
             crate::session::label_error(body.body(), &mut e);
@@ -601,18 +676,19 @@ pub async fn dispatch_parsed(
 /// Looks up and runs a command; see the module doc for the checks applied. Returns the
 /// result and the fields the session layer appends to a successful reply; `effects`
 /// receives what a `failCommand` fail point asks of the reply.
-pub async fn run(
+pub async fn run<'a>(
     server: &Arc<ServerState>,
     client: &mut Client,
-    parsed: &Parsed<'_>,
+    parsed: &Parsed<'a>,
+    named: Named<'a>,
     exhaust_allowed: bool,
     op: &mut crate::session::OpCtx,
     effects: &mut crate::failpoint::Effects,
-) -> (CmdResult, RawDocumentBuf) {
+) -> (CmdResult, Option<RawDocumentBuf>) {
     let body = parsed.body();
-    let (cmd, db, name) = match resolve(server, parsed) {
+    let (cmd, db, name) = match resolve(server, named) {
         Ok(r) => r,
-        Err(e) => return (Err(e), RawDocumentBuf::new()),
+        Err(e) => return (Err(e), None),
     };
     let checked = match crate::auth::check_authenticated(server, client, cmd).await {
         Ok(()) => prepare(cmd, parsed),
@@ -620,7 +696,7 @@ pub async fn run(
     };
     let deadline = match checked {
         Ok(d) => d,
-        Err(e) => return (Err(e), RawDocumentBuf::new()),
+        Err(e) => return (Err(e), None),
     };
     let running = server.ops.start(client, cmd, db, parsed);
     let profiling = server.profiler.level(db);
@@ -668,9 +744,9 @@ async fn execute(
     parsed: &Parsed<'_>,
     op: &mut crate::session::OpCtx,
     effects: &mut crate::failpoint::Effects,
-) -> (CmdResult, RawDocumentBuf) {
+) -> (CmdResult, Option<RawDocumentBuf>) {
     let (db, body) = (req.db, req.body);
-    let early = |e: CommandError| (Err(e), RawDocumentBuf::new());
+    let early = |e: CommandError| (Err(e), None);
     if crate::deadline::current().is_some()
         && let Err(e) = crate::deadline::check()
     {
@@ -751,10 +827,11 @@ pub fn available(server: &ServerState, cmd: &Command) -> bool {
 /// with `$db` and the name as sent.
 fn resolve<'a>(
     server: &ServerState,
-    body: &Parsed<'a>,
+    named: Named<'a>,
 ) -> Result<(&'static Command, &'a str, &'a str), CommandError> {
-    let (db, name) = envelope(body)?;
-    let cmd = lookup(name)
+    let (db, name) = named.envelope?;
+    let cmd = named
+        .command
         .filter(|c| available(server, c))
         .ok_or_else(|| {
             CommandError::new(
@@ -896,6 +973,17 @@ mod tests {
         );
     }
 
+    /// The reply's fixed pieces are what bson writes for them.
+    #[test]
+    fn reply_pieces_are_bsons() {
+        let ok = bson::rawdoc! {"ok": 1.0};
+        let b = ok.as_bytes();
+        assert_eq!(&b[4..b.len() - 1], &OK_ELEMENT);
+        let empty = empty_reply();
+        assert_eq!(empty.as_bytes(), RawDocumentBuf::new().as_bytes());
+        assert!(empty.into_bytes().capacity() >= 5 + REPLY_TRAILER);
+    }
+
     #[test]
     fn generic_arguments_sorted() {
         let mut s = GENERIC_ARGUMENTS.to_vec();
@@ -926,6 +1014,8 @@ mod tests {
                 GENERIC_ARGUMENTS.contains(&n.as_str()),
                 "{n}"
             );
+            let listed = GENERIC_ARGUMENTS.iter().find(|g| **g == n.as_str());
+            assert_eq!(generic_argument(n.as_bytes()), listed.copied(), "{n}");
         }
     }
 }

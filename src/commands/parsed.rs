@@ -15,7 +15,9 @@
 //! documents, numbers, booleans, null) straight from the bytes ([`plain_fields`]); a body
 //! with any other element, or anything out of place, is walked by bson's iterator instead,
 //! which answers every case (errors included). Both give the same table for what the direct
-//! read accepts (a test mutates bodies byte by byte and compares them).
+//! read accepts (a test mutates bodies byte by byte and compares them). The direct read takes
+//! a generic argument's key text from [`super::generic_argument`] rather than decoding it.
+//! The table holds a dozen fields in place and moves to the heap only beyond.
 //!
 //! Invariants: [`Parsed::get`] answers exactly what `RawDocument::get` answers on the same
 //! body — the first field with that key, a value found before a malformed element, and an
@@ -23,6 +25,7 @@
 //! is copied: every value borrows the body.
 
 use bson::{RawBsonRef, RawDocument};
+use bytes::Bytes;
 
 use crate::error::{CommandError, ErrorCode};
 
@@ -30,9 +33,62 @@ use crate::error::{CommandError, ErrorCode};
 #[derive(Debug, Clone)]
 pub struct Parsed<'a> {
     body: &'a RawDocument,
-    entries: Vec<(&'a str, RawBsonRef<'a>)>,
+    /// The received message the body lies in, when it was read from one
+    /// ([`Parsed::parse_in`]).
+    frame: Option<&'a Bytes>,
+    entries: Entries<'a>,
     /// The message of the malformed element that ended the walk, if one did.
     malformed: Option<String>,
+}
+
+/// How many fields [`Entries`] holds without allocating: more than a driver's `find`, `insert`
+/// or `hello` carries with its generic arguments.
+const INLINE_FIELDS: usize = 12;
+
+/// One field: its key and value.
+type Entry<'a> = (&'a str, RawBsonRef<'a>);
+
+/// The fields of a body in order: up to [`INLINE_FIELDS`] in an array, all of them in a
+/// vector once there are more (so reading an ordinary command allocates nothing).
+#[derive(Debug, Clone)]
+struct Entries<'a> {
+    inline: [Entry<'a>; INLINE_FIELDS],
+    len: usize,
+    spilled: Vec<Entry<'a>>,
+}
+
+impl<'a> Entries<'a> {
+    fn new() -> Self {
+        Entries {
+            inline: [("", RawBsonRef::Null); INLINE_FIELDS],
+            len: 0,
+            spilled: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, e: Entry<'a>) {
+        if self.spilled.is_empty()
+            && let Some(slot) = self.inline.get_mut(self.len)
+        {
+            *slot = e;
+            self.len += 1;
+            return;
+        }
+        if self.spilled.is_empty() {
+            self.spilled.reserve(2 * INLINE_FIELDS);
+            self.spilled.extend_from_slice(&self.inline);
+        }
+        self.spilled.push(e);
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[Entry<'a>] {
+        if self.spilled.is_empty() {
+            self.inline.get(..self.len).unwrap_or_default()
+        } else {
+            &self.spilled
+        }
+    }
 }
 
 fn invalid(message: &str) -> CommandError {
@@ -42,19 +98,21 @@ fn invalid(message: &str) -> CommandError {
 impl<'a> Parsed<'a> {
     /// Walks `body` once.
     pub fn parse(body: &'a RawDocument) -> Parsed<'a> {
-        if let Some(entries) = plain_fields(body) {
-            return Parsed {
-                body,
-                entries,
-                malformed: None,
-            };
+        let mut parsed = Parsed {
+            body,
+            frame: None,
+            entries: Entries::new(),
+            malformed: None,
+        };
+        if !plain_fields(body, &mut parsed.entries) {
+            parsed = Self::walked(body);
         }
-        Self::walked(body)
+        parsed
     }
 
     /// [`Parsed::parse`] by bson's iterator.
     fn walked(body: &'a RawDocument) -> Parsed<'a> {
-        let mut entries = Vec::with_capacity(16);
+        let mut entries = Entries::new();
         let mut malformed = None;
         for el in body.iter() {
             match el {
@@ -67,9 +125,28 @@ impl<'a> Parsed<'a> {
         }
         Parsed {
             body,
+            frame: None,
             entries,
             malformed,
         }
+    }
+
+    /// [`Parsed::parse`] of a body that lies in `frame`, the message it was received in:
+    /// [`Parsed::shared`] then hands the body out without a copy.
+    pub fn parse_in(body: &'a RawDocument, frame: &'a Bytes) -> Parsed<'a> {
+        let mut parsed = Self::parse(body);
+        parsed.frame = Some(frame);
+        parsed
+    }
+
+    /// The body as a shared slice of the message it was received in (`None` when it was not
+    /// read from one, or does not lie in it: a decompressed or merged command).
+    pub fn shared(&self) -> Option<Bytes> {
+        let frame = self.frame?;
+        let body = self.body.as_bytes();
+        let start = (body.as_ptr() as usize).checked_sub(frame.as_ptr() as usize)?;
+        let end = start.checked_add(body.len())?;
+        (end <= frame.len()).then(|| frame.slice(start..end))
     }
 
     /// The body the fields were read from.
@@ -79,8 +156,8 @@ impl<'a> Parsed<'a> {
 
     /// The first field named `key`, as `RawDocument::get` finds it.
     pub fn get(&self, key: &str) -> Result<Option<RawBsonRef<'a>>, CommandError> {
-        match self.entries.iter().find(|(k, _)| *k == key) {
-            Some((_, v)) => Ok(Some(*v)),
+        match self.find(key) {
+            Some(v) => Ok(Some(v)),
             None => match &self.malformed {
                 Some(m) => Err(invalid(m)),
                 None => Ok(None),
@@ -89,9 +166,15 @@ impl<'a> Parsed<'a> {
     }
 
     /// The first field named `key`; `None` when absent or unreadable (as
-    /// `body.get(key).ok().flatten()`).
+    /// `body.get(key).ok().flatten()`: a field read before a malformed element is found,
+    /// one after it is not in the table).
+    #[inline]
     pub fn find(&self, key: &str) -> Option<RawBsonRef<'a>> {
-        self.get(key).ok().flatten()
+        self.entries
+            .as_slice()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
     }
 
     /// Whether the walk stopped at a malformed element (then a key not found before it is an
@@ -102,11 +185,17 @@ impl<'a> Parsed<'a> {
 
     /// The first field (the command name and its value), as `body.iter().next()` gives it.
     pub fn first(&self) -> Option<Result<(&'a str, RawBsonRef<'a>), CommandError>> {
-        match (self.entries.first(), &self.malformed) {
+        match (self.entries.as_slice().first(), &self.malformed) {
             (Some(e), _) => Some(Ok(*e)),
             (None, Some(m)) => Some(Err(invalid(m))),
             (None, None) => None,
         }
+    }
+
+    /// The fields read, in order (those before the malformed element, if the walk met one).
+    #[inline]
+    pub fn fields(&self) -> &[(&'a str, RawBsonRef<'a>)] {
+        self.entries.as_slice()
     }
 
     /// Every field in order, then the malformed element's error if the walk met one.
@@ -114,33 +203,44 @@ impl<'a> Parsed<'a> {
         &self,
     ) -> impl Iterator<Item = Result<(&'a str, RawBsonRef<'a>), CommandError>> + '_ {
         self.entries
+            .as_slice()
             .iter()
             .map(|e| Ok(*e))
             .chain(self.malformed.iter().map(|m| Err(invalid(m))))
     }
 }
 
-/// The fields of `body` read straight from its bytes, or `None` when it holds an element of
-/// another type than double, string, document, boolean, null, int32 or int64, or anything
+/// Reads the fields of `body` straight from its bytes into `out` (empty on entry); false
+/// when it holds an element of another type than double, string, document, boolean, null, int32 or int64, or anything
 /// bson's iterator might refuse (a key or length out of place, a boolean not 0 or 1, text that
 /// is not UTF-8): [`Parsed::parse`] then walks it with bson's iterator. What this accepts,
 /// the iterator reads to the same keys and values (bson's `RawIter` checks, each at least as
 /// strictly: a key ends before the terminator, a string has a length of at least 1 and ends
 /// with NUL, an embedded document passes `RawDocument::from_bytes`, every value ends before
-/// the terminator, and the last element ends exactly there).
-fn plain_fields(body: &RawDocument) -> Option<Vec<(&str, RawBsonRef<'_>)>> {
+/// the terminator, and the last element ends exactly there). After false, `out` holds what
+/// was read before the element that stopped the direct read.
+fn plain_fields<'a>(body: &'a RawDocument, out: &mut Entries<'a>) -> bool {
+    plain_fields_into(body, out).is_some()
+}
+
+/// [`plain_fields`], `None` for false.
+fn plain_fields_into<'a>(body: &'a RawDocument, out: &mut Entries<'a>) -> Option<()> {
     let b = body.as_bytes();
     let end = b.len().checked_sub(1)?;
     if b.get(end) != Some(&0) {
         return None;
     }
-    let mut out = Vec::with_capacity(16);
     let mut at = 4;
     while at < end {
         let tag = *b.get(at)?;
         let key_at = at + 1;
         let nul = b.get(key_at..end)?.iter().position(|&c| c == 0)?;
-        let key = std::str::from_utf8(b.get(key_at..key_at + nul)?).ok()?;
+        let key = b.get(key_at..key_at + nul)?;
+        // A generic argument's text comes from the list instead of being decoded.
+        let key = match super::generic_argument(key) {
+            Some(k) => k,
+            None => std::str::from_utf8(key).ok()?,
+        };
         let v = key_at + nul + 1;
         // The `n` bytes of the value, which must end before the terminator.
         let value = |n: usize| -> Option<&[u8]> {
@@ -177,7 +277,7 @@ fn plain_fields(body: &RawDocument) -> Option<Vec<(&str, RawBsonRef<'_>)>> {
         out.push((key, parsed));
         at = v + size;
     }
-    (at == end).then_some(out)
+    (at == end).then_some(())
 }
 
 /// Where argument readers find a command's fields: its raw body, or the [`Parsed`] already
@@ -239,18 +339,32 @@ mod tests {
                 "lsid": {"id": "x"}, "$db": "db", "": "", "é": "ü",
             },
             rawdoc! {"insert": "c", "documents": [{"a": 1}], "ordered": false, "$db": "d"},
+            // More fields than the table holds in place; generic arguments and near misses.
+            rawdoc! {
+                "update": "c", "ordered": true, "lsid": {"id": 1}, "lsidx": 1, "$d": "x",
+                "txnNumber": 5_i64, "autocommit": false, "startTransaction": true,
+                "maxTimeMS": 10, "comment": "c", "$db": "d", "bypassDocumentValidation": false,
+                "let": {"v": 1}, "writeConcern": {"w": 1}, "$clusterTime": {"t": 1},
+            },
             rawdoc! {"x": 1},
             rawdoc! {},
         ];
         fn table<'a>(p: &Parsed<'a>) -> (Vec<(&'a str, RawBsonRef<'a>)>, Option<String>) {
-            (p.entries.clone(), p.malformed.clone())
+            (p.entries.as_slice().to_vec(), p.malformed.clone())
         }
         for body in &bodies {
+            // Both reads give bson's own fields, in order (beyond the table's inline part too).
+            let fields: Vec<_> = body
+                .iter()
+                .map(|e| e.map(|(k, v)| (k.as_str(), v)).unwrap())
+                .collect();
+            assert_eq!(table(&Parsed::parse(body)).0, fields);
+            assert_eq!(table(&Parsed::walked(body)).0, fields);
             let plain = !body
                 .iter()
                 .flatten()
                 .any(|(_, v)| matches!(v, RawBsonRef::Array(_) | RawBsonRef::Timestamp(_)));
-            assert_eq!(plain_fields(body).is_some(), plain, "{body:?}");
+            assert_eq!(plain_fields(body, &mut Entries::new()), plain, "{body:?}");
             let bytes = body.as_bytes();
             let mut checked = 0;
             for at in 4..bytes.len() {
@@ -277,6 +391,23 @@ mod tests {
                 assert_eq!(table(&fast), table(&slow), "cut at {len}");
             }
         }
+    }
+
+    /// A body lying in its frame is handed out as the frame's bytes; one that does not (a
+    /// copy of it) is not.
+    #[test]
+    fn shared_body_is_the_frames() {
+        let body = rawdoc! {"find": "c", "$db": "d"};
+        let mut frame = vec![9u8; 7];
+        frame.extend_from_slice(body.as_bytes());
+        frame.extend_from_slice(&[1, 2, 3]);
+        let frame = Bytes::from(frame);
+        let inside = RawDocument::from_bytes(&frame[7..7 + body.as_bytes().len()]).unwrap();
+        let p = Parsed::parse_in(inside, &frame);
+        assert_eq!(p.shared().unwrap(), body.as_bytes());
+        assert_eq!(p.get("find").unwrap(), body.get("find").unwrap());
+        assert!(Parsed::parse_in(&body, &frame).shared().is_none());
+        assert!(Parsed::parse(inside).shared().is_none());
     }
 
     #[test]

@@ -2,9 +2,7 @@
 //!
 //! Strict like MongoDB's IDL definition: any field besides generic arguments is rejected.
 
-use bson::RawDocumentBuf;
-
-use super::{CmdFuture, Command, Counter, Fields, Invocation, ready};
+use super::{CmdFuture, Command, Counter, Fields, Invocation, empty_reply, ready};
 
 /// `ping`.
 pub static COMMAND: Command = Command {
@@ -23,5 +21,5 @@ pub static COMMAND: Command = Command {
 };
 
 fn run(_inv: Invocation<'_>) -> CmdFuture<'_> {
-    ready(Ok(RawDocumentBuf::new().into()))
+    ready(Ok(empty_reply().into()))
 }

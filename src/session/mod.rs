@@ -241,10 +241,54 @@ pub struct SessionArgs {
     pub write_concern: bool,
 }
 
+/// The position of a field [`SessionArgs::parse`] reads in [`SessionFields`] (a `match`: a
+/// length switch and a comparison or two).
+#[inline(always)]
+fn session_slot(name: &str) -> Option<usize> {
+    Some(match name {
+        "autocommit" => 0,
+        "txnNumber" => 1,
+        "lsid" => 2,
+        "txnRetryCounter" => 3,
+        "startTransaction" => 4,
+        "writeConcern" => 5,
+        _ => return None,
+    })
+}
+
+/// The fields [`SessionArgs::parse`] reads, picked out of the body's table in one pass
+/// instead of a search of the table for each (most are absent): the first occurrence of each,
+/// as [`Parsed::find`] answers; any other name is asked of the table.
+struct SessionFields<'p, 'a> {
+    body: &'p Parsed<'a>,
+    found: [Option<RawBsonRef<'a>>; 6],
+}
+
+impl<'p, 'a> SessionFields<'p, 'a> {
+    fn new(body: &'p Parsed<'a>) -> Self {
+        let mut found = [None; 6];
+        for (k, v) in body.fields() {
+            if let Some(slot @ None) = session_slot(k).and_then(|i| found.get_mut(i)) {
+                *slot = Some(*v);
+            }
+        }
+        SessionFields { body, found }
+    }
+
+    #[inline(always)]
+    fn get(&self, name: &str) -> Option<RawBsonRef<'a>> {
+        match session_slot(name) {
+            Some(i) => self.found.get(i).copied().flatten(),
+            None => self.body.find(name),
+        }
+    }
+}
+
 impl SessionArgs {
     /// Reads and checks the session fields of `body` for `cmd`.
     pub fn parse(cmd: &Command, body: &Parsed<'_>) -> Result<SessionArgs, CommandError> {
-        let get = |f: &str| body.find(f);
+        let fields = SessionFields::new(body);
+        let get = |f: &str| fields.get(f);
         let name = cmd.name;
         if !cmd.requires_auth {
             if get("autocommit").is_some() {
@@ -597,6 +641,13 @@ fn gossip_in(server: &ServerState, body: &Parsed<'_>) -> Result<(), CommandError
         Some(t) => t,
         None => cluster_time_field(d)?,
     };
+    // A time the clock has reached (the common case: a driver gossips back the time of its
+    // last reply) leaves it as it is, and is within the drift of the wall clock as every
+    // value the clock took was (its own ticks read the wall clock; gossip is checked here).
+    let now = server.store.clock.last();
+    if (t.time, t.increment) <= (now.time, now.increment) {
+        return Ok(());
+    }
     let wall = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -1076,14 +1127,14 @@ fn transient_write_error(body: &RawDocument) -> Option<CommandError> {
 
 /// Finishes a command's session work (step 4 of the module doc): on an error or a write
 /// error inside a transaction the transaction is aborted, and the recovery token is added.
-/// Returns the fields to append to a successful reply after `ok`.
+/// Returns the fields to append to a successful reply after `ok` (`None`: none).
 pub fn finish(
     server: &ServerState,
     op: &mut OpCtx,
     cmd: &Command,
     result: &mut Result<RawDocumentBuf, CommandError>,
-) -> RawDocumentBuf {
-    let mut tail = RawDocumentBuf::new();
+) -> Option<RawDocumentBuf> {
+    let mut tail = None;
     let in_txn_request = op.args.autocommit;
     let commit_or_abort = matches!(cmd.name, "commitTransaction" | "abortTransaction");
     if let (Some(cell), Some(session)) = (op.target.txn().cloned(), op.session.clone()) {
@@ -1115,7 +1166,9 @@ pub fn finish(
         } else {
             rawdoc! {}
         };
-        tail.append(cstr!("recoveryToken"), token);
+        let mut fields = RawDocumentBuf::new();
+        fields.append(cstr!("recoveryToken"), token);
+        tail = Some(fields);
     }
     op.permit = None;
     tail
@@ -1123,15 +1176,19 @@ pub fn finish(
 
 /// `$clusterTime` and `operationTime` for a reply.
 pub fn gossip_out(server: &ServerState, op_time: Option<Timestamp>) -> RawDocumentBuf {
-    let mut out = RawDocumentBuf::new();
-    append_gossip(&mut out, server, op_time);
-    out
+    let mut out = Vec::with_capacity(128);
+    let start = cairn_wire::doc_writer::open(&mut out);
+    write_gossip(&mut out, server, op_time);
+    // (Two fixed-size elements: far below the BSON size limit, so still a document.)
+    let _ = cairn_wire::doc_writer::close(&mut out, start);
+    RawDocumentBuf::from_bytes(out).unwrap_or_default()
 }
 
-/// Appends `$clusterTime` and `operationTime` to a reply (as [`gossip_out`] gives them).
-/// Every reply carries them, so the `$clusterTime` document is a template built once, with
-/// the time written into a copy on the stack.
-pub fn append_gossip(out: &mut RawDocumentBuf, server: &ServerState, op_time: Option<Timestamp>) {
+/// Writes the elements `$clusterTime` and `operationTime` (as [`gossip_out`] gives them) at
+/// the end of `out`, the unterminated elements of a document being written. Every reply
+/// carries them, so the `$clusterTime` document is a template built once, copied with the
+/// time written in.
+pub fn write_gossip(out: &mut Vec<u8>, server: &ServerState, op_time: Option<Timestamp>) {
     static TEMPLATE: std::sync::OnceLock<RawDocumentBuf> = std::sync::OnceLock::new();
     let template = TEMPLATE.get_or_init(|| {
         rawdoc! {
@@ -1143,33 +1200,31 @@ pub fn append_gossip(out: &mut RawDocumentBuf, server: &ServerState, op_time: Op
         }
     });
     let now = server.store.clock.last();
-    append_times(out, template, now, op_time.unwrap_or(now));
+    write_times(out, template, now, op_time.unwrap_or(now));
 }
 
-/// [`append_gossip`] for given times.
-fn append_times(
-    out: &mut RawDocumentBuf,
-    template: &RawDocument,
-    now: Timestamp,
-    op_time: Timestamp,
-) {
+/// A timestamp's eight value bytes: the increment, then the seconds (each little-endian).
+fn timestamp_bytes(t: Timestamp) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&t.increment.to_le_bytes());
+    b[4..].copy_from_slice(&t.time.to_le_bytes());
+    b
+}
+
+/// [`write_gossip`] for given times.
+fn write_times(out: &mut Vec<u8>, template: &RawDocument, now: Timestamp, op_time: Timestamp) {
     /// Where the template's `clusterTime` value starts: length, type byte, `clusterTime\0`.
     const TIME_AT: usize = 4 + 1 + 12;
-    let bytes = template.as_bytes();
-    let mut buf = [0u8; 128];
-    if let Some(copy) = buf.get_mut(..bytes.len()) {
-        copy.copy_from_slice(bytes);
-        let mut time = [0u8; 8];
-        time[..4].copy_from_slice(&now.increment.to_le_bytes());
-        time[4..].copy_from_slice(&now.time.to_le_bytes());
-        if let Some(at) = copy.get_mut(TIME_AT..TIME_AT + 8) {
-            at.copy_from_slice(&time);
-        }
-        if let Ok(doc) = RawDocument::from_bytes(copy) {
-            out.append(cstr!("$clusterTime"), doc);
-        }
+    out.push(bson::spec::ElementType::EmbeddedDocument as u8);
+    out.extend_from_slice(b"$clusterTime\0");
+    let at = out.len() + TIME_AT;
+    out.extend_from_slice(template.as_bytes());
+    if let Some(time) = out.get_mut(at..at + 8) {
+        time.copy_from_slice(&timestamp_bytes(now));
     }
-    out.append(cstr!("operationTime"), op_time);
+    out.push(bson::spec::ElementType::Timestamp as u8);
+    out.extend_from_slice(b"operationTime\0");
+    out.extend_from_slice(&timestamp_bytes(op_time));
 }
 
 /// Background work: aborts transactions past `transactionLifetimeLimitSeconds` and ends
@@ -1321,6 +1376,32 @@ mod tests {
         assert!(fast > 1, "the direct read took the driver's shape");
     }
 
+    /// The one-pass table answers as the body's table: first occurrences, absent fields.
+    #[test]
+    fn session_fields_answer_as_the_table() {
+        let body = rawdoc! {
+            "insert": "c", "txnNumber": 5_i64, "lsid": {"id": 1}, "txnNumber": 6_i64,
+            "autocommit": false, "writeConcern": {"w": 1}, "$db": "d", "lsid": 2,
+        };
+        let parsed = Parsed::parse(&body);
+        let fields = SessionFields::new(&parsed);
+        for name in [
+            "autocommit",
+            "txnNumber",
+            "lsid",
+            "txnRetryCounter",
+            "startTransaction",
+            "writeConcern",
+            "insert",
+            "$db",
+            "readConcern",
+            "",
+        ] {
+            assert_eq!(fields.get(name), parsed.find(name), "{name}");
+        }
+        assert_eq!(fields.get("txnNumber"), Some(RawBsonRef::Int64(5)));
+    }
+
     #[test]
     fn gossip_from_the_template_is_the_documents() {
         let template = rawdoc! {
@@ -1338,8 +1419,10 @@ mod tests {
             time: 1_600_000_000,
             increment: 3,
         };
-        let mut out = rawdoc! {"ok": 1.0};
-        append_times(&mut out, &template, now, op);
+        let mut out = rawdoc! {"ok": 1.0}.into_bytes();
+        out.pop();
+        write_times(&mut out, &template, now, op);
+        cairn_wire::doc_writer::close(&mut out, 0).unwrap();
         let expected = rawdoc! {
             "ok": 1.0,
             "$clusterTime": {
@@ -1351,6 +1434,6 @@ mod tests {
             },
             "operationTime": op,
         };
-        assert_eq!(out.as_bytes(), expected.as_bytes());
+        assert_eq!(out, expected.as_bytes());
     }
 }

@@ -11,7 +11,8 @@
 //! - element types are known BSON types; field names and strings are terminated and valid
 //!   UTF-8 (stricter than MongoDB's default, which would let invalid UTF-8 through);
 //! - booleans are 0 or 1; nesting never exceeds the depth limit (checked iteratively, so a
-//!   hostile document cannot overflow the stack).
+//!   hostile document cannot overflow the stack; the enclosing documents of ordinary depth
+//!   are kept without an allocation).
 
 use crate::error::{Result, WireError};
 
@@ -101,6 +102,45 @@ fn document_end(buf: &[u8], at: usize, limit: usize) -> Result<usize> {
     Ok(end)
 }
 
+/// How many enclosing documents [`Parents`] keeps without allocating: deeper than any
+/// command a driver sends (a body, its `lsid`, `$clusterTime.signature`, a filter's operators).
+const INLINE_DEPTH: usize = 16;
+
+/// The ends of the documents enclosing the one being walked, innermost last: the first
+/// [`INLINE_DEPTH`] in an array, any deeper ones in a vector (so a message of ordinary depth
+/// is validated without an allocation).
+struct Parents {
+    inline: [usize; INLINE_DEPTH],
+    len: usize,
+    deeper: Vec<usize>,
+}
+
+impl Parents {
+    fn new() -> Parents {
+        Parents {
+            inline: [0; INLINE_DEPTH],
+            len: 0,
+            deeper: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, end: usize) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = end,
+            None => self.deeper.push(end),
+        }
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<usize> {
+        self.len = self.len.checked_sub(1)?;
+        match self.inline.get(self.len) {
+            Some(&end) => Some(end),
+            None => self.deeper.pop(),
+        }
+    }
+}
+
 /// Validates that `buf` is exactly one well-formed BSON document nested at most `max_depth`
 /// levels deep.
 pub fn validate(buf: &[u8], max_depth: usize) -> Result<()> {
@@ -108,19 +148,25 @@ pub fn validate(buf: &[u8], max_depth: usize) -> Result<()> {
     if end != buf.len() {
         return Err(invalid("trailing bytes after document"));
     }
-    // Explicit stack of (position of next element, end of the document) frames.
-    let mut stack: Vec<(usize, usize)> = vec![(4, end)];
-    while let Some(&(pos, doc_end)) = stack.last() {
+    // The document being walked (position of its next element, its end) and the ends of the
+    // documents around it; a child starts where its parent's element value starts, and the
+    // parent resumes at the child's end.
+    let (mut pos, mut doc_end) = (4, end);
+    let mut parents = Parents::new();
+    loop {
         let type_byte = *buf.get(pos).ok_or_else(|| invalid("truncated element"))?;
         if type_byte == 0 {
             if pos + 1 != doc_end {
                 return Err(invalid("document terminator before its declared end"));
             }
-            stack.pop();
-            if let Some(parent) = stack.last_mut() {
-                parent.0 = doc_end;
+            match parents.pop() {
+                Some(parent_end) => {
+                    pos = doc_end;
+                    doc_end = parent_end;
+                    continue;
+                }
+                None => return Ok(()),
             }
-            continue;
         }
         let value = skip_cstring(buf, pos + 1, doc_end - 1)?;
         let fixed = |n: usize| -> Result<usize> {
@@ -131,7 +177,7 @@ pub fn validate(buf: &[u8], max_depth: usize) -> Result<()> {
                 Err(invalid("value extends past its document"))
             }
         };
-        let next = match type_byte {
+        pos = match type_byte {
             0x01 | 0x09 | 0x11 | 0x12 => fixed(8)?, // double, date, timestamp, int64
             0x10 => fixed(4)?,                      // int32
             0x13 => fixed(16)?,                     // decimal128
@@ -174,10 +220,13 @@ pub fn validate(buf: &[u8], max_depth: usize) -> Result<()> {
             }
             0x03 | 0x04 => {
                 let child_end = document_end(buf, value, doc_end - 1)?;
-                if stack.len() >= max_depth {
+                // The walked document and its parents, with the child, exceed the limit.
+                if parents.len + 1 >= max_depth {
                     return Err(WireError::BsonTooDeep(max_depth));
                 }
-                stack.push((value + 4, child_end));
+                parents.push(doc_end);
+                pos = value + 4;
+                doc_end = child_end;
                 continue;
             }
             0x0F => {
@@ -194,24 +243,19 @@ pub fn validate(buf: &[u8], max_depth: usize) -> Result<()> {
                 if scope_end != cws_end {
                     return Err(invalid("code with scope length mismatch"));
                 }
-                if stack.len() >= max_depth {
+                if parents.len + 1 >= max_depth {
                     return Err(WireError::BsonTooDeep(max_depth));
                 }
-                // Validate the scope as a nested document, then resume after it.
-                if let Some(top) = stack.last_mut() {
-                    top.0 = cws_end;
-                }
-                stack.push((scope + 4, scope_end));
-                // The scope frame's pop sets the parent's position to scope_end == cws_end.
+                // Validate the scope as a nested document; the parent resumes at its end,
+                // which is the end of the code with scope.
+                parents.push(doc_end);
+                pos = scope + 4;
+                doc_end = scope_end;
                 continue;
             }
             other => return Err(invalid(&format!("unknown element type {other:#04x}"))),
         };
-        if let Some(top) = stack.last_mut() {
-            top.0 = next;
-        }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -320,6 +364,33 @@ mod tests {
         let b = bytes(&d);
         assert_eq!(validate(&b, 200), Err(WireError::BsonTooDeep(200)));
         validate(&b, 300).unwrap();
+    }
+
+    /// Nesting across the inline part of the parents and the vector beyond it: a document of
+    /// `levels` levels (each with a field after its child, so every parent resumes after
+    /// its child ends) passes exactly when `levels` is within the limit, and a wrong byte
+    /// after the deepest child is still found.
+    #[test]
+    fn depth_across_the_inline_parents() {
+        for levels in 2..(3 * INLINE_DEPTH) {
+            let mut d = doc! {"x": 1};
+            for _ in 1..levels {
+                d = doc! {"n": d, "after": "y"};
+            }
+            let b = bytes(&d);
+            for limit in [levels - 1, levels, levels + 1] {
+                assert_eq!(
+                    validate(&b, limit).is_ok(),
+                    levels <= limit,
+                    "{levels} {limit}"
+                );
+            }
+            // The outermost "after" string's terminator: corrupting it is found on the way out.
+            let mut bad = b.clone();
+            let at = bad.len() - 2;
+            bad[at] = b'z';
+            assert!(validate(&bad, levels).is_err(), "{levels}");
+        }
     }
 
     #[test]

@@ -14,9 +14,9 @@ use crate::op_query::OpQuery;
 
 /// The decoded payload of a request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Body {
-    /// An OP_MSG command.
-    Msg(OpMsg),
+pub enum Body<'a> {
+    /// An OP_MSG command (its body borrowed from the frame).
+    Msg(OpMsg<'a>),
     /// An OP_QUERY (legacy handshake, or a removed query form the server answers with `$err`).
     Query(OpQuery),
     /// A legacy OP_GET_MORE (2005): answered with an `$err` OP_REPLY saying it was removed.
@@ -25,13 +25,28 @@ pub enum Body {
 
 /// A decoded request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Incoming {
+pub struct Incoming<'a> {
     /// The header of the (decompressed) message; `request_id` is what replies answer.
     pub header: Header,
     /// The compressor the client used, if the message came as OP_COMPRESSED.
     pub compressor: Option<Compressor>,
     /// The payload.
-    pub body: Body,
+    pub body: Body<'a>,
+}
+
+impl Incoming<'_> {
+    /// The request with nothing borrowed from its frame.
+    pub fn into_owned(self) -> Incoming<'static> {
+        Incoming {
+            header: self.header,
+            compressor: self.compressor,
+            body: match self.body {
+                Body::Msg(m) => Body::Msg(m.into_owned()),
+                Body::Query(q) => Body::Query(q),
+                Body::LegacyGetMore => Body::LegacyGetMore,
+            },
+        }
+    }
 }
 
 /// How a rejected message must be answered.
@@ -64,8 +79,9 @@ impl Rejected {
 }
 
 /// Decodes the complete frame `frame` (whose length [`crate::header::check_frame`] already
-/// validated against `max`).
-pub fn decode(frame: &[u8], max: usize) -> Result<Incoming, Rejected> {
+/// validated against `max`). An uncompressed request borrows its body from `frame`; a
+/// compressed one owns what it decompressed.
+pub fn decode(frame: &[u8], max: usize) -> Result<Incoming<'_>, Rejected> {
     let header = Header::parse(frame).map_err(|error| Rejected {
         error,
         request_id: 0,
@@ -79,10 +95,12 @@ pub fn decode(frame: &[u8], max: usize) -> Result<Incoming, Rejected> {
             protocol: ReplyProtocol::Msg,
             compressor: None,
         })?;
-        let mut inner = decode_uncompressed(&d.frame).map_err(|mut r| {
-            r.compressor = Some(d.compressor);
-            r
-        })?;
+        let mut inner = decode_uncompressed(&d.frame)
+            .map_err(|mut r| {
+                r.compressor = Some(d.compressor);
+                r
+            })?
+            .into_owned();
         inner.compressor = Some(d.compressor);
         return Ok(inner);
     }
@@ -92,7 +110,7 @@ pub fn decode(frame: &[u8], max: usize) -> Result<Incoming, Rejected> {
     })
 }
 
-fn decode_uncompressed(frame: &[u8]) -> Result<Incoming, Rejected> {
+fn decode_uncompressed(frame: &[u8]) -> Result<Incoming<'_>, Rejected> {
     let header = Header::parse(frame).map_err(|error| Rejected {
         error,
         request_id: 0,

@@ -16,7 +16,10 @@
 //! optional uint32 checksum
 //! ```
 //! Invariants: a parsed [`OpMsg`] has exactly one validated body, sequences with distinct
-//! identifiers, and every document validated by [`crate::bson_check`].
+//! identifiers, and every document validated by [`crate::bson_check`]. The body is borrowed
+//! from the frame (not copied); [`OpMsg::into_owned`] copies it when the frame goes away.
+
+use std::borrow::Cow;
 
 use bson::{RawDocument, RawDocumentBuf};
 use nom::bytes::complete::take;
@@ -80,11 +83,11 @@ impl DocumentSequence {
 
 /// A parsed OP_MSG.
 #[derive(Debug, Clone, PartialEq)]
-pub struct OpMsg {
+pub struct OpMsg<'a> {
     /// The raw flag bits.
     pub flags: u32,
-    /// The kind-0 body.
-    pub body: RawDocumentBuf,
+    /// The kind-0 body, borrowed from the frame.
+    pub body: Cow<'a, RawDocument>,
     /// The kind-1 sections in message order.
     pub sequences: Vec<DocumentSequence>,
 }
@@ -96,15 +99,14 @@ fn truncated(what: &'static str) -> impl Fn(nom::Err<nom::error::Error<&[u8]>>) 
 }
 
 /// Reads one BSON document off the front of `input` (its own length prefix), validates it
-/// and checks it against the size limit.
-fn bson_document(input: &[u8], max_size: usize) -> Result<(&[u8], RawDocumentBuf)> {
+/// and checks it against the size limit; returns it (borrowed) and what follows.
+fn bson_document(input: &[u8], max_size: usize) -> Result<(&[u8], &RawDocument)> {
     let (rest, bytes) = bson_document_bytes(input, max_size)?;
-    let doc = RawDocumentBuf::from_bytes(bytes.to_vec())
-        .map_err(|e| WireError::InvalidBson(e.to_string()))?;
+    let doc = RawDocument::from_bytes(bytes).map_err(|e| WireError::InvalidBson(e.to_string()))?;
     Ok((rest, doc))
 }
 
-/// [`bson_document`] without the copy: the validated document's bytes and what follows.
+/// The validated document's bytes and what follows (see [`bson_document`]).
 fn bson_document_bytes(input: &[u8], max_size: usize) -> Result<(&[u8], &[u8])> {
     let (_, len) =
         le_i32::<_, nom::error::Error<&[u8]>>(input).map_err(truncated("document length"))?;
@@ -130,9 +132,9 @@ fn cstring(input: &[u8]) -> PResult<'_, &[u8]> {
     Ok((rest, s))
 }
 
-impl OpMsg {
+impl<'a> OpMsg<'a> {
     /// Parses an OP_MSG whose complete frame (header included) is `frame`.
-    pub fn parse(frame: &[u8]) -> Result<OpMsg> {
+    pub fn parse(frame: &'a [u8]) -> Result<OpMsg<'a>> {
         let payload = frame
             .get(HEADER_LEN..)
             .ok_or(WireError::Truncated("OP_MSG header"))?;
@@ -162,7 +164,7 @@ impl OpMsg {
                 .ok_or(WireError::ChecksumTooShort)?;
         }
         let max_doc = MAX_BSON_OBJECT_SIZE + BSON_OBJECT_INTERNAL_SLACK;
-        let mut body: Option<RawDocumentBuf> = None;
+        let mut body: Option<&'a RawDocument> = None;
         let mut sequences: Vec<DocumentSequence> = Vec::new();
         while !sections.is_empty() {
             let (rest, kind) = le_u8::<_, nom::error::Error<&[u8]>>(sections)
@@ -236,9 +238,18 @@ impl OpMsg {
         }
         Ok(OpMsg {
             flags,
-            body,
+            body: Cow::Borrowed(body),
             sequences,
         })
+    }
+
+    /// The message with its body copied out of the frame.
+    pub fn into_owned(self) -> OpMsg<'static> {
+        OpMsg {
+            flags: self.flags,
+            body: Cow::Owned(self.body.into_owned()),
+            sequences: self.sequences,
+        }
     }
 
     /// True when `checksumPresent` is set.
@@ -261,7 +272,7 @@ impl OpMsg {
     ///
     /// The command is written into one buffer of its exact size: each document is copied
     /// once, after its array element's type and index name.
-    pub fn into_command(self) -> Result<RawDocumentBuf> {
+    pub fn into_command(self) -> Result<Cow<'a, RawDocument>> {
         if self.sequences.is_empty() {
             return Ok(self.body);
         }
@@ -288,7 +299,9 @@ impl OpMsg {
             doc_writer::document_array(&mut out, s.identifier.as_bytes(), docs)?;
         }
         doc_writer::close(&mut out, 0)?;
-        RawDocumentBuf::from_bytes(out).map_err(|e| WireError::InvalidBson(e.to_string()))
+        RawDocumentBuf::from_bytes(out)
+            .map(Cow::Owned)
+            .map_err(|e| WireError::InvalidBson(e.to_string()))
     }
 }
 
@@ -395,7 +408,8 @@ mod tests {
     fn parses_a_body() {
         let m = encode(1, 0, 0, &ping(), false);
         let p = OpMsg::parse(&m).unwrap();
-        assert_eq!(p.body, ping());
+        assert_eq!(p.body.as_bytes(), ping().as_bytes());
+        assert!(matches!(p.body, Cow::Borrowed(_)), "the body is not copied");
         assert!(p.sequences.is_empty());
         assert!(!p.checksum_present() && !p.more_to_come() && !p.exhaust_allowed());
     }
@@ -497,7 +511,7 @@ mod tests {
         let cmd = p.into_command().unwrap();
         let expected =
             rawdoc! {"insert": "c", "$db": "test", "documents": [{"_id": 1}, {"_id": 2, "x": "y"}]};
-        assert_eq!(cmd, expected);
+        assert_eq!(cmd.as_bytes(), expected.as_bytes());
     }
 
     /// The command written in one buffer is byte for byte what appending the body's elements
