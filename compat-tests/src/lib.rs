@@ -219,6 +219,20 @@ impl TestServer {
         self.log.lock().expect("log").clone()
     }
 
+    /// The log, joined, once a line contains `needle`: the server's output is read on
+    /// another thread, so a line written just before a reply may arrive after it. Panics
+    /// after 5 s without one.
+    pub async fn log_with(&self, needle: &str) -> String {
+        for _ in 0..100 {
+            let log = self.log().join("\n");
+            if log.contains(needle) {
+                return log;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("no log line with {needle:?}:\n{}", self.log().join("\n"));
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -152,18 +152,6 @@ async fn plain_hello_is_closed(port: u16) -> bool {
     raw.is_closed_within(Duration::from_secs(5)).await
 }
 
-/// The server's log once a line contains `needle` (the log is read on another thread).
-async fn wait_for_log(s: &TestServer, needle: &str) -> String {
-    for _ in 0..100 {
-        let log = s.log().join("\n");
-        if log.contains(needle) {
-            return log;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no log line with {needle:?}:\n{}", s.log().join("\n"));
-}
-
 #[tokio::test]
 async fn require_tls_serves_tls_clients_with_certificates_and_refuses_plain_ones() {
     let pki = Pki::new("Cairn Test CA");
@@ -198,7 +186,8 @@ async fn require_tls_serves_tls_clients_with_certificates_and_refuses_plain_ones
     assert!(plain_hello_is_closed(s.port).await);
     // The TLS client is unaffected.
     ping(&c).await.expect("still serving");
-    wait_for_log(&s, "The server is configured to only allow SSL connections").await;
+    s.log_with("The server is configured to only allow SSL connections")
+        .await;
 }
 
 #[tokio::test]
@@ -332,7 +321,9 @@ async fn rotate_certificates_switches_new_connections_and_keeps_old_ones() {
         .await
         .expect("rotateCertificates");
     assert_eq!(r.get_f64("ok").unwrap(), 1.0);
-    let log = wait_for_log(&s, "Certificate rotation completed successfully").await;
+    let log = s
+        .log_with("Certificate rotation completed successfully")
+        .await;
     assert!(log.contains("test rotation"), "{log}");
 
     let new = client(s.port, &tls_opts(&second.path("ca.pem"), None)).await;
