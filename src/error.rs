@@ -407,12 +407,6 @@ impl From<cairn_query::QueryError> for CommandError {
     }
 }
 
-/// `{ok: 1.0}` appended to a successful reply body.
-pub fn ok_reply(mut body: RawDocumentBuf) -> RawDocumentBuf {
-    body.append(cstr!("ok"), 1.0);
-    body
-}
-
 /// An empty success reply: `{ok: 1.0}`.
 pub fn ok() -> RawDocumentBuf {
     rawdoc! {"ok": 1.0}
