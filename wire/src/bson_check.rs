@@ -14,6 +14,8 @@
 //!   hostile document cannot overflow the stack; the enclosing documents of ordinary depth
 //!   are kept without an allocation).
 
+use smallvec::SmallVec;
+
 use crate::error::{Result, WireError};
 
 fn invalid(msg: &str) -> WireError {
@@ -102,44 +104,9 @@ fn document_end(buf: &[u8], at: usize, limit: usize) -> Result<usize> {
     Ok(end)
 }
 
-/// How many enclosing documents [`Parents`] keeps without allocating: deeper than any
+/// How many enclosing documents' ends the walk keeps without allocating: deeper than any
 /// command a driver sends (a body, its `lsid`, `$clusterTime.signature`, a filter's operators).
 const INLINE_DEPTH: usize = 16;
-
-/// The ends of the documents enclosing the one being walked, innermost last: the first
-/// [`INLINE_DEPTH`] in an array, any deeper ones in a vector (so a message of ordinary depth
-/// is validated without an allocation).
-struct Parents {
-    inline: [usize; INLINE_DEPTH],
-    len: usize,
-    deeper: Vec<usize>,
-}
-
-impl Parents {
-    fn new() -> Parents {
-        Parents {
-            inline: [0; INLINE_DEPTH],
-            len: 0,
-            deeper: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, end: usize) {
-        match self.inline.get_mut(self.len) {
-            Some(slot) => *slot = end,
-            None => self.deeper.push(end),
-        }
-        self.len += 1;
-    }
-
-    fn pop(&mut self) -> Option<usize> {
-        self.len = self.len.checked_sub(1)?;
-        match self.inline.get(self.len) {
-            Some(&end) => Some(end),
-            None => self.deeper.pop(),
-        }
-    }
-}
 
 /// Validates that `buf` is exactly one well-formed BSON document nested at most `max_depth`
 /// levels deep.
@@ -152,7 +119,7 @@ pub fn validate(buf: &[u8], max_depth: usize) -> Result<()> {
     // documents around it; a child starts where its parent's element value starts, and the
     // parent resumes at the child's end.
     let (mut pos, mut doc_end) = (4, end);
-    let mut parents = Parents::new();
+    let mut parents: SmallVec<[usize; INLINE_DEPTH]> = SmallVec::new();
     loop {
         let type_byte = *buf.get(pos).ok_or_else(|| invalid("truncated element"))?;
         if type_byte == 0 {
@@ -221,7 +188,7 @@ pub fn validate(buf: &[u8], max_depth: usize) -> Result<()> {
             0x03 | 0x04 => {
                 let child_end = document_end(buf, value, doc_end - 1)?;
                 // The walked document and its parents, with the child, exceed the limit.
-                if parents.len + 1 >= max_depth {
+                if parents.len() + 1 >= max_depth {
                     return Err(WireError::BsonTooDeep(max_depth));
                 }
                 parents.push(doc_end);
@@ -243,7 +210,7 @@ pub fn validate(buf: &[u8], max_depth: usize) -> Result<()> {
                 if scope_end != cws_end {
                     return Err(invalid("code with scope length mismatch"));
                 }
-                if parents.len + 1 >= max_depth {
+                if parents.len() + 1 >= max_depth {
                     return Err(WireError::BsonTooDeep(max_depth));
                 }
                 // Validate the scope as a nested document; the parent resumes at its end,
