@@ -281,20 +281,16 @@ impl Source for Budgeted<'_> {
 }
 
 /// Runs `f`, work whose size is known only as it runs, inline on the worker under a
-/// [`ReadBudget`] of [`inline_reads`] when `inline`: `f(Some(budget))` must read only
-/// through [`ReadBudget::source`] and make no change visible outside itself (no write, no
-/// cursor registered, no operation statistics) until it has checked the budget is not
-/// tripped. When the budget trips — whatever `f` returned, so an error swallowed on the way
-/// cannot yield a wrong result — `f(None)` reruns the work through [`escalate`]. Without
-/// `inline`, `f(None)` runs as [`run`] runs it.
-pub async fn run_budgeted<T, F>(inline: bool, mut f: F) -> Result<T, CommandError>
+/// [`ReadBudget`] of [`inline_reads`]: `f(Some(budget))` must read only through
+/// [`ReadBudget::source`] and make no change visible outside itself (no write, no cursor
+/// registered, no operation statistics) until it has checked the budget is not tripped.
+/// When the budget trips — whatever `f` returned, so an error swallowed on the way cannot
+/// yield a wrong result — `f(None)` reruns the work through [`escalate`].
+pub async fn run_budgeted<T, F>(mut f: F) -> Result<T, CommandError>
 where
     F: FnMut(Option<&ReadBudget>) -> Result<T, CommandError> + Send + 'static,
     T: Send + 'static,
 {
-    if !inline {
-        return run(move || f(None)).await;
-    }
     run_short(true, move || {
         let budget = ReadBudget::new(inline_reads());
         let out = f(Some(&budget));

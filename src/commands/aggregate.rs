@@ -1190,7 +1190,7 @@ fn run(inv: Invocation<'_>) -> CmdFuture<'_> {
         // ([`inline_ok`]) or trips the budget moves off the worker (see [`Start::run_with`]).
         let mut r = r;
         let mut resolved = false;
-        let (docs, id, pbrt) = blocking::run_budgeted(true, move |budget| {
+        let (docs, id, pbrt) = blocking::run_budgeted(move |budget| {
             if !resolved {
                 r.resolve_view(&start.server, &start.target)?;
                 resolved = true;
