@@ -49,7 +49,9 @@ const INLINE_FIELDS: usize = 12;
 type Entry<'a> = (&'a str, RawBsonRef<'a>);
 
 /// The fields of a body in order: up to [`INLINE_FIELDS`] in an array, all of them in a
-/// vector once there are more (so reading an ordinary command allocates nothing).
+/// vector once there are more (so reading an ordinary command allocates nothing). Not a
+/// `SmallVec`: its type is invariant in the items' lifetime, and `Parsed<'a>` must stay
+/// covariant in `'a` (the dispatcher's borrows rely on it).
 #[derive(Debug, Clone)]
 struct Entries<'a> {
     inline: [Entry<'a>; INLINE_FIELDS],
@@ -104,7 +106,7 @@ impl<'a> Parsed<'a> {
             entries: Entries::new(),
             malformed: None,
         };
-        if !plain_fields(body, &mut parsed.entries) {
+        if plain_fields(body, &mut parsed.entries).is_none() {
             parsed = Self::walked(body);
         }
         parsed
@@ -210,21 +212,16 @@ impl<'a> Parsed<'a> {
     }
 }
 
-/// Reads the fields of `body` straight from its bytes into `out` (empty on entry); false
+/// Reads the fields of `body` straight from its bytes into `out` (empty on entry); `None`
 /// when it holds an element of another type than double, string, document, boolean, null, int32 or int64, or anything
 /// bson's iterator might refuse (a key or length out of place, a boolean not 0 or 1, text that
 /// is not UTF-8): [`Parsed::parse`] then walks it with bson's iterator. What this accepts,
 /// the iterator reads to the same keys and values (bson's `RawIter` checks, each at least as
 /// strictly: a key ends before the terminator, a string has a length of at least 1 and ends
 /// with NUL, an embedded document passes `RawDocument::from_bytes`, every value ends before
-/// the terminator, and the last element ends exactly there). After false, `out` holds what
+/// the terminator, and the last element ends exactly there). After `None`, `out` holds what
 /// was read before the element that stopped the direct read.
-fn plain_fields<'a>(body: &'a RawDocument, out: &mut Entries<'a>) -> bool {
-    plain_fields_into(body, out).is_some()
-}
-
-/// [`plain_fields`], `None` for false.
-fn plain_fields_into<'a>(body: &'a RawDocument, out: &mut Entries<'a>) -> Option<()> {
+fn plain_fields<'a>(body: &'a RawDocument, out: &mut Entries<'a>) -> Option<()> {
     let b = body.as_bytes();
     let end = b.len().checked_sub(1)?;
     if b.get(end) != Some(&0) {
@@ -364,7 +361,11 @@ mod tests {
                 .iter()
                 .flatten()
                 .any(|(_, v)| matches!(v, RawBsonRef::Array(_) | RawBsonRef::Timestamp(_)));
-            assert_eq!(plain_fields(body, &mut Entries::new()), plain, "{body:?}");
+            assert_eq!(
+                plain_fields(body, &mut Entries::new()).is_some(),
+                plain,
+                "{body:?}"
+            );
             let bytes = body.as_bytes();
             let mut checked = 0;
             for at in 4..bytes.len() {

@@ -29,10 +29,7 @@ use super::value::Value;
 /// The first field called `name` in `d` (see the module docs).
 pub(crate) fn field<'a>(d: &'a RawDocument, name: &str) -> Option<RawBsonRef<'a>> {
     match walk(d.as_bytes(), name.as_bytes()) {
-        Walk::Found(v, kind, _) => match value(kind, v) {
-            Some(v) => Some(v),
-            None => crate::path::field(d, name),
-        },
+        Walk::Found(v, kind, _) => found(d, name, kind, v),
         Walk::Absent => None,
         Walk::Unsure => crate::path::field(d, name),
     }
@@ -111,10 +108,7 @@ fn walk_fields<'a>(
                     && name.as_ref().len() == key.len()
                 {
                     left &= !(1 << i);
-                    *o = match value(kind, v) {
-                        Some(v) => Some(v),
-                        None => crate::path::field(d, name.as_ref()),
-                    };
+                    *o = found(d, name.as_ref(), kind, v);
                     if left == 0 {
                         return;
                     }
@@ -158,10 +152,7 @@ fn walk_fields<'a>(
                 let same = w == kw && n.len() == kl && (kl <= 8 || n == key);
                 if same && let Some(o) = out.get_mut(i) {
                     left &= !(1 << i);
-                    *o = match value(kind, v) {
-                        Some(v) => Some(v),
-                        None => crate::path::field(d, name.as_ref()),
-                    };
+                    *o = found(d, name.as_ref(), kind, v);
                 }
             }
             if left == 0 {
@@ -549,6 +540,13 @@ fn string_body(v: &[u8]) -> Option<&[u8]> {
 /// (ASCII, the common case, checked a word at a time without the UTF-8 validator).
 fn string_ok(v: &[u8]) -> bool {
     string_body(v).is_some_and(|b| b.is_ascii() || std::str::from_utf8(b).is_ok())
+}
+
+/// The value of the element named `name` found in `d`: read from its `kind` and bytes `v`
+/// when [`value`] can, else looked up by name as the general path does.
+#[inline]
+fn found<'a>(d: &'a RawDocument, name: &str, kind: u8, v: &'a [u8]) -> Option<RawBsonRef<'a>> {
+    value(kind, v).or_else(|| crate::path::field(d, name))
 }
 
 /// The value of type `kind` in `v` (exactly its bytes); `None` for what the generic walk
